@@ -1,0 +1,1 @@
+"""refimpl: the executable specification of a GPU-style kernel language and its differential harness."""
