@@ -16,6 +16,7 @@ class Renderer:
     local_max     the largest local size per dimension, or None
     vector_widths the vector counts the backend renders natively (others are scalarized)
     flushes_subnormals  float results that would be subnormal come back as zero
+    supported_dtypes    the scalar dtypes the backend computes with and stores, or None for all of them
   """
   device: str = "NONE"
   has_local: bool = False
@@ -24,6 +25,7 @@ class Renderer:
   local_max: tuple[int, ...] | None = None
   vector_widths: tuple[int, ...] = (1,)
   flushes_subnormals: bool = False
+  supported_dtypes: frozenset | None = None
 
   def render(self, name: str, program) -> str:
     raise NotImplementedError(f"{type(self).__name__} cannot render programs")
