@@ -1,0 +1,19 @@
+"""Errors that describe what a kernel did, as opposed to what is wrong with refimpl or a toolchain."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class UndefinedBehavior(Exception):
+  """A program violated a precondition of the spec (DESIGN.md, "Semantics model": the *undefined* rows).
+
+  Raised by the emulator in strict mode, and by `refimpl.testing.eval_op` before native code would run on such inputs.
+  Carries where and why: the op, the uop index in the program (None for a single-op evaluation), the first offending
+  lane (thread / element index), that lane's operands, and the rule's reason (e.g. "division by zero")."""
+  def __init__(self, op: Any, uop_index: int | None, lane: int | tuple[int, ...] | None, operands: tuple[Any, ...], reason: str,
+               count: int = 1):
+    self.op, self.uop_index, self.lane, self.operands, self.reason, self.count = op, uop_index, lane, operands, reason, count
+    op_name = getattr(op, "name", str(op))
+    where = f"uop {uop_index} ({op_name})" if uop_index is not None else op_name
+    more = f" (and {count - 1} more lane{'s' if count > 2 else ''})" if count > 1 else ""
+    super().__init__(f"undefined behavior at {where}, lane {lane}: {reason}; operands {operands}{more}")

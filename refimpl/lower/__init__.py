@@ -1,0 +1,52 @@
+"""Passes shared by backends, and the check of a program against a backend's capabilities (`Renderer`).
+
+  grid_to_loops.py  lower_grid_to_loops: SPECIAL gidx/lidx -> RANGE loops, for backends with no grid
+
+`lower_for(program, renderer)` is what a backend calls before rendering: verify, lower the grid when the
+backend has none (renderer.global_max is None), then `check_capabilities`.
+"""
+from __future__ import annotations
+
+from refimpl.dtype import PtrDType
+from refimpl.ir.ops import Ops
+from refimpl.ir.program import Program
+from refimpl.ir.verify import ProgramError, verify
+from refimpl.lower.grid_to_loops import LoweringError, lower_grid_to_loops
+from refimpl.renderer import Renderer
+
+__all__ = ["LoweringError", "check_capabilities", "lower_for", "lower_grid_to_loops"]
+
+
+def check_capabilities(program: Program, renderer: Renderer) -> None:
+  """Raise ProgramError (rule "capability") when the program needs what the backend lacks:
+    - a dtype outside renderer.supported_dtypes (None: all), as a value or as a buffer element;
+    - a SPECIAL on a backend with no grid (global_max is None: lower it first);
+    - launch dims above global_max / local_max (missing trailing entries of those tuples mean 1);
+    - lidx or BARRIER without has_local; DEFINE_LOCAL on a grid backend without has_shared (a loop backend renders it
+      as a function-scope array).
+  Vector widths are not checked: a renderer scalarizes the widths it does not render natively."""
+  def fail(i: int | None, detail: str):
+    raise ProgramError("capability", f"{renderer.device}: {detail}", i, None if i is None else program.uops[i].op)
+  grid = renderer.global_max is not None
+  for i, u in enumerate(program.uops):
+    dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+    if renderer.supported_dtypes is not None and u.op not in (Ops.STORE, Ops.IF, Ops.ENDIF, Ops.ENDRANGE, Ops.BARRIER) \
+       and dt.scalar() not in renderer.supported_dtypes:
+      fail(i, f"dtype {dt.scalar()!r} is not supported")
+    if u.op is Ops.SPECIAL and not grid: fail(i, "the backend has no grid: lower SPECIALs to loops first (lower_grid_to_loops)")
+    if u.op is Ops.SPECIAL and u.arg[0].startswith("l") and not renderer.has_local: fail(i, "the backend has no local ids")
+    if u.op is Ops.BARRIER and not renderer.has_local: fail(i, "the backend has no workgroups to synchronize")
+    if u.op is Ops.DEFINE_LOCAL and grid and not renderer.has_shared: fail(i, "the backend has no local (shared) memory")
+  if grid:
+    limits = (("global_size", program.global_size, renderer.global_max), ("local_size", program.local_size, renderer.local_max))
+    for what, dims, mx in limits:
+      lim = tuple(mx or ()) + (1,) * (3 - len(mx or ()))
+      if any(d > m for d, m in zip(dims, lim)): fail(None, f"{what} {dims} exceeds the backend's maximum {lim}")
+
+
+def lower_for(program: Program, renderer: Renderer) -> Program:
+  """The program as `renderer`'s backend runs it: verified, grid lowered to loops if the backend has no grid, checked."""
+  verify(program)
+  if renderer.global_max is None: program = lower_grid_to_loops(program)
+  check_capabilities(program, renderer)
+  return program

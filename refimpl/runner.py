@@ -1,0 +1,64 @@
+"""Running a Program on any device: verify, lower to the device's form, render, compile (cached), load, launch.
+
+This is the one path from a Program to results that the self-check, the test suite and the fuzzer share, so that no
+caller needs to know a backend's internals. Runtimes are called as tinygrad's are:
+  grid devices (renderer.global_max is not None): prg(*bufs, global_size=..., local_size=..., vals=..., wait=True)
+  loop devices (no grid; programs are lowered with lower_grid_to_loops first): prg(*bufs, vals=..., wait=True)
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from refimpl.device import Buffer, Compiled, Device
+from refimpl.dtype import PtrDType, to_np
+from refimpl.ir import Program, verify
+from refimpl.lower import lower_grid_to_loops
+
+
+class Kernel:
+  """A program compiled once for one device; calling it runs it on fresh buffers filled from numpy arrays."""
+  def __init__(self, program: Program, device: str | None = None):
+    self.program, self.device = verify(program), Device[device]
+    self.runnable = program if self.has_grid(self.device) else lower_grid_to_loops(program)
+    self.source = self.device.renderer.render(program.name, self.runnable)
+    self.lib = self.device.compiler.compile_cached(self.source)
+    self.prg = self.device.runtime(program.name, self.lib)
+    self.last_time: float | None = None
+
+  @staticmethod
+  def has_grid(device: Compiled) -> bool: return device.renderer.global_max is not None
+
+  def __call__(self, *arrays: np.ndarray, vals: Sequence[int] = ()) -> list[np.ndarray]:
+    """Runs once with one array per buffer (DEFINE_GLOBAL order) and one int per DEFINE_VAR; returns every buffer after."""
+    signature = [self.program.buffers[i] for i in sorted(self.program.buffers)]
+    check_arguments(self.program, signature, arrays, vals)
+    bufs = [Buffer(self.device.device, a.size, ptr.base, initial_value=np.ascontiguousarray(a).tobytes())
+            for a, ptr in zip(arrays, signature)]
+    raw = [b._buf for b in bufs]
+    if self.has_grid(self.device):
+      self.last_time = self.prg(*raw, global_size=self.program.global_size, local_size=self.program.local_size,
+                                vals=tuple(vals), wait=True)
+    else: self.last_time = self.prg(*raw, vals=tuple(vals), wait=True)
+    self.device.synchronize()
+    return [np.frombuffer(b.as_buffer(), dtype=to_np(ptr.base)).copy() for b, ptr in zip(bufs, signature)]
+
+def check_arguments(program: Program, signature: list[PtrDType], arrays: Sequence[np.ndarray], vals: Sequence[int]) -> None:
+  """Clear errors for the wrong number, dtype or size of buffers, and for int vars outside their declared range."""
+  if len(arrays) != len(signature):
+    raise ValueError(f"{program.name}: takes {len(signature)} buffers, got {len(arrays)}")
+  for i, (a, ptr) in enumerate(zip(arrays, signature)):
+    if not isinstance(a, np.ndarray): raise TypeError(f"{program.name}: buffer {i} must be a numpy array, got {type(a).__name__}")
+    if a.dtype != to_np(ptr.base):
+      raise TypeError(f"{program.name}: buffer {i} holds {ptr.base!r} ({to_np(ptr.base)}), got an array of {a.dtype}")
+    if ptr.size != -1 and a.size != ptr.size:
+      raise ValueError(f"{program.name}: buffer {i} holds {ptr.size} elements, got an array of {a.size}")
+  if len(vals) != len(program.vars):
+    raise ValueError(f"{program.name}: takes {len(program.vars)} int vars {[v[0] for v in program.vars]}, got {len(vals)}")
+  for (name, lo, hi), v in zip(program.vars, vals):
+    if not lo <= v <= hi: raise ValueError(f"{program.name}: var {name}={v} is outside its declared range [{lo}, {hi}]")
+
+def run_program(program: Program, *arrays: np.ndarray, vals: Sequence[int] = (), device: str | None = None) -> list[np.ndarray]:
+  """Compiles `program` for `device` (default: the default device) and runs it once. Returns every buffer after the run."""
+  return Kernel(program, device)(*arrays, vals=vals)

@@ -1,0 +1,42 @@
+"""`python -m refimpl.device`: open every known device and run [1, 2, 3] * 2 on it."""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import numpy as np
+
+from refimpl.device import ALL_DEVICES, Device, DeviceError
+from refimpl.dtype import dtypes
+from refimpl.ir import Ops, ProgramBuilder
+
+NOT_BUILT = "not built yet"
+
+def doubling_program():
+  """out[i] = in[i] * 2.0 over three float32 elements, one thread per element."""
+  b = ProgramBuilder("selfcheck_double")
+  out, x = b.global_buf(dtypes.float32, 3), b.global_buf(dtypes.float32, 3)
+  i = b.gidx(0, 3)
+  b.store(out, i, b.alu(Ops.MUL, b.load(x, i), b.const(2.0, dtypes.float32)))
+  return b.build()
+
+def check_device(name: str) -> tuple[str, str]:
+  """(status, detail): PASS, FAIL with the reason, or NOT BUILT."""
+  from refimpl.runner import run_program
+  try:
+    out, _ = run_program(doubling_program(), np.zeros(3, np.float32), np.array([1, 2, 3], np.float32), device=name)
+  except DeviceError as e: return ("NOT BUILT" if NOT_BUILT in str(e) else "FAIL", str(e))
+  except Exception as e: return "FAIL", f"{type(e).__name__}: {e}"
+  if out.tolist() != [2.0, 4.0, 6.0]: return "FAIL", f"[1, 2, 3] * 2 gave {out.tolist()}"
+  return "PASS", "[1, 2, 3] * 2 = [2, 4, 6]"
+
+def run_selfcheck(out: TextIO = sys.stdout) -> int:
+  """Prints one line per device (a * marks the default). Returns the number of devices that are built but fail."""
+  names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
+  results = {name: check_device(name) for name in names}
+  try: default = Device.DEFAULT
+  except DeviceError: default = None
+  for name, (status, detail) in results.items():
+    print(f"{'*' if name == default else ' '} {name:<8} {status:<9} {detail}", file=out)
+  if default is None: print("no device opens here: see the reasons above", file=out)
+  return sum(status == "FAIL" for status, _ in results.values())
