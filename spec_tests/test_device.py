@@ -6,6 +6,7 @@ import ctypes
 import gc
 import importlib.metadata
 import json
+import mmap
 import multiprocessing
 import os
 import pickle
@@ -317,9 +318,6 @@ DOUBLE_AND_STORE = {
 }
 HOST_ARCH = {"AMD64": "x86_64", "arm64": "aarch64"}.get(platform.machine(), platform.machine())
 
-def _rwx_mappings() -> list[str]:
-  with open("/proc/self/maps") as f: return [line for line in f if line.split()[1].startswith("rwx")]
-
 @pytest.mark.skipif(HOST_ARCH not in DOUBLE_AND_STORE, reason=f"no hand-written machine code for {HOST_ARCH}")
 def test_cpu_program_runs_host_machine_code_with_pointer_and_int_arguments(host):
   program = CPUProgram("double_and_store", DOUBLE_AND_STORE[HOST_ARCH])
@@ -331,11 +329,37 @@ def test_cpu_program_runs_host_machine_code_with_pointer_and_int_arguments(host)
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc")
 @pytest.mark.skipif(HOST_ARCH not in DOUBLE_AND_STORE, reason=f"no hand-written machine code for {HOST_ARCH}")
-def test_cpu_program_never_maps_memory_writable_and_executable():
+def test_cpu_program_code_pages_are_read_execute_only():
   programs = [CPUProgram(f"p{i}", DOUBLE_AND_STORE[HOST_ARCH]) for i in range(4)]
-  with open("/proc/self/maps") as f: code_pages = [line for line in f if int(line.split("-")[0], 16) == programs[0].address]
-  assert code_pages and code_pages[0].split()[1].startswith("r-x")
-  assert _rwx_mappings() == []
+  ranges = [(p.address, p.address + p.size) for p in programs]
+  with open("/proc/self/maps") as f: maps = [(*(int(a, 16) for a in line.split()[0].split("-")), line.split()[1]) for line in f]
+  overlapping = [perms for start, end, perms in maps if any(start < hi and lo < end for lo, hi in ranges)]
+  assert len(overlapping) >= 1 and all(perms.startswith("r-x") for perms in overlapping)
+
+class ProtectionRecorder:
+  """Stands in for libc: forwards mmap/mprotect/munmap and records every protection requested."""
+  def __init__(self, libc):
+    self.libc, self.protections = libc, []
+  def mmap(self, addr, size, prot, flags, fd, offset):
+    self.protections.append(("mmap", prot))
+    return self.libc.mmap(addr, size, prot, flags, fd, offset)
+  def mprotect(self, addr, size, prot):
+    self.protections.append(("mprotect", prot))
+    return self.libc.mprotect(addr, size, prot)
+  def munmap(self, addr, size): return self.libc.munmap(addr, size)
+
+@pytest.mark.skipif(HOST_ARCH not in DOUBLE_AND_STORE, reason=f"no hand-written machine code for {HOST_ARCH}")
+def test_cpu_program_never_asks_for_writable_and_executable_memory(monkeypatch, host):
+  recorder = ProtectionRecorder(device_module._libc)
+  monkeypatch.setattr(device_module, "_libc", recorder)
+  program = CPUProgram("double_and_store", DOUBLE_AND_STORE[HOST_ARCH])
+  out = Buffer(host, 1, dtypes.int32).allocate()
+  program(out._buf, vals=(4,))
+  assert np.frombuffer(out.as_buffer(), dtype=np.int32).tolist() == [8]
+  assert [call for call, _ in recorder.protections] == ["mmap", "mprotect"]
+  assert recorder.protections[0][1] == mmap.PROT_READ | mmap.PROT_WRITE
+  assert recorder.protections[1][1] == mmap.PROT_READ | mmap.PROT_EXEC
+  assert not any(prot & mmap.PROT_WRITE and prot & mmap.PROT_EXEC for _, prot in recorder.protections)
 
 def test_cpu_program_refuses_empty_code():
   with pytest.raises(ValueError, match="empty code"): CPUProgram("nothing", b"")
