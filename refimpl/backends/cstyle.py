@@ -1,0 +1,403 @@
+"""The C-family renderer: a verified Program -> C source (CLANG) or, with another language table, OpenCL C (GPU).
+
+Every rule of the spec (DESIGN.md, "Semantics model") must hold in the generated code whatever the optimizer does, so
+nothing is left to C's undefined or unspecified corners:
+
+  values      one C variable per uop, in program order (CONST is an inline literal; VECTORIZE, GEP and INDEX are only
+              names). Vectors are scalarized: lane k of uop i is the variable v{i}_{k}; loads and stores of n lanes
+              touch elements idx..idx+n-1. (The C compiler's SLP/loop vectorizers re-vectorize what pays.)
+  ints        ADD SUB MUL NEG MULACC SHL run on the unsigned wrap type (unsigned int for widths <= 32, 64-bit
+              otherwise: a narrow unsigned operand would promote to *signed* int, where 65535*65535 overflows) and are
+              converted back (two's complement in every C compiler we target); SHR shifts the value itself
+              (arithmetic on signed, logical on unsigned); IDIV/MOD are C's / and %, which truncate. Counts outside
+              [0, bits), division by 0 and MIN/-1 are undefined in the spec, so C's UB there is no loss.
+  bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&&b, CMPNE=a!=b (the spec's table).
+  floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
+              MAX propagates NaN; MULACC is a*b+c unfused; RECIP is 1/x; SQRT is the correctly rounded builtin.
+  narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 live in memory as their bits (unsigned short / unsigned char)
+              and in registers as a float holding the exact value. Each arithmetic op is computed in double and
+              rounded once to the format by the prelude's rf_round_* (bit manipulation, round to nearest even):
+              for + - * / sqrt of p-bit operands, a double result (53 >= 2p + 2 bits, far wider exponent range) rounded
+              again is the correctly rounded result. MULACC rounds the product first (unfused). No _Float16, no
+              compiler-rt call, no dependence on F16C: the same rounding on every host and in OpenCL.
+  casts       to bool: x != 0; int->int, int->float32/64, float->int (truncation) and float->float32/64: C
+              conversions, each a single correct rounding; ->narrow: rf_round_* from an exact double, or for 64-bit
+              ints from a round-to-odd double (so the two roundings act as one); fp8e4m3 overflow gives NaN.
+  BITCAST     through the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd (memcpy in C, as_* in OpenCL) and the narrow
+              formats' exact bit functions (NaN payloads of loaded values are kept): no aliasing UB.
+  memory      gated LOAD: gate ? p[i] : alt (no access when false); gated STORE: if (gate) p[i] = v.
+  structure   RANGE: for loops; IF: if blocks; DEFINE_ACC: a local variable that ASSIGN overwrites; DEFINE_LOCAL: an
+              array (function scope in C); THREEFRY: the prelude's threefry2x32 (tinygrad's definition, 20 rounds).
+  WMMA        scalarized, as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
+              product and sum in double in that order, then one rounding to the output dtype.
+
+What differs between C and OpenCL C is the class attributes of `CStyleRenderer` (kernel prefix, buffer qualifiers, type
+names, literal suffixes, SPECIAL/BARRIER spellings, the bit primitives, native transcendentals); subclasses set them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from refimpl.device import CompileError
+from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.ir import GroupOp, Ops, Program, UOp, verify
+from refimpl.lower import check_capabilities
+from refimpl.renderer import Renderer
+
+# narrow float formats: dtype -> (helper suffix, exponent bits, mantissa bits, finite-only "fn" variant)
+NARROW: dict[DType, tuple[str, int, int, int]] = {
+  dtypes.float16: ("half", 5, 10, 0), dtypes.bfloat16: ("bf16", 8, 7, 0),
+  dtypes.fp8e4m3: ("e4m3", 4, 3, 1), dtypes.fp8e5m2: ("e5m2", 5, 2, 0)}
+
+# ops whose narrow-float result is rounded to the format (the others are exact: NEG, MAX, compares, WHERE)
+ROUNDED = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MULACC})
+
+# the per-op rules, by operand kind. {0} {1} {2}: operands; {T}: the result's register type; {U}: the unsigned wrap
+# type; {c}: the cast that widens an operand to the compute type ("" for float32/64, "(double)" for narrow floats);
+# {one}: 1 in the compute type; {sqrt}: the compute type's square root.
+INT_RULES: dict[Ops, str] = {
+  Ops.ADD: "({T})(({U}){0}+({U}){1})", Ops.SUB: "({T})(({U}){0}-({U}){1})", Ops.MUL: "({T})(({U}){0}*({U}){1})",
+  Ops.NEG: "({T})(({U})0-({U}){0})", Ops.MULACC: "({T})(({U}){0}*({U}){1}+({U}){2})",
+  Ops.SHL: "({T})(({U}){0}<<({U}){1})", Ops.SHR: "({T})({0}>>{1})",
+  Ops.IDIV: "({T})({0}/{1})", Ops.MOD: "({T})({0}%{1})", Ops.MAX: "({0}>{1}?{0}:{1})",
+  Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.XOR: "({T})({0}^{1})", Ops.OR: "({T})({0}|{1})",
+  Ops.AND: "({T})({0}&{1})", Ops.WHERE: "({0}?{1}:{2})", Ops.THREEFRY: "rf_threefry({0},{1})"}
+BOOL_RULES: dict[Ops, str] = {
+  Ops.ADD: "({0}|{1})", Ops.MUL: "({0}&{1})", Ops.MAX: "({0}|{1})", Ops.MULACC: "(({0}&{1})|{2})",
+  Ops.CMPLT: "(!{0}&&{1})", Ops.CMPNE: "({0}!={1})", Ops.XOR: "({0}^{1})", Ops.OR: "({0}|{1})", Ops.AND: "({0}&{1})",
+  Ops.WHERE: "({0}?{1}:{2})"}
+FLOAT_RULES: dict[Ops, str] = {
+  Ops.ADD: "({c}{0}+{c}{1})", Ops.SUB: "({c}{0}-{c}{1})", Ops.MUL: "({c}{0}*{c}{1})", Ops.FDIV: "({c}{0}/{c}{1})",
+  Ops.NEG: "(-{0})", Ops.RECIP: "({one}/{c}{0})", Ops.SQRT: "{sqrt}({c}{0})", Ops.MULACC: "({c}{0}*{c}{1}+{c}{2})",
+  Ops.MAX: "({0}!={0}?{0}:{1}!={1}?{1}:{0}>{1}?{0}:{1})",  # NaN-propagating
+  Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.WHERE: "({0}?{1}:{2})"}
+
+# The helpers every kernel may use (static inline: unused ones cost nothing). Written once for C and OpenCL C: the
+# language supplies rf_u32/rf_u64/rf_i64, RF_U64(literal), rf_fbits/rf_bitsf/rf_dbits/rf_bitsd and rf_clz64.
+PRELUDE = r"""
+/* x rounded once, to nearest even, to the float format with E exponent and M mantissa bits; returns its bits.
+   fn: the finite variant (fp8e4m3fn): no infinities, all-ones is NaN, overflow gives NaN. NaN keeps its payload's top. */
+{fn} rf_u32 rf_to_small(double x, int E, int M, int fn) {
+  rf_u64 b = rf_dbits(x), a = b & RF_U64(0x7fffffffffffffff), frac = a & RF_U64(0xfffffffffffff);
+  rf_u32 sign = (rf_u32)(b >> 63) << (E + M), inf = ((1u << E) - 1u) << M;
+  rf_u32 nan = fn ? (inf | ((1u << M) - 1u)) : (inf | (1u << (M - 1)));
+  if (a > RF_U64(0x7ff0000000000000)) {
+    rf_u32 payload = (rf_u32)(frac >> (52 - M));
+    return sign | (fn ? nan : (payload ? (inf | payload) : nan));
+  }
+  int bias = (1 << (E - 1)) - 1, e = (int)(a >> 52) - 1023, emin = 1 - bias;
+  if (e > bias + 1) return sign | (fn ? nan : inf);
+  int shift = 52 - M + (e < emin ? emin - e : 0);
+  if (shift > 63) shift = 63;
+  rf_u64 sig = frac | RF_U64(0x10000000000000), q = sig >> shift, rem = sig & ((RF_U64(1) << shift) - 1);
+  rf_u64 half = RF_U64(1) << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) q += 1;
+  rf_u32 bits = (rf_u32)(q + (e >= emin ? (rf_u64)(e + bias - 1) << M : 0));  /* a carry moves into the exponent */
+  if (fn ? bits >= nan : bits >= inf) return sign | (fn ? nan : inf);
+  return sign | bits;
+}
+/* the value of bits h of a format with E <= 5 exponent bits, as a float (exact: every such value is a float) */
+{fn} float rf_from_small(rf_u32 h, int E, int M, int fn) {
+  int bias = (1 << (E - 1)) - 1;
+  rf_u32 sign = ((h >> (E + M)) & 1u) << 31, ef = (h >> M) & ((1u << E) - 1u), m = h & ((1u << M) - 1u);
+  if (ef == (1u << E) - 1u && (!fn || m == (1u << M) - 1u))
+    return rf_bitsf(sign | 0x7f800000u | (fn ? 0x400000u : m << (23 - M)));
+  if (ef == 0) return rf_bitsf(sign | rf_fbits((float)m * rf_bitsf((rf_u32)(128 - bias - M) << 23)));
+  return rf_bitsf(sign | ((ef + 127u - (rf_u32)bias) << 23) | (m << (23 - M)));
+}
+/* the bits of x, a float holding a value of the format (exact); a NaN keeps the top of its payload */
+{fn} rf_u32 rf_f2small(float x, int E, int M, int fn) {
+  rf_u32 u = rf_fbits(x), payload = (u & 0x7fffffu) >> (23 - M);
+  if (!fn && (u & 0x7fffffffu) > 0x7f800000u && payload)
+    return ((u >> 31) << (E + M)) | (((1u << E) - 1u) << M) | payload;
+  return rf_to_small((double)x, E, M, fn);
+}
+{narrow}
+/* u as a double rounded to odd (exact below 2**53): rounding it again to <= 51 bits is a single rounding of u */
+{fn} double rf_u64_odd(rf_u64 u) {
+  if (u < RF_U64(0x20000000000000)) return (double)u;
+  int sh = 11 - (int)rf_clz64(u);
+  rf_u64 m = (u >> sh) | (rf_u64)((u & ((RF_U64(1) << sh) - 1)) != 0);
+  return (double)m * (double)(RF_U64(1) << sh);
+}
+{fn} double rf_i64_odd(rf_i64 x) { return x < 0 ? -rf_u64_odd((rf_u64)0 - (rf_u64)x) : rf_u64_odd((rf_u64)x); }
+/* threefry2x32 with 20 rounds, as tinygrad 0.10.1 defines THREEFRY: x is the counter, key the key (low word first) */
+#define RF_TF_MIX(r) a += b; b = ((b << r) | (b >> (32 - r))) ^ a;
+{fn} rf_u64 rf_threefry(rf_u64 x, rf_u64 key) {
+  rf_u32 k0 = (rf_u32)key, k1 = (rf_u32)(key >> 32), ks[3];
+  ks[0] = k1; ks[1] = k0 ^ k1 ^ 0x1BD11BDAu; ks[2] = k0;
+  rf_u32 a = (rf_u32)x + ks[2], b = (rf_u32)(x >> 32) + ks[0];
+  for (int i = 0; i < 5; i++) {
+    if (i % 2 == 0) { RF_TF_MIX(13) RF_TF_MIX(15) RF_TF_MIX(26) RF_TF_MIX(6) }
+    else { RF_TF_MIX(17) RF_TF_MIX(29) RF_TF_MIX(16) RF_TF_MIX(24) }
+    a += ks[i % 3]; b += ks[(i + 1) % 3] + (rf_u32)(i + 1);
+  }
+  return ((rf_u64)b << 32) | a;
+}
+"""
+
+def _narrow_helpers(fn: str) -> str:
+  """rf_round_<f>(double) -> float value, rf_bits_<f>(float value) -> bits, rf_from_<f>(bits) -> float value, per format."""
+  out = []
+  for name, e, m, fin in NARROW.values():
+    if name == "bf16":  # float32's exponent: the bits are float32's top half
+      out += [f"{fn} float rf_round_bf16(double x) {{ return rf_bitsf(rf_to_small(x, 8, 7, 0) << 16); }}",
+              f"{fn} rf_u32 rf_bits_bf16(float x) {{ return rf_fbits(x) >> 16; }}",
+              f"{fn} float rf_from_bf16(rf_u32 h) {{ return rf_bitsf(h << 16); }}"]
+      continue
+    a = f"{e}, {m}, {fin}"
+    out += [f"{fn} float rf_round_{name}(double x) {{ return rf_from_small(rf_to_small(x, {a}), {a}); }}",
+            f"{fn} rf_u32 rf_bits_{name}(float x) {{ return rf_f2small(x, {a}); }}",
+            f"{fn} float rf_from_{name}(rf_u32 h) {{ return rf_from_small(h, {a}); }}"]
+  return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class CStyleRenderer(Renderer):
+  """Renders C (these defaults) or another C dialect (override the class attributes below). See the module docstring."""
+  # ---- the language table: everything C and OpenCL C spell differently ----
+  kernel_prefix: ClassVar[str] = "void "
+  buffer_prefix: ClassVar[str] = ""                # e.g. "__global "
+  buffer_suffix: ClassVar[str] = " restrict"       # after the '*': distinct buffers never alias
+  local_prefix: ClassVar[str] = ""                 # DEFINE_LOCAL arrays, e.g. "__local "
+  func_prefix: ClassVar[str] = "static inline"     # prelude helpers
+  barrier: ClassVar[str | None] = ""               # "" renders nothing (C runs one thread); None refuses BARRIER
+  special: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", "lidx": ...}; None: no grid
+  types: ClassVar[dict[DType, str]] = {
+    dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+    dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+    dtypes.uint64: "unsigned long long", dtypes.float32: "float", dtypes.float64: "double"}
+  bool_storage: ClassVar[str] = "_Bool"            # a bool buffer's element type (OpenCL: uchar, converted with != 0)
+  int_suffix: ClassVar[dict[DType, str]] = {dtypes.uint32: "u", dtypes.int64: "ll", dtypes.uint64: "ull"}
+  float_specials: ClassVar[dict[DType, tuple[str, str]]] = {  # (infinity, NaN)
+    dtypes.float32: ("__builtin_inff()", "__builtin_nanf(\"\")"), dtypes.float64: ("__builtin_inf()", "__builtin_nan(\"\")")}
+  sqrt: ClassVar[dict[DType, str]] = {dtypes.float32: "__builtin_sqrtf", dtypes.float64: "__builtin_sqrt"}
+  transcendental: ClassVar[dict[Ops, str]] = {}    # native EXP2/LOG2/SIN spellings; C has none (decompose first)
+  lang_prelude: ClassVar[str] = r"""typedef unsigned int rf_u32;
+typedef unsigned long long rf_u64;
+typedef long long rf_i64;
+#define RF_U64(x) x##ull
+#define rf_clz64(x) __builtin_clzll(x)
+static inline rf_u32 rf_fbits(float x) { rf_u32 u; __builtin_memcpy(&u, &x, 4); return u; }
+static inline float rf_bitsf(rf_u32 u) { float x; __builtin_memcpy(&x, &u, 4); return x; }
+static inline rf_u64 rf_dbits(double x) { rf_u64 u; __builtin_memcpy(&u, &x, 8); return u; }
+static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8); return x; }"""
+
+  # ---- types ----
+  def reg_type(self, dt: DType) -> str:
+    """The C type of a register holding a scalar of dt (narrow floats: float, holding the exact value)."""
+    return "float" if dt in NARROW else self.types[dt]
+  def storage_type(self, dt: DType) -> str:
+    """The C type of a buffer element of dt (narrow floats: their bits)."""
+    if dt in NARROW: return self.types[dtypes.uint8 if dt.itemsize == 1 else dtypes.uint16]
+    return self.bool_storage if dt == dtypes.bool else self.types[dt]
+  def wrap_type(self, dt: DType) -> str: return "rf_u64" if dt.itemsize == 8 else "rf_u32"
+  def load_conv(self, dt: DType, mem: str) -> str:
+    if dt in NARROW: return f"rf_from_{NARROW[dt][0]}({mem})"
+    return f"({mem}!=0)" if dt == dtypes.bool and self.bool_storage != self.types[dtypes.bool] else mem
+  def store_conv(self, dt: DType, val: str) -> str:
+    if dt in NARROW: return f"({self.storage_type(dt)})rf_bits_{NARROW[dt][0]}({val})"
+    return f"({self.bool_storage}){val}" if dt == dtypes.bool and self.bool_storage != self.types[dtypes.bool] else val
+
+  def prelude(self) -> str:
+    fn = self.func_prefix
+    body = PRELUDE.replace("{fn}", fn).replace("{narrow}", _narrow_helpers(fn))
+    return f"#ifndef RF_PRELUDE\n#define RF_PRELUDE\n{self.lang_prelude}\n{body.strip()}\n#endif\n"
+
+  # ---- literals ----
+  def literal(self, v: bool | int | float, dt: DType) -> str:
+    """A C literal of scalar dt's register type (ints of < 32 bits are cast to their type)."""
+    if dt == dtypes.bool: return "1" if v else "0"
+    if dtypes.is_int(dt):
+      sfx = self.int_suffix.get(dt, "")
+      if dt in (dtypes.int32, dtypes.int64) and v == dtypes.min(dt): return f"({v + 1}{sfx}-1)"
+      text = f"{v}{sfx}" if v >= 0 else f"({v}{sfx})"
+      return f"(({self.types[dt]}){text})" if dt.itemsize < 4 else text
+    fdt = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
+    inf, nan = self.float_specials[fdt]
+    if v != v: return nan
+    if v in (float("inf"), float("-inf")): return inf if v > 0 else f"(-{inf})"
+    return float(v).hex() + ("" if fdt == dtypes.float64 else "f")
+
+  # ---- expressions ----
+  def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:
+    """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's."""
+    s = src_dt
+    if op in GroupOp.Transcendental:
+      if op not in self.transcendental or s in NARROW:
+        raise CompileError(f"{self.device}: {op.name} on {s.name} must be decomposed into other ops before rendering "
+                           f"(refimpl.lower.transcendental)")
+      return self.transcendental[op].format(*src)
+    if s == dtypes.bool: rules, fmt = BOOL_RULES, {}
+    elif dtypes.is_int(s): rules, fmt = INT_RULES, {"T": self.types[dt], "U": self.wrap_type(s)}
+    else:
+      wide = dtypes.float64 if s in NARROW else s
+      rules, fmt = FLOAT_RULES, {"c": "(double)" if s in NARROW else "", "one": self.literal(1.0, wide), "sqrt": self.sqrt[wide]}
+    if op not in rules: raise CompileError(f"{self.device}: no rendering of {op.name} on {s.name}")
+    if s in NARROW and op is Ops.MULACC:  # unfused: the product is rounded to the format before the add
+      rnd = f"rf_round_{NARROW[s][0]}"
+      return f"{rnd}({rnd}((double){src[0]}*(double){src[1]})+(double){src[2]})"
+    expr = rules[op].format(*src, **fmt)
+    return f"rf_round_{NARROW[s][0]}({expr})" if s in NARROW and op in ROUNDED else expr
+
+  def cast(self, x: str, s: DType, d: DType) -> str:
+    """CAST of one lane from scalar s to scalar d."""
+    if s == d: return x
+    if d == dtypes.bool: return f"({x}!=0)"
+    if d in NARROW:
+      if dtypes.is_int(s) and s.itemsize == 8: arg = f"rf_{'u' if dtypes.is_unsigned(s) else 'i'}64_odd({x})"
+      else: arg = f"(double){x}"  # exact: bool, ints of <= 32 bits, every float
+      return f"rf_round_{NARROW[d][0]}({arg})"
+    return f"(({self.reg_type(d)}){x})"
+
+  def bitcast(self, x: str, s: DType, d: DType) -> str:
+    """BITCAST of one lane between scalars of one size: to the bits as an unsigned int, then to d."""
+    if s in NARROW: bits = f"rf_bits_{NARROW[s][0]}({x})"
+    elif s == dtypes.float32: bits = f"rf_fbits({x})"
+    elif s == dtypes.float64: bits = f"rf_dbits({x})"
+    else: bits = x
+    if d in NARROW: return f"rf_from_{NARROW[d][0]}(({self.storage_type(d)}){bits})"
+    if d == dtypes.float32: return f"rf_bitsf((rf_u32){bits})"
+    if d == dtypes.float64: return f"rf_bitsd((rf_u64){bits})"
+    return f"(({self.types[d]}){bits})"
+
+  # ---- the program ----
+  def render(self, name: str, program: Program) -> str:
+    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars."""
+    verify(program)
+    check_capabilities(program, self)
+    return self.prelude() + _Render(self, program).function(name)
+
+
+class _Render:
+  """The state of one rendering: lane expressions per uop, the lines written so far and the block depth."""
+  def __init__(self, r: CStyleRenderer, program: Program):
+    self.r, self.uops = r, program.uops
+    self.lanes: dict[int, list[str]] = {}
+    self.index: dict[int, tuple[str, str]] = {}
+    self.args: list[str] = []
+    self.decls: list[str] = []
+    self.lines: list[str] = []
+    self.depth = 1
+
+  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
+  def src(self, u: UOp, k: int) -> list[str]: return self.lanes[u.src[k]]
+  def sdt(self, u: UOp, k: int) -> DType: return self.uops[u.src[k]].dtype
+
+  def define(self, i: int, dt: DType, exprs: list[str], prefix: str = "v") -> None:
+    """Declares one variable per lane of uop i, initialised to exprs."""
+    names = [f"{prefix}{i}" if len(exprs) == 1 else f"{prefix}{i}_{k}" for k in range(len(exprs))]
+    for n, e in zip(names, exprs): self.emit(f"{self.r.reg_type(dt.scalar())} {n} = {e};")
+    self.lanes[i] = names
+
+  def function(self, name: str) -> str:
+    for i, u in enumerate(self.uops):
+      handler = HANDLERS.get(u.op)
+      if handler is None: handler = _alu if u.op in GroupOp.ALU else _unsupported
+      handler(self, i, u)
+    body = "\n".join(["  " + d for d in self.decls] + self.lines)
+    return f"{self.r.kernel_prefix}{name}({', '.join(self.args) or 'void'}) {{\n{body}\n}}\n"
+
+
+def _unsupported(s: _Render, i: int, u: UOp) -> None:
+  raise CompileError(f"{s.r.device}: uop {i} {u.op.name} has no rendering")
+
+def _define_global(s: _Render, i: int, u: UOp) -> None:
+  assert isinstance(u.dtype, PtrDType)
+  s.args.append(f"{s.r.buffer_prefix}{s.r.storage_type(u.dtype.base)}*{s.r.buffer_suffix} data{u.arg}")
+  s.lanes[i] = [f"data{u.arg}"]
+
+def _define_var(s: _Render, i: int, u: UOp) -> None:
+  s.args.append(f"{s.r.types[dtypes.int32]} var_{u.arg[0]}")
+  s.lanes[i] = [f"var_{u.arg[0]}"]
+
+def _define_local(s: _Render, i: int, u: UOp) -> None:
+  assert isinstance(u.dtype, PtrDType)
+  s.decls.append(f"{s.r.local_prefix}{s.r.storage_type(u.dtype.base)} local_{u.arg}[{u.dtype.size}];")
+  s.lanes[i] = [f"local_{u.arg}"]
+
+def _const(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.r.literal(u.arg, u.dtype)]
+
+def _special(s: _Render, i: int, u: UOp) -> None:
+  name = u.arg[0]
+  if s.r.special is None: raise CompileError(f"{s.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
+  s.define(i, u.dtype, [s.r.special[name[:-1]].format(d=name[-1])])
+
+def _index(s: _Render, i: int, u: UOp) -> None: s.index[i] = (s.src(u, 0)[0], s.src(u, 1)[0])
+
+def _element(s: _Render, index_uop: int, k: int) -> str:
+  buf, idx = s.index[index_uop]
+  return f"{buf}[{idx}]" if k == 0 else f"{buf}[{idx}+{k}]"
+
+def _load(s: _Render, i: int, u: UOp) -> None:
+  dt = u.dtype.scalar()
+  vals = [s.r.load_conv(dt, _element(s, u.src[0], k)) for k in range(u.dtype.count)]
+  if len(u.src) == 3:
+    alt, gate = s.src(u, 1), s.src(u, 2)[0]
+    vals = [f"({gate}?{v}:{a})" for v, a in zip(vals, alt)]
+  s.define(i, u.dtype, vals)
+
+def _store(s: _Render, i: int, u: UOp) -> None:
+  dt = s.sdt(u, 1).scalar()
+  stmts = [f"{_element(s, u.src[0], k)} = {s.r.store_conv(dt, v)};" for k, v in enumerate(s.src(u, 1))]
+  if len(u.src) == 3: stmts = [f"if ({s.src(u, 2)[0]}) {{ {' '.join(stmts)} }}"]
+  for st in stmts: s.emit(st)
+
+def _define_acc(s: _Render, i: int, u: UOp) -> None: s.define(i, u.dtype, list(s.src(u, 0)), prefix="acc")
+
+def _assign(s: _Render, i: int, u: UOp) -> None:
+  for name, v in zip(s.src(u, 0), s.src(u, 1)): s.emit(f"{name} = {v};")
+  s.lanes[i] = s.lanes[u.src[0]]
+
+def _range(s: _Render, i: int, u: UOp) -> None:
+  var = f"r{i}"
+  s.emit(f"for ({s.r.types[dtypes.int32]} {var} = {s.src(u, 0)[0]}; {var} < {s.src(u, 1)[0]}; {var}++) {{")
+  s.lanes[i] = [var]
+  s.depth += 1
+
+def _if(s: _Render, i: int, u: UOp) -> None:
+  s.emit(f"if ({s.src(u, 0)[0]}) {{")
+  s.depth += 1
+
+def _end(s: _Render, i: int, u: UOp) -> None:
+  s.depth -= 1
+  s.emit("}")
+
+def _barrier(s: _Render, i: int, u: UOp) -> None:
+  if s.r.barrier is None: raise CompileError(f"{s.r.device}: BARRIER is not supported")
+  if s.r.barrier: s.emit(s.r.barrier)
+
+def _vectorize(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.lanes[j][0] for j in u.src]
+def _gep(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.src(u, 0)[lane] for lane in u.arg]
+
+def _cast(s: _Render, i: int, u: UOp) -> None:
+  src, d = s.sdt(u, 0).scalar(), u.dtype.scalar()
+  conv = s.r.bitcast if u.op is Ops.BITCAST else s.r.cast
+  s.define(i, u.dtype, [conv(x, src, d) for x in s.src(u, 0)])
+
+def _alu(s: _Render, i: int, u: UOp) -> None:
+  d, sd = u.dtype.scalar(), s.sdt(u, len(u.src) - 1).scalar()
+  srcs = [s.lanes[j] for j in u.src]
+  s.define(i, u.dtype, [s.r.alu(u.op, d, [x[k] for x in srcs], sd) for k in range(u.dtype.count)])
+
+def _wmma(s: _Render, i: int, u: UOp) -> None:
+  """d[m][n] = c[m][n] + sum_k a[m][k]*b[k][n]: every product and sum in double, k in order, then one rounding (CAST)."""
+  N, M, K = u.arg
+  a, b, c = (s.src(u, k) for k in range(3))
+  tin, tout = s.sdt(u, 0).scalar(), u.dtype.scalar()
+  out = []
+  for m in range(M):
+    for n in range(N):
+      acc = s.r.cast(c[m * N + n], tout, dtypes.float64)
+      for k in range(K):
+        acc = f"({acc}+{s.r.cast(a[m * K + k], tin, dtypes.float64)}*{s.r.cast(b[k * N + n], tin, dtypes.float64)})"
+      out.append(s.r.cast(acc, dtypes.float64, tout))
+  s.define(i, u.dtype, out)
+
+HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
+  Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_VAR: _define_var, Ops.DEFINE_LOCAL: _define_local, Ops.CONST: _const,
+  Ops.SPECIAL: _special, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc,
+  Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _end, Ops.IF: _if, Ops.ENDIF: _end, Ops.BARRIER: _barrier,
+  Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _cast, Ops.WMMA: _wmma}

@@ -1,0 +1,164 @@
+"""The CLANG device: render C (cstyle.py), compile it with clang to an ELF object for the host, link it into a flat image
+(elf.py) and run it with CPUProgram (W^X).
+
+The compiler is the system `clang` when one is on PATH, else the clang inside the `ziglang` package (`zig cc`). It runs
+as an argument list (never a shell), reads the source on stdin and writes the object on stdout, with FLAGS:
+  -ffreestanding -nostdlib -fno-builtin     no libc/libm: every op is rendered inline, nothing is linked
+  -O2 -ffp-contract=off -fno-fast-math      optimized, but IEEE: no a*b+c contraction (MULACC is rendered unfused),
+                                            no reassociation, NaN/inf/signed zeros honoured
+  -fno-math-errno                           so __builtin_sqrt is the instruction, not a libm call that sets errno
+  -fPIC -fvisibility=hidden                 PC-relative code and data references (the image loads anywhere)
+  -g0 -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-stack-protector -fno-sanitize=all
+                                            nothing the flat image cannot use (debug info, unwind tables, canaries)
+plus the target: `{arch}-linux-none` for zig, `{arch}-unknown-linux-gnu` for a system clang (ELF, SysV calling
+convention) and the host CPU (-march=native on x86-64, -mcpu=native on aarch64). The disk cache key names the clang
+version text, the flags, the target and the host CPU's model and features; a cached object is the ELF object itself.
+
+No grid: the runner lowers grid programs to loops (refimpl.lower.lower_grid_to_loops); no locals (a DEFINE_LOCAL of a
+loop program is a function-scope array). EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental before rendering.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+from refimpl.backends.cstyle import CStyleRenderer
+from refimpl.backends.elf import ElfError, load_elf
+from refimpl.device import Compiled, CompileError, Compiler, CPUProgram, DeviceUnavailable, MallocAllocator
+from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.helpers import diskcache_get, diskcache_put
+from refimpl.ir import GroupOp, Program
+
+FLAGS: tuple[str, ...] = ("-ffreestanding", "-nostdlib", "-fno-builtin", "-O2", "-ffp-contract=off", "-fno-fast-math",
+                          "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-g0", "-fno-asynchronous-unwind-tables",
+                          "-fno-unwind-tables", "-fno-stack-protector", "-fno-sanitize=all")
+ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+MISSING = "CLANG: no clang found; install clang or `pip install ziglang` (included in refimpl[clang])"
+COMPILE_TIMEOUT_S = 120
+
+
+def host_arch() -> str:
+  arch = ARCHES.get(platform.machine().lower())
+  if arch is None: raise DeviceUnavailable(f"CLANG: host architecture {platform.machine()!r} is not supported (x86_64, aarch64)")
+  return arch
+
+
+def _ziglang_command() -> list[str] | None:
+  """`zig cc` from the ziglang package: its binary when it can be found, else `python -m ziglang cc`; None without it."""
+  spec = importlib.util.find_spec("ziglang")
+  if spec is None: return None
+  for d in spec.submodule_search_locations or ():
+    exe = os.path.join(d, "zig.exe" if sys.platform == "win32" else "zig")
+    if os.access(exe, os.X_OK): return [exe, "cc"]
+  return [sys.executable, "-m", "ziglang", "cc"]
+
+
+def find_clang() -> tuple[list[str], str]:
+  """(the command that runs clang, "system" or "zig"). DeviceUnavailable with what to install when there is none."""
+  system = shutil.which("clang")
+  if system is not None: return [system], "system"
+  zig = _ziglang_command()
+  if zig is not None: return zig, "zig"
+  raise DeviceUnavailable(MISSING)
+
+
+def target_flags(kind: str, arch: str, native: bool = True) -> list[str]:
+  """The target triple (ELF for Linux, freestanding) and, when native, the host CPU."""
+  flags = ["-target", f"{arch}-linux-none"] if kind == "zig" else [f"--target={arch}-unknown-linux-gnu"]
+  if native: flags.append("-march=native" if arch == "x86_64" else "-mcpu=native")
+  return flags
+
+
+@functools.cache
+def _cpu_id() -> str:
+  """The host CPU's model and feature flags (what -march=native compiles for), for the cache key."""
+  try:
+    with open("/proc/cpuinfo") as f: lines = f.read().splitlines()
+  except OSError: return platform.processor() or platform.machine()
+  keep = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+  return "\n".join(dict.fromkeys(ln for ln in lines if ln.split(":")[0].strip() in keep))
+
+
+class ClangCompiler(Compiler):
+  """C source -> ELF relocatable object (bytes), through the disk cache. `compile_batch` builds many kernels in one call.
+  `arch` (default: the host's) other than the host's gives objects for that machine, for inspection (tests), not to run."""
+  def __init__(self, command: list[str] | None = None, kind: str | None = None, arch: str | None = None, native: bool = True):
+    if command is None: command, kind = find_clang()
+    self.command, self.kind, self.arch = list(command), kind or "system", arch or host_arch()
+    native = native and self.arch == ARCHES.get(platform.machine().lower())  # -march=native only describes the host
+    self.args = [*self.command, *FLAGS, *target_flags(self.kind, self.arch, native), "-c", "-x", "c", "-", "-o", "-"]
+    try: res = subprocess.run([*self.command, "--version"], capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except OSError as e: raise DeviceUnavailable(f"CLANG: cannot run {self.command[0]!r} ({e}); install clang or ziglang") from e
+    if res.returncode != 0:
+      raise DeviceUnavailable(f"CLANG: `{' '.join(self.command)} --version` failed: {res.stderr.decode(errors='replace')[:500]}")
+    self.version = res.stdout.decode(errors="replace").strip()
+    key = "\n".join([self.version, *self.args[len(self.command):], _cpu_id() if native else ""])
+    super().__init__(f"clang-{self.arch}-{hashlib.sha256(key.encode()).hexdigest()[:20]}")
+
+  def compile(self, src: str) -> bytes:
+    try: res = subprocess.run(self.args, input=src.encode(), capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as e: raise CompileError(f"CLANG: clang took more than {COMPILE_TIMEOUT_S} s") from e
+    if res.returncode != 0 or not res.stdout.startswith(b"\x7fELF"):
+      numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(src.splitlines(), 1))
+      raise CompileError(f"CLANG: clang failed (exit status {res.returncode}):\n{res.stderr.decode(errors='replace').strip()}\n"
+                         f"--- source ---\n{numbered}")
+    return res.stdout
+
+  def compile_batch(self, srcs: list[str]) -> list[bytes]:
+    """One object per source, compiling every uncached source in a single clang call (their kernels must have distinct
+    names; the prelude is include-guarded). Each source's cache entry holds the shared object."""
+    libs: dict[str, bytes] = {}
+    if self.cachekey is not None:
+      for s in srcs:
+        if (hit := diskcache_get(self.cachekey, s)) is not None: libs[s] = hit
+    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
+    if todo:
+      lib = self.compile("\n".join(todo))
+      for s in todo:
+        libs[s] = lib
+        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
+    return [libs[s] for s in srcs]
+
+
+class ClangRenderer(CStyleRenderer):
+  """C for the CLANG device: no grid, no locals; EXP2/LOG2/SIN decomposed first (the C has no libm)."""
+  def render(self, name: str, program: Program) -> str:
+    if any(u.op in GroupOp.Transcendental for u in program.uops): program = decompose(program, self.device)
+    return super().render(name, program)
+
+
+def decompose(program: Program, device: str = "CLANG") -> Program:
+  """EXP2/LOG2/SIN rewritten into ALU ops by refimpl.lower.transcendental (imported lazily)."""
+  try:
+    from refimpl.lower.transcendental import decompose_transcendentals
+  except ImportError as e:
+    if e.name == "refimpl.lower.transcendental":
+      raise CompileError(f"{device}: EXP2/LOG2/SIN are not supported until the decomposition pass exists "
+                         "(refimpl/lower/transcendental.py: decompose_transcendentals)") from e
+    raise
+  return decompose_transcendentals(program)
+
+
+class ClangProgram(CPUProgram):
+  """An ELF object from ClangCompiler, linked by elf.py (entry = the kernel's name) and mapped by CPUProgram."""
+  def __init__(self, name: str, lib: bytes):
+    try: image = load_elf(lib, name, who="CLANG").image
+    except ElfError as e: raise CompileError(str(e)) from e
+    super().__init__(name, image)
+
+
+class ClangDevice(Compiled):
+  subprocess_safe = True
+  def __init__(self, device: str = "CLANG"):
+    super().__init__(device, MallocAllocator, ClangRenderer(device), ClangCompiler(), ClangProgram)
+
+  def supports_dtype(self, dtype: DType) -> bool:
+    """Every scalar dtype: bool, the ints, float32/64 natively; float16, bfloat16 and both fp8 formats through bit
+    manipulation (storage as bits, arithmetic in double rounded once per op)."""
+    return not isinstance(dtype, (PtrDType, ImageDType)) and dtype.count == 1 and dtype != dtypes.void

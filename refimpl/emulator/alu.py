@@ -1,0 +1,373 @@
+"""The reference semantics of every ALU op, CAST and BITCAST: one short vectorized rule per op family.
+
+Each rule's docstring is the rule (SPEC.md prints them). The executor (machine.py) calls only:
+  exec_alu(op, dtype, *operands)  -> Outcome     dtype is the operands' scalar dtype (for WHERE: of the two values)
+  exec_cast(x, src, dst)          -> Outcome     scalar dtypes
+  exec_bitcast(x, src, dst)       -> Outcome     scalar dtypes of one size
+  allowed_results(op, dtype, *operands) -> list  every acceptable result array of an allowed-set op
+Operands are numpy arrays (0-d too) of `to_np` of their scalar dtype (Python scalars are converted); they broadcast, and
+vectors are just more array dimensions, so every rule is elementwise. Undefined lanes are reported in `Outcome.undefined` with the
+reason of the first one (in C order), never raised: strict or permissive is the executor's choice. Their values are 0.
+An op/dtype pair that the verifier rejects raises ValueError; operands of the wrong numpy dtype raise TypeError.
+
+Looseness (DESIGN.md, "Tracking looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
+pattern: tolerance ops (EXP2 LOG2 SIN off their special values), allowed-set lanes where the choices differ (MULACC fused
+vs unfused, MAX of +0/-0), and every float NaN an op or cast produces (its payload is unspecified). WHERE and BITCAST move
+bits and are never loose; the executor carries looseness of operands forward itself.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from refimpl.dtype import DType, PtrDType, dtypes, to_np
+from refimpl.emulator.reference import F32, F64, bits_of, correctly_rounded, from_f64, ro_sum
+from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.verify import alu_dtype_error
+
+
+@dataclass(frozen=True)
+class Outcome:
+  """The result of one op over many lanes (see the module docstring)."""
+  values: np.ndarray                   # result lanes: to_np(result dtype), the operands' broadcast shape
+  undefined: np.ndarray | None = None  # bool mask of lanes the spec leaves undefined; None = no such lane
+  reason: str = ""                     # the rule the first undefined lane broke
+  loose: np.ndarray | None = None      # bool mask of lanes that are not bit-exact (tolerance, allowed set, NaN payload)
+
+def _some(mask: np.ndarray | None) -> np.ndarray | None: return mask if mask is not None and mask.any() else None
+def _nan_loose(v: np.ndarray, also: np.ndarray | None = None) -> np.ndarray | None:
+  """Loose lanes of a float result: every NaN (payload unspecified), plus `also`."""
+  m = np.isnan(v)
+  return _some(m if also is None else m | also)
+
+Check = tuple[np.ndarray, Callable[[Callable[[np.ndarray], Any]], str]]
+
+def _undefined(values: np.ndarray, checks: list[Check]) -> Outcome:
+  """An Outcome whose lanes failing any check (mask, reason) are undefined (values 0). The reason is the first failing
+  lane's; a reason function gets `at`, which picks that lane out of an operand."""
+  bad = np.zeros(values.shape, bool)
+  for m, _ in checks: bad |= m
+  if not bad.any(): return Outcome(values)
+  first = int(np.argmax(bad))
+  at = lambda x: np.broadcast_to(x, values.shape).flat[first]
+  reason = next(why(at) for m, why in checks if at(m))
+  return Outcome(np.where(bad, values.dtype.type(0), values), bad, reason)
+
+def _bits(dt: DType) -> int: return 8 * dt.itemsize
+def _is_signed(dt: DType) -> bool: return dt in dtypes.sints
+def _fmt(dt: DType) -> tuple[int, int, int]:
+  """(p, emin, emax) of a float dtype: significand bits with the hidden one, smallest and largest normal exponent."""
+  e, m = dtypes.finfo(dt)
+  return m + 1, 2 - 2 ** (e - 1), 2 ** (e - 1) - 1
+
+# float rules compute in float32 (float64 for float64) and round once to the dtype
+_WIDE = {dtypes.float16: F32, dtypes.bfloat16: F32, dtypes.float32: F32, dtypes.float64: F64}
+
+def _rounded(fn: Callable, dt: DType, *xs: np.ndarray) -> np.ndarray:
+  w = _WIDE[dt]
+  return fn(*(x.astype(w, copy=False) for x in xs)).astype(to_np(dt), copy=False)
+
+_FLOAT_FN: dict[Ops, Callable] = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide,
+                                  Ops.NEG: np.negative, Ops.SQRT: np.sqrt, Ops.RECIP: lambda x: x.dtype.type(1) / x}
+_INT_FN: dict[Ops, Callable] = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.NEG: np.negative}
+_BOOL_FN: dict[Ops, Callable] = {Ops.ADD: np.logical_or, Ops.MUL: np.logical_and}
+
+# ---- the rules ----
+
+def arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
+  """ADD, SUB, MUL, NEG.
+  ints: two's complement wrap-around modulo 2^bits, signed included (NEG of INT_MIN is INT_MIN; NEG of unsigned x is
+  2^bits - x). bool: ADD is OR, MUL is AND (SUB and NEG are rejected).
+  floats: the exact result rounded once to nearest even in the dtype; subnormals kept; IEEE 754 specials (inf - inf and
+  0 * inf are NaN; x + (-x) is +0; the sign of a zero product is the XOR of the signs). NEG flips the sign bit (exact).
+  float16/bfloat16 compute in float32 and round once more: innocuous, because float32 has at least 2p+2 significand
+  bits for p = 11 and 8 (Figueroa, "When is double rounding innocuous?", 1995)."""
+  if dt is dtypes.bool: return Outcome(_BOOL_FN[op](*xs))
+  if dtypes.is_int(dt): return Outcome(_INT_FN[op](*xs))
+  v = _rounded(_FLOAT_FN[op], dt, *xs)
+  return Outcome(v, loose=_nan_loose(v))
+
+def float_arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
+  """FDIV, RECIP, SQRT (floats only).
+  The exact result rounded once to nearest even in the dtype (RECIP x is 1 / x), computed as `arith` says. IEEE 754
+  specials: x / +-0 is +-inf with the XOR of the signs, 0/0 and inf/inf are NaN, x / inf is a signed zero;
+  SQRT(-0) is -0, SQRT(x < 0) is NaN, SQRT(+inf) is +inf."""
+  v = _rounded(_FLOAT_FN[op], dt, *xs)
+  return Outcome(v, loose=_nan_loose(v))
+
+def idiv_mod(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """IDIV, MOD (ints only).
+  IDIV truncates toward zero (7 / -2 = -3); MOD is a - (a IDIV b) * b, so it takes the dividend's sign (-7 % 2 = -1).
+  Undefined: divisor 0 ("division by zero"); signed INT_MIN / -1 and INT_MIN % -1 (the quotient overflows)."""
+  sym = "/" if op is Ops.IDIV else "%"
+  checks: list[Check] = [(b == 0, lambda at: "division by zero")]
+  minus1 = b == -1 if _is_signed(dt) else None
+  if minus1 is not None and minus1.any():
+    checks.append(((a == dtypes.min(dt)) & minus1, lambda at: f"signed INT_MIN {sym} -1"))
+  bad = checks[0][0] | checks[-1][0]
+  bs = np.where(bad, b.dtype.type(1), b) if bad.any() else b
+  r = np.fmod(a, bs)  # C's % on ints: the truncated remainder, with the dividend's sign
+  return _undefined(r if op is Ops.MOD else (a - r) // bs, checks)  # a - r is a multiple of b: the floor is exact
+
+def shift(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """SHL, SHR (ints only; the count b has a's dtype).
+  SHL shifts the two's complement bit pattern left, dropping high bits (1 << 31 in int32 is INT_MIN). SHR is arithmetic
+  on signed (copies of the sign bit come in), logical on unsigned (zeros come in).
+  Undefined: a count outside [0, bits) ("shift count 40 outside [0, 32)")."""
+  bits = _bits(dt)
+  bad = (b < 0) | (b >= bits)
+  n = np.where(bad, b.dtype.type(0), b) if bad.any() else b
+  u = a.view(np.dtype(f"u{dt.itemsize}"))  # the bit pattern
+  v = (u << n.view(u.dtype)).view(a.dtype) if op is Ops.SHL else a >> n
+  return _undefined(v, [(bad, lambda at: f"shift count {int(at(b))} outside [0, {bits})")])
+
+def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """XOR, OR, AND (ints and bool): bit by bit on the two's complement pattern; on bool the logical operation."""
+  return Outcome({Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}[op](a, b))
+
+def maximum(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """MAX.
+  ints: the larger. bool: OR.
+  floats: NaN if either input is NaN; otherwise the larger, where max(+0, -0) (either order) is the allowed set
+  {+0, -0}. The reference value is +0 (IEEE 754-2019 maximum); such lanes are loose."""
+  if dt is dtypes.bool: return Outcome(a | b)
+  if dtypes.is_int(dt): return Outcome(np.maximum(a, b))
+  v, mixed = _float_max(a, b, 0.0)
+  return Outcome(v, loose=_nan_loose(v, mixed))
+
+def _float_max(a: np.ndarray, b: np.ndarray, zero: float) -> tuple[np.ndarray, np.ndarray | None]:
+  """np.maximum (which propagates NaN) with `zero` at the lanes holding one +0 and one -0."""
+  v = np.maximum(a, b)
+  both = (a == 0) & (b == 0)
+  if not both.any(): return v, None
+  mixed = both & (np.signbit(a) != np.signbit(b))
+  return np.where(mixed, v.dtype.type(zero), v), mixed
+
+def compare(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """CMPLT, CMPNE (result bool).
+  ints: by value (signed or unsigned per the dtype). bool: CMPLT is (!a && b), CMPNE is XOR.
+  floats: IEEE 754: any comparison with NaN is unordered, so NaN < x is false and NaN != x is true (NaN != NaN too);
+  -0 == +0."""
+  if dt is dtypes.bool: return Outcome(~a & b if op is Ops.CMPLT else a ^ b)
+  return Outcome(a < b if op is Ops.CMPLT else a != b)
+
+def where(op: Ops, dt: DType, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> Outcome:
+  """WHERE (c ? a : b): selects the bits of a where the bool c is true, else of b. Exact for every dtype, NaN payloads
+  included (it moves bits; a NaN it passes on is only as loose as its operand was)."""
+  return Outcome(np.where(c, a, b))
+
+def mulacc(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Outcome:
+  """MULACC (a * b + c).
+  ints: two's complement wrap-around (as MUL then ADD). bool: (a AND b) OR c.
+  floats: allowed set {fused, unfused}: fused = the exact a*b + c rounded once to nearest even; unfused = MUL rounded,
+  then ADD rounded. The reference value is the fused one; lanes where the two differ (and NaN lanes) are loose.
+  Fused for float32 and narrower: a*b is exact in float64, the sum is rounded to odd in float64 (TwoSum), then once to
+  the dtype. Fused for float64: Dekker's exact product and TwoSum with a round-to-odd tail (Boldo & Melquiond 2008);
+  lanes outside that method's exponent range fall back to exact rational arithmetic (fractions.Fraction)."""
+  if dt is dtypes.bool: return Outcome((a & b) | c)
+  if dtypes.is_int(dt): return Outcome(a * b + c)
+  fused, unfused = _fused(dt, a, b, c), _unfused(dt, a, b, c)
+  return Outcome(fused, loose=_nan_loose(fused, bits_of(fused) != bits_of(unfused)))
+
+def _unfused(dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  return arith(Ops.ADD, dt, arith(Ops.MUL, dt, a, b).values, c).values
+
+def _fused(dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  wa, wb, wc = a.astype(F64), b.astype(F64), c.astype(F64)
+  if dt is not dtypes.float64: return from_f64(ro_sum(wa * wb, wc), dt)  # the product is exact in float64
+  return _fma64(wa, wb, wc)
+
+_SPLIT = 2.0 ** 27 + 1  # Veltkamp's constant for float64
+
+def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+  """a * b + c rounded once (float64). Exact product p + pe (Dekker), p + c = s + se (TwoSum), result s + RO(se + pe).
+  Valid while nothing overflows and the product's error term cannot underflow; other finite lanes use Fractions."""
+  a, b, c = np.broadcast_arrays(a, b, c)
+  def split(x):
+    t = x * _SPLIT
+    hi = t - (t - x)
+    return hi, x - hi
+  p = a * b
+  (ah, al), (bh, bl) = split(a), split(b)
+  pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+  s = c + p
+  bb = s - c
+  se = (c - (s - bb)) + (p - bb)
+  r = s + ro_sum(se, pe)
+  lo, hi = 2.0 ** -900, 2.0 ** 990
+  finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+  zero_product = finite & ((a == 0) | (b == 0))
+  fast = finite & ~zero_product & (np.abs(a) < hi) & (np.abs(b) < hi) & (np.abs(p) >= lo) & (np.abs(p) < hi) & (np.abs(c) < hi)
+  fast &= (np.abs(r) >= lo) | ((s == 0) & (se == 0) & (pe == 0))
+  # a zero or non-finite factor makes a*b exact; an infinite c with finite factors is the result
+  r = np.where(zero_product | ~finite, a * b + c, r)
+  r = np.where(np.isfinite(a) & np.isfinite(b) & np.isinf(c), c, r)
+  slow = np.flatnonzero(finite & ~zero_product & ~fast)
+  if slow.size:
+    r = r.copy()
+    for i in slow.tolist():
+      r.flat[i] = _fraction_to_f64(Fraction(float(a.flat[i])) * Fraction(float(b.flat[i])) + Fraction(float(c.flat[i])))
+  return r
+
+def _fraction_to_f64(q: Fraction) -> float:
+  """The rational q rounded once to nearest even in float64 (CPython's int division is correctly rounded)."""
+  try: return q.numerator / q.denominator
+  except OverflowError: return float("inf") if q > 0 else float("-inf")
+
+def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
+  """EXP2, LOG2, SIN (floats only): tolerance.
+  The reference value is the exact result rounded to nearest even in the dtype, computed in higher precision
+  (refimpl/emulator/reference.py states the method and its own error, at most 0.5 ulp + 2^-9 ulp); an implementation
+  may differ from it by the dtype's ULP bound in refimpl/spec.py (ULP_BOUNDS). SIN covers the full range.
+  Exact lanes (special values, overflow thresholds): EXP2 of +-0 is 1, of -inf is +0, of +inf is +inf, of x >= emax+1
+  is +inf, of x <= emin-p is +0; LOG2 of +-0 is -inf, of 1 is +0, of +inf is +inf, of x < 0 is NaN; SIN of +-0 is +-0,
+  of +-inf is NaN. NaN in gives NaN out. Every other lane is loose (and every NaN, its payload being unspecified)."""
+  v = correctly_rounded(op, x, dt)
+  w = x.astype(F64)
+  p, emin, emax = _fmt(dt)
+  exact = {Ops.EXP2: lambda: (w == 0) | np.isinf(w) | (w >= emax + 1) | (w <= emin - p),
+           Ops.LOG2: lambda: (w == 0) | (w == 1) | (w == np.inf) | (w < 0),
+           Ops.SIN: lambda: (w == 0) | np.isinf(w)}[op]()
+  return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)))
+
+_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+def threefry(op: Ops, dt: DType, x: np.ndarray, key: np.ndarray) -> Outcome:
+  """THREEFRY (uint64 only): Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2,
+  3", SC'11; the Random123 threefry2x32_20), as tinygrad 0.10.1's threefry2x32(x, key) defines it. Exact.
+  All arithmetic is on uint32 words, modulo 2^32. The counter is x = (X1 << 32) | X0 and the key key = (K1 << 32) | K0
+  (low word first). Key schedule ks = (K0, K1, K0 ^ K1 ^ 0x1BD11BDA). Start: X0 += ks[0], X1 += ks[1]. Then for
+  i = 0..4: four rounds, each X0 += X1; X1 = rotl(X1, r) ^ X0, with r from (13, 15, 26, 6) when i is even and
+  (17, 29, 16, 24) when i is odd; then the key injection X0 += ks[(i+1) % 3], X1 += ks[(i+2) % 3] + (i + 1).
+  The result is (X1 << 32) | X0: the first output word is the low word."""
+  u32 = np.uint32
+  lo32 = lambda v: (v & 0xFFFFFFFF).astype(u32)
+  ks = (lo32(key), lo32(key >> 32), lo32(key) ^ lo32(key >> 32) ^ u32(0x1BD11BDA))
+  x0, x1 = lo32(x) + ks[0], lo32(x >> 32) + ks[1]
+  for i in range(5):
+    for r in _THREEFRY_ROTATIONS[i % 2]:
+      x0 = x0 + x1
+      x1 = ((x1 << u32(r)) | (x1 >> u32(32 - r))) ^ x0
+    x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + u32(i + 1)
+  return Outcome((x1.astype(np.uint64) << np.uint64(32)) | x0.astype(np.uint64))
+
+def cast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
+  """CAST (any scalar dtype to any other).
+  to bool: x != 0 (NaN -> true, -0 -> false). from bool: false -> 0, true -> 1.
+  int -> int: wrap (keep the low bits of the two's complement pattern; sign-extend when widening a signed source).
+  int -> float, float -> float: the exact value rounded once to nearest even; beyond the largest finite -> +-inf
+  (fp8e4m3 has no inf: a value that rounds beyond 448 (|x| > 464), or an inf, becomes NaN, as in ml_dtypes);
+  NaN stays NaN (payload unspecified: loose).
+  float -> int: truncate toward zero. Undefined: NaN, +-inf, and a truncated value outside the target's range
+  ("float->int cast of nan", "float->int cast of inf", "float->int cast of 300.5 outside [-128, 127]")."""
+  if dst is dtypes.bool: return Outcome((x.astype(F64) if dtypes.is_float(src) else x) != 0)
+  if src is dtypes.bool: return Outcome(x.astype(to_np(dst)))
+  if dtypes.is_int(src) and dtypes.is_int(dst): return Outcome(x.astype(to_np(dst)))
+  if dtypes.is_int(dst): return _float_to_int(x, dst)
+  if dtypes.is_int(src): v = _int_to_float(x, dst)
+  else: v = from_f64(x.astype(F64), dst)
+  return Outcome(v, loose=_nan_loose(v))
+
+def _int_to_float(x: np.ndarray, dst: DType) -> np.ndarray:
+  if x.dtype.itemsize < 8 or dst is dtypes.float64: return from_f64(x.astype(F64), dst)  # exact, or one rounding
+  # 64-bit ints: hi + lo are both exact in float64; their round-to-odd sum makes the final rounding the only one
+  hi, lo = (x >> 32).astype(F64) * 2.0 ** 32, (x & 0xFFFFFFFF).astype(F64)
+  return from_f64(ro_sum(hi, lo), dst)
+
+def _float_to_int(x: np.ndarray, dst: DType) -> Outcome:
+  w = x.astype(F32 if x.dtype.itemsize <= 4 else F64, copy=False)  # exact; holds the range bounds (powers of two)
+  t = np.trunc(w)
+  lo, hi = dtypes.min(dst), dtypes.max(dst)
+  nan, inf = np.isnan(w), np.isinf(w)
+  out = ~nan & ~inf & ~((t >= float(lo)) & (t < float(hi + 1)))  # both bounds are 0 or powers of two: exact in w
+  checks: list[Check] = [(nan, lambda at: "float->int cast of nan"), (inf, lambda at: f"float->int cast of {float(at(w))}"),
+                         (out, lambda at: f"float->int cast of {float(at(w))!r} outside [{lo}, {hi}]")]
+  return _undefined(np.where(nan | inf | out, 0.0, t).astype(to_np(dst)), checks)
+
+def bitcast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
+  """BITCAST (same itemsize, no bool): the same bits read as the other dtype. Exact, never loose by itself (the bits
+  of a NaN an earlier op produced are unspecified; the executor keeps that operand's looseness)."""
+  return Outcome(np.ascontiguousarray(x).view(to_np(dst)))
+
+RULES: dict[Ops, Callable] = {
+  **{op: arith for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)}, **{op: float_arith for op in (Ops.FDIV, Ops.RECIP, Ops.SQRT)},
+  Ops.IDIV: idiv_mod, Ops.MOD: idiv_mod, Ops.SHL: shift, Ops.SHR: shift, **{op: bitwise for op in (Ops.XOR, Ops.OR, Ops.AND)},
+  Ops.MAX: maximum, Ops.CMPLT: compare, Ops.CMPNE: compare, Ops.WHERE: where, Ops.MULACC: mulacc,
+  **{op: transcendental for op in GroupOp.Transcendental}, Ops.THREEFRY: threefry, Ops.CAST: cast, Ops.BITCAST: bitcast}
+"""op -> its rule. ALU rules take (op, dtype, *operands), arrays of >= 1 dimension that broadcast; CAST and BITCAST
+take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome."""
+assert set(RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
+
+# ---- the interface ----
+
+def _scalar_dtype(dt: DType, what: str) -> DType:
+  if not isinstance(dt, DType) or isinstance(dt, PtrDType) or dt.count != 1 or dt is dtypes.void:
+    raise ValueError(f"{what} must be a scalar value dtype, got {dt!r}")
+  return dt
+
+def _lanes(dts: tuple[DType, ...], xs: tuple) -> tuple[tuple[int, ...], list[np.ndarray]]:
+  """The operands' broadcast shape, and the operands as arrays of at least one dimension (numpy dtypes checked, Python
+  scalars converted). They are not broadcast: numpy's ufuncs do that, and a divisor that is one value (a constant)
+  stays one value, which lets numpy divide by it fast. At least 1-d, so that no op runs on numpy scalars (which warn)."""
+  arrs = []
+  for k, (dt, x) in enumerate(zip(dts, xs)):
+    want = to_np(dt)
+    a = np.asarray(x) if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x, dtype=want)
+    if a.dtype != want: raise TypeError(f"operand {k} must be an array of {want} (for {dt!r}), got {a.dtype}")
+    arrs.append(a)
+  shape = np.broadcast_shapes(*(a.shape for a in arrs))
+  return shape, [np.atleast_1d(a) for a in arrs]
+
+def _full(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+  return x.reshape(shape) if x.size == math.prod(shape) else np.broadcast_to(x, shape).copy()
+
+def _shaped(out: Outcome, shape: tuple[int, ...]) -> Outcome:
+  r = lambda m: None if m is None else _full(m, shape)
+  return Outcome(_full(out.values, shape), r(out.undefined), out.reason, r(out.loose))
+
+_ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}, **{op: 3 for op in GroupOp.Ternary}}
+
+def _check_alu(op: Ops, dtype: DType, n: int) -> None:
+  if op not in GroupOp.ALU: raise ValueError(f"{op!r} is not an ALU op (use exec_cast / exec_bitcast for CAST / BITCAST)")
+  if n != _ARITY[op]: raise TypeError(f"{op.name} takes {_ARITY[op]} operand(s), got {n}")
+  err = alu_dtype_error(op, _scalar_dtype(dtype, f"{op.name}'s dtype"))
+  if err is not None: raise ValueError(err[1])
+
+def exec_alu(op: Ops, dtype: DType, *operands) -> Outcome:
+  """Runs ALU op `op` on operands of scalar dtype `dtype` (WHERE: operands[0] is bool, the values are `dtype`).
+  The result dtype is bool for CMPLT/CMPNE, else `dtype`."""
+  _check_alu(op, dtype, len(operands))
+  dts = (dtypes.bool, dtype, dtype) if op is Ops.WHERE else (dtype,) * len(operands)
+  shape, xs = _lanes(dts, operands)
+  with np.errstate(all="ignore"): return _shaped(RULES[op](op, dtype, *xs), shape)
+
+def exec_cast(x, src: DType, dst: DType) -> Outcome:
+  """CAST of lanes x of scalar dtype src to scalar dtype dst (see `cast`)."""
+  _scalar_dtype(src, "CAST's source"), _scalar_dtype(dst, "CAST's target")
+  shape, (a,) = _lanes((src,), (x,))
+  with np.errstate(all="ignore"): return _shaped(cast(a, src, dst), shape)
+
+def exec_bitcast(x, src: DType, dst: DType) -> Outcome:
+  """BITCAST of lanes x of scalar dtype src to scalar dtype dst of the same size, neither bool (see `bitcast`)."""
+  _scalar_dtype(src, "BITCAST's source"), _scalar_dtype(dst, "BITCAST's target")
+  if src.itemsize != dst.itemsize: raise ValueError(f"BITCAST needs dtypes of one size, got {src!r} -> {dst!r}")
+  if dtypes.bool in (src, dst): raise ValueError(f"BITCAST does not take bool, got {src!r} -> {dst!r}")
+  shape, (a,) = _lanes((src,), (x,))
+  return _shaped(bitcast(a, src, dst), shape)
+
+def allowed_results(op: Ops, dtype: DType, *operands) -> list[np.ndarray]:
+  """Every acceptable result array of an ALU op; lane k may be any list element's lane k. MULACC on floats:
+  [fused, unfused]; MAX on floats: [+0 at max(+0, -0) lanes, -0 there]; any other op: [the reference values]
+  (for tolerance ops that is the reference; the bound is in refimpl/spec.py). Undefined lanes hold 0."""
+  out = exec_alu(op, dtype, *operands)
+  if not dtypes.is_float(dtype) or op not in (Ops.MULACC, Ops.MAX): return [out.values]
+  _check_alu(op, dtype, len(operands))
+  shape, xs = _lanes((dtype,) * len(operands), operands)
+  with np.errstate(all="ignore"):
+    other = _unfused(dtype, *xs) if op is Ops.MULACC else _float_max(*xs, -0.0)[0]
+  return [out.values, _full(other, shape)]

@@ -1,0 +1,261 @@
+"""Index analysis: what the emulator knows about int32 values before it runs a program, and the thread grid.
+
+`analyze(program, vals)` gives every int32 scalar uop an `IntInfo`: a range [lo, hi] that holds on every lane (active
+or not) and, where one exists, an affine form
+
+    value = const + sum(coeff * s)      s: a thread id (gidx0-2, lidx0-2) or a loop counter (a RANGE uop)
+
+that is exact on every lane. DEFINE_VARs are constants here (a run knows their values). A form is kept only while the
+range proves that no int32 wrap-around can have happened, so evaluating it in Python ints gives what the ops compute.
+
+Rules (table RULES, op -> rule):
+  CONST, DEFINE_VAR        the constant
+  SPECIAL                  [0, size-1]; the id itself
+  RANGE                    [min start, max end - 1]; its counter
+  ADD SUB NEG, MUL / SHL   interval arithmetic; affine arithmetic (MUL and SHL only by a constant)
+  IDIV MOD SHR by a const  ranges; the identity form where the range shows the op changes nothing (x % 8, x in [0, 8))
+  AND OR XOR MAX WHERE     ranges (bit ops on non-negative values); MAX keeps a side that always wins
+  CAST from a narrow int   the source dtype's range
+  anything else            the int32 range, no form (a LOAD, an accumulator, ...)
+A result whose range leaves int32 may have wrapped: it gets the int32 range and no form.
+
+What the emulator does with this (machine.py, memory.py):
+  - a value with a form is never computed unless an op needs its lanes (INDEX does not);
+  - at run time loop counters are numbers, so an INDEX with a form is `offset + sum(c_d * id_d)` over the six thread
+    ids: one strided numpy view of the buffer covers every lane, and its bounds follow from the form without a scan;
+  - an INDEX without a form but with a static range inside the buffer needs no bounds scan either;
+  - `race_free` proves, per buffer, that two threads can never touch one element; race tracking runs only on the
+    other buffers.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refimpl.dtype import dtypes
+from refimpl.ir.ops import Ops
+from refimpl.ir.program import INDEX_DTYPE, Program
+
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+# the grid axes in lane order: a lane number is the C-order position in (gidx2, gidx1, gidx0, lidx2, lidx1, lidx0), so
+# the threads of one workgroup are consecutive and lidx0 / gidx0 vary fastest
+AXES = ("gidx2", "gidx1", "gidx0", "lidx2", "lidx1", "lidx0")
+AXIS = {name: k for k, name in enumerate(AXES)}
+
+Sym = str | int  # a thread axis name, or the uop index of a RANGE
+
+
+@dataclass(frozen=True)
+class Affine:
+  """const + sum(coeff * sym) over `terms` (no zero coefficients)."""
+  terms: dict[Sym, int] = field(default_factory=dict)
+  const: int = 0
+
+  def __add__(self, o: Affine) -> Affine:
+    t = dict(self.terms)
+    for s, c in o.terms.items(): t[s] = t.get(s, 0) + c
+    return Affine({s: c for s, c in t.items() if c}, self.const + o.const)
+  def scale(self, k: int) -> Affine: return Affine({s: c * k for s, c in self.terms.items()} if k else {}, self.const * k)
+
+
+@dataclass(frozen=True)
+class IntInfo:
+  """What holds for an int32 value on every lane: lo <= value <= hi, and value == aff when aff is not None."""
+  lo: int
+  hi: int
+  aff: Affine | None = None
+
+  @property
+  def const(self) -> int | None: return self.lo if self.lo == self.hi else None
+
+FULL = IntInfo(I32_MIN, I32_MAX)
+
+def _fit(lo: int, hi: int, aff: Affine | None = None) -> IntInfo:
+  """The info of a result, or FULL when the range leaves int32 (the value may have wrapped, the form is void)."""
+  return IntInfo(lo, hi, aff) if I32_MIN <= lo <= hi <= I32_MAX else FULL
+
+def _tdiv(a: int, b: int) -> int: return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+
+
+# ***** rules: (uop, infos of its srcs) -> IntInfo *****
+
+def _via(info: IntInfo, *deps: IntInfo) -> IntInfo:
+  """`info`, keeping its form only when every operand it relied on has one: a form means the op may be skipped, so its
+  inputs must be thread ids, counters and constants (a constant range alone can come from an undefined value)."""
+  return info if all(d.aff is not None for d in deps) else IntInfo(info.lo, info.hi)
+
+def _add(u, a, b): return _fit(a.lo + b.lo, a.hi + b.hi, a.aff + b.aff if a.aff and b.aff else None)
+def _sub(u, a, b): return _fit(a.lo - b.hi, a.hi - b.lo, a.aff + b.aff.scale(-1) if a.aff and b.aff else None)
+def _neg(u, a): return _fit(-a.hi, -a.lo, a.aff.scale(-1) if a.aff else None)
+
+def _scaled(a: IntInfo, k: int) -> IntInfo:
+  return _fit(min(a.lo * k, a.hi * k), max(a.lo * k, a.hi * k), a.aff.scale(k) if a.aff else None)
+
+def _mul(u, a, b):
+  if b.const is not None: return _via(_scaled(a, b.const), b)
+  if a.const is not None: return _via(_scaled(b, a.const), a)
+  corners = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+  return _fit(min(corners), max(corners))
+
+def _shl(u, a, b): return _via(_scaled(a, 1 << b.const), b) if b.const is not None and 0 <= b.const < 32 else FULL
+def _shr(u, a, b):
+  if b.const is None or not 0 <= b.const < 32: return FULL
+  return _via(IntInfo(a.lo >> b.const, a.hi >> b.const, a.aff if b.const == 0 else None), b)
+
+def _idiv(u, a, b):
+  d = b.const
+  if not d or (d == -1 and a.lo == I32_MIN): return FULL  # zero or MIN / -1: undefined somewhere
+  q = sorted((_tdiv(a.lo, d), _tdiv(a.hi, d)))  # truncating division by a constant is monotone
+  return _via(_fit(q[0], q[1], a.aff if d == 1 else None), b)
+
+def _mod(u, a, b):
+  if not b.const: return FULL
+  m = abs(b.const) - 1
+  if -m <= a.lo and a.hi <= m and (a.lo >= 0 or a.hi <= 0): return _via(a, b)  # the dividend is already the remainder
+  return IntInfo(max(a.lo, -m) if a.lo < 0 else 0, min(a.hi, m) if a.hi > 0 else 0)
+
+def _max(u, a, b):
+  if a.lo >= b.hi: return _via(a, b)
+  if b.lo >= a.hi: return _via(b, a)
+  return IntInfo(max(a.lo, b.lo), max(a.hi, b.hi))
+
+def _and(u, a, b):
+  if a.lo >= 0 or b.lo >= 0: return IntInfo(0, min(x.hi for x in (a, b) if x.lo >= 0))
+  return FULL
+
+def _or_xor(u, a, b):
+  if a.lo < 0 or b.lo < 0: return FULL
+  return IntInfo(0, (1 << max(a.hi, b.hi).bit_length()) - 1)
+
+def _where(u, c, a, b): return IntInfo(min(a.lo, b.lo), max(a.hi, b.hi))
+
+RULES: dict[Ops, Callable[..., IntInfo]] = {
+  Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.SHL: _shl, Ops.SHR: _shr, Ops.IDIV: _idiv,
+  Ops.MOD: _mod, Ops.MAX: _max, Ops.AND: _and, Ops.OR: _or_xor, Ops.XOR: _or_xor, Ops.WHERE: _where}
+
+
+def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
+  """IntInfo of every int32 scalar uop (see the module docstring). `vals` are the DEFINE_VAR values, in order."""
+  uops, infos = program.uops, {}
+  var_vals = iter(vals)
+  def info(j: int) -> IntInfo: return infos.get(j, FULL)
+  for i, u in enumerate(uops):
+    if u.op is Ops.DEFINE_VAR: v = next(var_vals, None)
+    if u.dtype != INDEX_DTYPE: continue
+    if u.op is Ops.CONST: infos[i] = IntInfo(u.arg, u.arg, Affine({}, u.arg))
+    elif u.op is Ops.DEFINE_VAR: infos[i] = IntInfo(u.arg[1], u.arg[2]) if v is None else IntInfo(v, v, Affine({}, v))
+    elif u.op is Ops.SPECIAL: infos[i] = IntInfo(0, u.arg[1] - 1, Affine({u.arg[0]: 1}))
+    elif u.op is Ops.RANGE:
+      lo, hi = info(u.src[0]).lo, info(u.src[1]).hi - 1
+      infos[i] = IntInfo(lo, max(lo, hi), Affine({i: 1}))
+    elif u.op is Ops.CAST:
+      src = uops[u.src[0]].dtype
+      if src == dtypes.bool: infos[i] = IntInfo(0, 1)
+      elif dtypes.is_int(src) and src.itemsize < 4 + (not dtypes.is_unsigned(src)):
+        infos[i] = IntInfo(int(dtypes.min(src)), int(dtypes.max(src)))
+    elif u.op in RULES and all(uops[j].dtype == INDEX_DTYPE or (k == 0 and u.op is Ops.WHERE) for k, j in enumerate(u.src)):
+      infos[i] = RULES[u.op](u, *(info(j) for j in u.src))
+  return infos
+
+
+# ***** the thread grid *****
+
+class Grid:
+  """The launch as six axes (AXES order). A lane is a thread; lane numbers are C-order positions in `shape`."""
+  def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
+    g, lo = global_size, local_size
+    self.shape: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
+    self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # threads in the launch, threads per workgroup
+    self.workgroups = self.lanes // self.group
+    self._ids: np.ndarray | None = None
+
+  @property
+  def ids(self) -> np.ndarray:
+    """Every lane number, int64 (cached)."""
+    if self._ids is None: self._ids = np.arange(self.lanes, dtype=np.int64)
+    return self._ids
+
+  def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
+    """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
+    lo = off + sum(min(0, c * (n - 1)) for c, n in zip(coef, self.shape))
+    hi = off + sum(max(0, c * (n - 1)) for c, n in zip(coef, self.shape))
+    return lo, hi
+
+  def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
+    """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane."""
+    x: np.ndarray | int = off
+    for d, (c, n) in enumerate(zip(coef, self.shape)):
+      if c and n > 1: x = x + (np.arange(n, dtype=np.int64) * c).reshape((1,) * d + (n,) + (1,) * (5 - d))
+    if isinstance(x, int): return np.array([x], dtype=np.int64)
+    return np.broadcast_to(x, self.shape).reshape(self.lanes)
+
+  def thread(self, lane: int) -> tuple[int, ...]:
+    """The thread of a lane: (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2)."""
+    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane), self.shape))
+    return (g0, g1, g2, l0, l1, l2)
+
+  def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6)) -> bool:
+    """True when off + sum(coef[d] * id_d for d in axes) + w, w in [0, extent), is one-to-one in (ids, w).
+    Sufficient condition (mixed radix): sorted by |coefficient|, each term's coefficient exceeds the largest value all
+    smaller terms reach together. An axis of more than one thread with coefficient 0 fails it."""
+    terms = sorted([(abs(coef[d]), self.shape[d]) for d in axes if self.shape[d] > 1] + [(1, extent)])
+    reach = 0
+    for c, n in terms:
+      if c <= reach: return False
+      reach += c * (n - 1)
+    return True
+
+
+def thread_form(aff: Affine) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...], int]:
+  """An affine form split for run time: (coefficients of the six thread axes, (RANGE uop, coeff) pairs, constant)."""
+  coef = [0] * 6
+  loops = []
+  for s, c in aff.terms.items():
+    if isinstance(s, str): coef[AXIS[s]] += c
+    else: loops.append((s, c))
+  return tuple(coef), tuple(loops), aff.const
+
+
+# ***** race freedom *****
+
+def accesses(program: Program) -> dict[int, list[tuple[bool, int, int]]]:
+  """buffer uop -> (is_store, index uop, elements per access) for every LOAD and STORE of it."""
+  uops, out = program.uops, {}
+  for u in uops:
+    if u.op not in (Ops.LOAD, Ops.STORE): continue
+    buf, idx = uops[u.src[0]].src
+    count = u.dtype.count if u.op is Ops.LOAD else uops[u.src[1]].dtype.count
+    out.setdefault(buf, []).append((u.op is Ops.STORE, idx, count))
+  return out
+
+def race_free(program: Program, infos: dict[int, IntInfo], grid: Grid) -> set[int]:
+  """The buffers (DEFINE_GLOBAL / DEFINE_LOCAL uop indices) on which no two threads can touch one element.
+
+  Proof rule: the buffer is never stored to; or every access's index is affine with the same coefficients on the
+  thread axes that share the memory (all six for a global, lidx0-2 for a local: workgroups have their own locals), and
+  `separated` holds for those coefficients with w spanning every other term of every access (loop counters, the
+  other axes, the constant, the vector's width). Then an element determines the thread, so only one thread uses it."""
+  free, table = set(), accesses(program)
+  for i, u in enumerate(program.uops):
+    if u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
+    acc = table.get(i, [])
+    if not any(store for store, _, _ in acc):
+      free.add(i)
+      continue
+    shared = range(3, 6) if u.op is Ops.DEFINE_LOCAL else range(6)
+    forms = [infos.get(idx, FULL).aff for _, idx, _ in acc]
+    if any(f is None for f in forms): continue
+    parts = [thread_form(f) for f in forms]
+    coef = tuple(c if d in shared else 0 for d, c in enumerate(parts[0][0]))
+    if any(any(p[0][d] != coef[d] for d in shared) for p in parts): continue
+    lo = hi = None
+    for (tc, loops, const), (_, _, count) in zip(parts, acc):
+      spans = [(min(0, c * (n - 1)), max(0, c * (n - 1))) for d, (c, n) in enumerate(zip(tc, grid.shape)) if d not in shared]
+      spans += [(min(c * infos[r].lo, c * infos[r].hi), max(c * infos[r].lo, c * infos[r].hi)) for r, c in loops]
+      a, b = const + sum(s[0] for s in spans), const + sum(s[1] for s in spans) + count - 1
+      lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    if grid.separated(coef, hi - lo + 1, shared): free.add(i)
+  return free

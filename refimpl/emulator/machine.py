@@ -1,0 +1,514 @@
+"""The PYTHON device's executor: runs a verified Program with every thread of the launch as a numpy lane.
+
+    emulate(program, buffers, vals=(), strict=True) -> Emulation(buffers, undefined, loose, events)
+
+SIMT. All threads of the launch (global_size workgroups x local_size threads) run in lock step, one numpy lane each;
+lane numbers are C-order positions in (gidx2, gidx1, gidx0, lidx2, lidx1, lidx0), so a workgroup's threads are
+consecutive. Each uop runs once for every lane at a time, in program order. An *active mask* says which lanes are
+executing: an IF narrows it to the lanes whose gate is true (the block is skipped when none is); a RANGE whose bounds
+are the same on every lane runs its body for each counter value with the mask unchanged, otherwise the counter runs
+from the smallest start to the largest end and a lane is active in the iterations inside its own [start, end). A
+gated LOAD/STORE accesses memory only on active lanes whose gate is true. Inactive lanes compute harmless garbage:
+they never write, never raise and never record an event. DEFINE_LOCAL is one array per workgroup; BARRIER is a
+workgroup barrier (every thread reaches it, the verifier makes sure) and ends a race-tracking epoch for locals.
+DEFINE_ACC is a register per lane; ASSIGN writes it on active lanes, and the ASSIGN uop reads as the register.
+
+Values. A value is an array with one row per lane, (lanes,) for a scalar dtype and (lanes, n) for T.vec(n); a value
+that is the same on every lane may keep a single row (1,) and broadcasts. Beside it: an *undefined* mask and a
+*loose* mask of the same shape (None = all false). ALU, CAST and BITCAST semantics are refimpl.emulator.alu's;
+WHERE's value dtype and the compared dtype are what alu gets as `dtype`.
+
+Looseness rule. An element of a value is loose when the op that made it says so (alu's Outcome.loose: tolerance and
+allowed-set results, unspecified NaN payloads; every WMMA result, see below) or when any operand element it was
+computed from is loose. WHERE (and a gated LOAD's choice between memory and its alternative) is loose where the
+condition is loose or the chosen value is. Memory keeps a loose mask per element: a STORE writes the value's mask,
+a LOAD reads it. Everything else (constants, thread ids, loop counters, loads of exact memory, integer arithmetic) is
+exact. Comparing two runs: exact elements bit for bit; loose ones by the rule of the comparison in refimpl.testing.
+
+Undefined behaviour. The undefined lanes of an op (only active lanes count) are: those alu's Outcome marks; a LOAD or
+STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
+stored in this launch; a race (memory.py: two threads touching one element, at least one writing, with no barrier
+between). Strict mode (the default) raises UndefinedBehavior(op, uop index, lane, operands, reason, count) at the first
+op that has one: `lane` is the first such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its
+operand values (memory ops: its index), `count` how many lanes. Permissive mode (strict=False) records one event per
+(uop, kind) instead (count summed over the lane executions) and carries the damage forward:
+  - an element computed from an undefined element is undefined (WHERE: the condition or the chosen value);
+  - an undefined index, an out-of-bounds access, an undefined gate: the access does nothing (a LOAD's value is
+    undefined on that lane; a STORE writes nothing);
+  - storing an undefined element makes that memory element undefined; a write/write race makes it undefined;
+  - a LOAD that reads another thread's unsynchronised write or an unwritten local gets an undefined element;
+  - a write-after-read race is reported, but the read it spoils happened earlier and is not re-marked: treat every
+    output of a run with such an event as undefined;
+  - lanes whose IF gate or RANGE bound is undefined skip the block, and every accumulator the block assigns becomes
+    undefined on them (stores inside the block are skipped on them too).
+
+WMMA rule. Per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n]: every product and sum in float64, in the order
+c, k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST). Products of inputs up to float32 are exact
+in float64, so for float16 / bfloat16 inputs and small K the result is the exactly rounded one. Hardware accumulates
+in other orders and precisions, so every WMMA result element is loose.
+
+Speed. indexing.py analyses the int32 index arithmetic before the run: an affine index is a strided view of memory
+(no gather), its bounds need no scan, the integer ops that only feed indices are never executed, and race tracking
+runs only on buffers where two threads could meet (memory.py). That analysis and the verification are done once per
+(program, vals) and reused by later runs (`Plan`). A loop whose bounds differ per thread costs one pass over all lanes
+per counter value from the smallest start to the largest end.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from refimpl.dtype import dtypes, to_np
+from refimpl.emulator import alu
+from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
+from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
+from refimpl.errors import UndefinedBehavior
+from refimpl.ir import GroupOp, Ops, Program, UOp, verify
+from refimpl.runner import check_arguments
+
+__all__ = ["Emulation", "emulate"]
+
+
+@dataclass
+class Emulation:
+  """The result of a run: every buffer after it (copies, flat), and per buffer the elements whose value is undefined
+  (only permissive mode leaves any) or loose; the undefined behaviour found (permissive mode)."""
+  buffers: list[np.ndarray]
+  undefined: list[np.ndarray]
+  loose: list[np.ndarray]
+  events: list[UndefinedBehavior]
+
+
+def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True) -> Emulation:
+  """Runs `program` on copies of `buffers` (one numpy array per DEFINE_GLOBAL, in number order, dtype to_np(base),
+  size the declared size) with `vals` (one int per DEFINE_VAR). strict: raise UndefinedBehavior at the first
+  undefined operation; otherwise record it and return masks (see the module docstring)."""
+  vals = tuple(int(v) for v in vals)
+  plan = Plan.of(program, vals)
+  check_arguments(program, plan.signature, buffers, vals)
+  m = Machine(plan, buffers, strict)
+  m.run(0, len(program.uops))
+  return m.result()
+
+
+# ***** values *****
+
+@dataclass(frozen=True)
+class Val:
+  """One uop's value on every lane (see the module docstring); masks have the values' shape or broadcast to it."""
+  v: np.ndarray
+  undef: np.ndarray | None = None
+  loose: np.ndarray | None = None
+
+@dataclass(frozen=True)
+class Ref:
+  """An INDEX: the memory and the uop that holds the index (located when a LOAD/STORE knows its width and gate)."""
+  mem: Memory
+  idx: int
+
+LAZY = object()  # the env entry of an affine value that has not been needed yet
+
+def _or(*masks: np.ndarray | None) -> np.ndarray | None:
+  out = None
+  for x in masks:
+    if x is not None: out = x if out is None else out | x
+  return out
+
+def _lanewise(mask: np.ndarray, ndim: int) -> np.ndarray:
+  """A per-lane mask shaped to broadcast against an array of `ndim` dims (a vector value's lanes are rows)."""
+  return mask.reshape(mask.shape + (1,) * (ndim - mask.ndim))
+
+def _per_lane(mask: np.ndarray) -> np.ndarray: return mask if mask.ndim == 1 else mask.any(axis=-1)
+
+def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+  """The mask of a select: a's where cond, else b's."""
+  if a is None and b is None: return None
+  return np.where(cond, False if a is None else a, False if b is None else b)
+
+def _val(v: np.ndarray, undef: np.ndarray | None = None, loose: np.ndarray | None = None) -> Val:
+  """A Val whose masks have the values' shape: a per-lane mask widens a uniform value to every lane."""
+  for x in (undef, loose):
+    if x is not None and x.shape[0] > v.shape[0]: v = np.broadcast_to(v, (x.shape[0],) + v.shape[1:])
+  def fit(x):
+    if x is None: return None
+    return np.broadcast_to(_lanewise(x, v.ndim), (x.shape[0],) + v.shape[1:])
+  return Val(v, fit(undef), fit(loose))
+
+def _py(x: Any) -> Any:
+  """A numpy element (or vector row) as a plain Python value."""
+  if isinstance(x, np.ndarray): return tuple(_py(y) for y in x)
+  kind = np.dtype(type(x)).kind if isinstance(x, np.generic) else ""
+  return bool(x) if kind == "b" else int(x) if kind in "iu" else float(x)
+
+def _at(arr: np.ndarray, lane: int) -> Any: return _py(arr[lane if arr.shape[0] > 1 else 0])
+
+
+# ***** the machine *****
+
+class Plan:
+  """Everything a run knows before it starts. It depends only on (program, vals), and programs are immutable, so it
+  is made once per pair (`Plan.of`, which also verifies the program) and shared by every run of them."""
+  _cache: dict[int, tuple[weakref.ref, dict[tuple[int, ...], Plan]]] = {}
+
+  def __init__(self, program: Program, vals: tuple[int, ...]):
+    uops = program.uops
+    self.program, self.uops, self.grid = program, uops, Grid(program.global_size, program.local_size)
+    self.signature = [program.buffers[k] for k in sorted(program.buffers)]
+    self.infos = analyze(program, vals)
+    self.forms = {i: thread_form(info.aff) for i, info in self.infos.items() if info.aff is not None}
+    # the thread part's min and max over the launch, for bounds: lo, hi = offset + span
+    self.spans = {i: self.grid.span(coef, 0) for i, (coef, _, _) in self.forms.items()}
+    self.free = race_free(program, self.infos, self.grid)
+    self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _ in acc)}
+    self.alias = [u.src[0] if u.op is Ops.ASSIGN else i for i, u in enumerate(uops)]
+    self.block_end: dict[int, int] = {}
+    opened = []
+    for i, u in enumerate(uops):
+      if u.op in GroupOp.BlockStart: opened.append(i)
+      elif u.op in GroupOp.BlockEnd: self.block_end[opened.pop()] = i
+    # accumulators defined before a block and assigned inside it (spoiled when a lane's control is undefined)
+    self.assigned = {b: {uops[j].src[0] for j in range(b, e) if uops[j].op is Ops.ASSIGN and uops[j].src[0] < b}
+                     for b, e in self.block_end.items()}
+    # an int value with an affine form is computed only when needed (RANGE runs its loop, the form is its counter)
+    self.handlers = [_lazy if i in self.forms and u.op is not Ops.RANGE else HANDLERS[u.op] for i, u in enumerate(uops)]
+
+  @staticmethod
+  def of(program: Program, vals: tuple[int, ...]) -> Plan:
+    key = id(program)
+    entry = Plan._cache.get(key)
+    if entry is None or entry[0]() is not program:
+      verify(program)
+      entry = Plan._cache[key] = (weakref.ref(program, lambda _: Plan._cache.pop(key, None)), {})
+    plans = entry[1]
+    if vals not in plans:
+      if len(plans) >= 16: plans.pop(next(iter(plans)))
+      plans[vals] = Plan(program, vals)
+    return plans[vals]
+
+
+class Machine:
+  """The state of one run: values (env), memories, the active mask, loop counters and the events found."""
+  def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool):
+    self.uops, self.strict, self.grid = plan.uops, strict, plan.grid
+    self.infos, self.forms, self.spans, self.alias = plan.infos, plan.forms, plan.spans, plan.alias
+    self.block_end, self.assigned = plan.block_end, plan.assigned
+    self.plan = plan.handlers
+    self.env: list[Any] = [None] * len(self.uops)
+    self.globals: list[Memory] = []
+    self.locals: list[Memory] = []
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.DEFINE_GLOBAL:
+        data = np.asarray(buffers[u.arg]).flatten()
+        self.env[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, False, i not in plan.free,
+                             i in plan.stored)
+        self.globals.append(self.env[i])
+      elif u.op is Ops.DEFINE_LOCAL:
+        data = np.zeros(u.dtype.size * self.grid.workgroups, dtype=to_np(u.dtype.base))
+        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, True, i not in plan.free,
+                             i in plan.stored)
+        self.locals.append(self.env[i])
+    self.active: np.ndarray | None = None  # None: every lane
+    self.loops: dict[int, int] = {}        # RANGE uop -> its counter now
+    self.events: dict[tuple[int, str], list] = {}
+
+  def run(self, lo: int, hi: int) -> None:
+    """Executes uops lo..hi-1 (block handlers return the index after their block)."""
+    i = lo
+    while i < hi:
+      nxt = self.plan[i](self, i, self.uops[i])
+      i = i + 1 if nxt is None else nxt
+
+  def val(self, j: int) -> Val:
+    """The value of uop j now (an ASSIGN reads as its register; an affine value is computed on first use)."""
+    j = self.alias[j]
+    if self.env[j] is LAZY:
+      coef, loops, const = self.forms[j]
+      off = const + sum(c * self.loops[r] for r, c in loops)
+      self.env[j] = Val(self.grid.evaluate(coef, off).astype(np.int32))
+    return self.env[j]
+
+  def result(self) -> Emulation:
+    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return np.zeros(like.size, bool) if x is None else x
+    evs = [UndefinedBehavior(*e) for e in self.events.values()]
+    return Emulation([g.data for g in self.globals], [mask(g.undef, g.data) for g in self.globals],
+                     [mask(g.loose, g.data) for g in self.globals], evs)
+
+  # ***** undefined behaviour *****
+
+  def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple[str, tuple]]) -> None:
+    """Undefined behaviour of uop i on `lanes` (lane numbers, ascending): raise (strict) or record an event.
+    describe(k) -> (reason, operands) of lanes[k]; only the first lane is described."""
+    if len(lanes) == 0: return
+    key = (i, kind)
+    if key in self.events:
+      self.events[key][-1] += len(lanes)
+      return
+    reason, operands = describe(0)
+    ev = [self.uops[i].op, i, self.grid.thread(lanes[0]), operands, reason, len(lanes)]
+    if self.strict: raise UndefinedBehavior(*ev)
+    self.events[key] = ev
+
+  def ub_elements(self, i: int, kind: str, lanes: np.ndarray, e: np.ndarray, bad: np.ndarray,
+                  describe: Callable[[int, int], tuple[str, tuple]]) -> None:
+    """ub() for per-element findings: bad (L, count) over lanes (L,) with addresses e; describe(row, col)."""
+    rows = np.flatnonzero(bad.any(axis=1))
+    if len(rows): self.ub(i, kind, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
+
+  def spoil(self, block: int, lost: np.ndarray | None) -> None:
+    """Permissive mode: lanes whose control at `block` is undefined skip it; what it assigns becomes undefined there."""
+    if lost is None: return
+    lost = np.broadcast_to(lost, (self.grid.lanes,))
+    if not lost.any(): return
+    for acc in self.assigned.get(block, ()):
+      x = self.env[acc]
+      self.env[acc] = _val(x.v, _or(x.undef, _lanewise(lost, x.v.ndim)), x.loose)
+
+  # ***** control *****
+
+  def narrow(self, cond: np.ndarray, undef: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(the active lanes where cond holds, the active lanes whose cond is undefined); (1,) when uniform."""
+    act = cond if self.active is None else self.active & cond
+    if undef is None: return act, None
+    lost = undef if self.active is None else self.active & undef
+    return act & ~undef, lost
+
+  def block(self, i: int, active: np.ndarray | None) -> None:
+    """Runs the body of block i with `active` as the mask."""
+    saved, self.active = self.active, active
+    try: self.run(i + 1, self.block_end[i])
+    finally: self.active = saved
+
+  def gated(self, gate: Val | None) -> np.ndarray | None:
+    """The lanes a LOAD/STORE accesses memory on: active, gate true and defined. None = every lane."""
+    if gate is None: return self.active
+    g = gate.v if gate.undef is None else gate.v & ~gate.undef
+    if g.shape[0] == 1: return self.active if g[0] else np.zeros(self.grid.lanes, dtype=bool)
+    return g if self.active is None else self.active & g
+
+  # ***** memory *****
+
+  def locate(self, i: int, u: UOp, ref: Ref, count: int, live: np.ndarray | None) -> tuple[Site, np.ndarray | None]:
+    """Where the access of uop i lands on the `live` lanes, and the lanes whose access is undefined (an undefined
+    index or out of bounds: reported here, and dropped from the site's live lanes)."""
+    mem, grid = ref.mem, self.grid
+    limit = mem.size - count  # the largest index a `count`-element access may start at
+    form = self.forms.get(ref.idx)
+    bad = None
+    if form is not None:
+      coef, loops, const = form
+      off = const + sum(c * self.loops[r] for r, c in loops)
+      lo, hi = (off + x for x in self.spans[ref.idx])
+      if lo >= 0 and hi <= limit: return Site(mem, count, live, view=(tuple(map(sum, zip(coef, mem.base_coef))), off)), None
+      idx, checked = grid.evaluate(coef, off), False
+    else:
+      x = self.val(ref.idx)
+      idx, info = x.v, self.infos.get(ref.idx, FULL)
+      checked = info.lo >= 0 and info.hi <= limit
+      if x.undef is not None:
+        bad = x.undef if live is None else x.undef & live
+        live = np.broadcast_to(~x.undef if live is None else live & ~x.undef, (grid.lanes,))
+    if not checked:
+      oob = (idx < 0) | (idx > limit)
+      oob = np.broadcast_to(oob if live is None else oob & live, (grid.lanes,))
+      lanes = np.flatnonzero(oob)
+      if len(lanes):
+        def describe(k: int) -> tuple[str, tuple]:
+          at = int(_at(idx, lanes[k]))
+          what = f"index {at}" if count == 1 else f"a {count}-element access at {at} (elements {at}..{at + count - 1})"
+          return f"{what} is outside [0, {mem.size}) of {mem.name}", (at,)
+        self.ub(i, "out of bounds", lanes, describe)
+        bad, live = _or(bad, oob), ~oob if live is None else live & ~oob
+    addr = idx.astype(np.int64)
+    if mem.local: addr = addr + grid.ids // grid.group * mem.size
+    if live is not None: addr = np.where(live, addr, 0)
+    return Site(mem, count, live, addr=addr), bad
+
+  def element_name(self, mem: Memory, e: int) -> str:
+    if not mem.local: return f"element {e} of {mem.name}"
+    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size})"
+
+  def thread_name(self, lane: int) -> str: return str(self.grid.thread(lane)) if lane >= 0 else "several threads"
+
+
+# ***** handlers: (machine, uop index, uop) -> None, or the index to continue at (blocks) *****
+
+def _skip(m: Machine, i: int, u: UOp) -> None: pass
+def _lazy(m: Machine, i: int, u: UOp) -> None: m.env[i] = LAZY
+def _const(m: Machine, i: int, u: UOp) -> None: m.env[i] = Val(np.array([u.arg], dtype=to_np(u.dtype)))
+def _index(m: Machine, i: int, u: UOp) -> None: m.env[i] = Ref(m.env[u.src[0]], u.src[1])
+def _define_acc(m: Machine, i: int, u: UOp) -> None: m.env[i] = m.val(u.src[0])
+
+def _assign(m: Machine, i: int, u: UOp) -> None:
+  """ASSIGN: the register takes the value on active lanes."""
+  acc, new = u.src[0], m.val(u.src[1])
+  if m.active is None:
+    m.env[acc] = new
+    return
+  old, act = m.env[acc], m.active
+  v = np.where(_lanewise(act, new.v.ndim), new.v, old.v)
+  m.env[acc] = _val(v, _sel(_lanewise(act, v.ndim), new.undef, old.undef), _sel(_lanewise(act, v.ndim), new.loose, old.loose))
+
+def _range(m: Machine, i: int, u: UOp) -> int:
+  """RANGE: uniform bounds run the body end - start times; per-lane bounds run it with a mask per counter value."""
+  end = m.block_end[i]
+  s, e = m.val(u.src[0]), m.val(u.src[1])
+  def iteration(r: int, active: np.ndarray | None) -> None:
+    m.loops[i], m.env[i] = r, LAZY
+    m.block(i, active)
+  if s.v.shape[0] == 1 and e.v.shape[0] == 1 and s.undef is None and e.undef is None:
+    for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.active)
+    return end + 1
+  n = m.grid.lanes
+  sv, ev = (np.broadcast_to(x.v, (n,)).astype(np.int64) for x in (s, e))
+  live, lost = m.narrow(np.ones(n, dtype=bool), _or(s.undef, e.undef))
+  m.spoil(i, lost)
+  live = np.broadcast_to(live, (n,))
+  if not live.any(): return end + 1
+  for r in range(int(sv[live].min()), int(ev[live].max())):
+    act = live & (sv <= r) & (r < ev)
+    if act.any(): iteration(r, act)
+  return end + 1
+
+def _if(m: Machine, i: int, u: UOp) -> int:
+  """IF: the body runs on the active lanes whose gate is true (not at all when there are none)."""
+  g = m.val(u.src[0])
+  act, lost = m.narrow(g.v, g.undef)
+  m.spoil(i, lost)
+  if act.shape[0] == 1:
+    if act[0]: m.block(i, m.active)
+  elif act.any(): m.block(i, act)
+  return m.block_end[i] + 1
+
+def _barrier(m: Machine, i: int, u: UOp) -> None:
+  """BARRIER: ends the race-tracking epoch of the locals of every workgroup whose threads are active."""
+  groups = None if m.active is None else m.active.reshape(m.grid.workgroups, m.grid.group).any(axis=1)
+  for mem in m.locals: mem.barrier(groups)
+
+def _load(m: Machine, i: int, u: UOp) -> None:
+  """LOAD: count consecutive elements per live lane; a gated LOAD yields its alternative where the gate is false."""
+  ref, count, grid = m.env[u.src[0]], u.dtype.count, m.grid
+  mem, gate = ref.mem, m.val(u.src[2]) if len(u.src) == 3 else None
+  live = m.gated(gate)
+  site, bad = m.locate(i, u, ref, count, live)
+  v = read(mem.data, site, grid, snapshot=mem.mutable)
+  undef = None if bad is None else _lanewise(bad, v.ndim)
+  if mem.undef is not None: undef = _or(undef, read(mem.undef, site, grid, snapshot=True))
+  loose = None if mem.loose is None else read(mem.loose, site, grid, snapshot=True)
+  if (mem.local or mem.tracked) and (site.live is None or site.live.any()):
+    lanes, e = elements(site, m.grid)
+    found = np.zeros((len(lanes), count), dtype=bool)
+    if mem.local:
+      unset = ~mem.written[e]
+      m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (
+        f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
+      found |= unset
+    if mem.tracked:
+      for kind, (hit, other) in track_load(mem, lanes, e).items():
+        m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (
+          f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
+          f"{m.grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
+        found |= hit
+    if found.any():
+      full = np.zeros((grid.lanes, count), dtype=bool)
+      full[lanes] = found
+      undef = _or(undef, full if count > 1 else full[:, 0])
+  val = _val(v, undef, loose)
+  if gate is not None:
+    alt, cond = m.val(u.src[1]), _lanewise(gate.v, val.v.ndim)
+    val = _val(np.where(cond, val.v, alt.v), _or(_lanewise(gate.undef, val.v.ndim) if gate.undef is not None else None,
+                                                    _sel(cond, val.undef, alt.undef)),
+               _sel(cond, val.loose, alt.loose))
+  m.env[i] = val
+
+def _store(m: Machine, i: int, u: UOp) -> None:
+  """STORE: writes the value (and its undefined / loose masks) on the live lanes."""
+  ref, value, grid = m.env[u.src[0]], m.val(u.src[1]), m.grid
+  mem, count = ref.mem, m.uops[u.src[1]].dtype.count
+  live = m.gated(m.val(u.src[2]) if len(u.src) == 3 else None)
+  if live is not None and not live.any(): return
+  site, _ = m.locate(i, u, ref, count, live)
+  if site.live is not None and not site.live.any(): return
+  raced = None
+  if mem.tracked or mem.local: lanes, e = elements(site, m.grid)
+  if mem.tracked:
+    for kind, (hit, other) in track_store(mem, lanes, e).items():
+      verb = "both write" if kind == "write/write" else "reads and another writes"
+      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (
+        f"{kind} race: threads {m.grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
+        f"{m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
+      if kind == "write/write": raced = hit
+  write(mem.data, site, grid, value.v)
+  for which, x in (("undef", value.undef), ("loose", value.loose)):
+    if x is not None or getattr(mem, which) is not None:
+      write(mem.mask(which), site, grid, np.zeros((1,) + site.tail(), dtype=bool) if x is None else x)
+  if mem.local: mem.written[e] = True
+  if raced is not None and raced.any(): mem.mask("undef")[e[raced]] = True
+
+def _settle(m: Machine, i: int, xs: list[Val], out: Any, undef: np.ndarray | None, loose: np.ndarray | None) -> None:
+  """Stores an alu Outcome as uop i's value, after reporting the active lanes it leaves undefined."""
+  if out.undefined is not None:
+    bad = out.undefined if m.active is None else out.undefined & _lanewise(m.active, out.undefined.ndim)
+    lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
+    m.ub(i, "alu", lanes, lambda k: (out.reason, tuple(_at(x.v, lanes[k]) for x in xs)))
+    undef = _or(undef, bad)
+  m.env[i] = _val(out.values, undef, _or(loose, out.loose))
+
+def _alu(m: Machine, i: int, u: UOp) -> None:
+  """Every ALU op: alu.exec_alu with the operands' scalar dtype; masks from every operand."""
+  xs = [m.val(j) for j in u.src]
+  out = alu.exec_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
+  _settle(m, i, xs, out, _or(*(x.undef for x in xs)), _or(*(x.loose for x in xs)))
+
+def _where(m: Machine, i: int, u: UOp) -> None:
+  """WHERE: like any ALU op, but the masks follow the chosen value (and the condition)."""
+  xs = [m.val(j) for j in u.src]
+  out = alu.exec_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
+  c = xs[0].v
+  _settle(m, i, xs, out, _or(xs[0].undef, _sel(c, xs[1].undef, xs[2].undef)), _or(xs[0].loose, _sel(c, xs[1].loose, xs[2].loose)))
+
+def _convert(m: Machine, i: int, u: UOp) -> None:
+  """CAST / BITCAST: alu's rule elementwise over the scalar dtypes."""
+  x = m.val(u.src[0])
+  fn = alu.exec_cast if u.op is Ops.CAST else alu.exec_bitcast
+  _settle(m, i, [x], fn(x.v, m.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()), x.undef, x.loose)
+
+def _vectorize(m: Machine, i: int, u: UOp) -> None:
+  xs = [m.val(j) for j in u.src]
+  n = max(x.v.shape[0] for x in xs)
+  def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
+    if all(a is None for a in arrs): return None
+    return np.stack([np.broadcast_to(False if a is None else a, (n,)) for a in arrs], axis=-1)
+  m.env[i] = Val(stack([x.v for x in xs]), stack([x.undef for x in xs]), stack([x.loose for x in xs]))
+
+def _gep(m: Machine, i: int, u: UOp) -> None:
+  x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
+  def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else a[:, sel]
+  m.env[i] = Val(pick(x.v), pick(x.undef), pick(x.loose))
+
+def _wmma(m: Machine, i: int, u: UOp) -> None:
+  """WMMA: see the rule in the module docstring (float64 sums in order k = 0..K-1 from c, one rounding, loose)."""
+  N, M, K = u.arg
+  a, b, c = (m.val(j) for j in u.src)
+  A, B = a.v.astype(np.float64).reshape(-1, M, K), b.v.astype(np.float64).reshape(-1, K, N)
+  acc = c.v.astype(np.float64).reshape(-1, M, N)
+  for k in range(K): acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
+  out = alu.exec_cast(acc.reshape(-1, M * N), dtypes.float64, u.dtype.scalar())
+  undef = None
+  if a.undef is not None or b.undef is not None or c.undef is not None:
+    rows = np.zeros((1, M, 1), bool) if a.undef is None else a.undef.reshape(-1, M, K).any(axis=2)[:, :, None]
+    cols = np.zeros((1, 1, N), bool) if b.undef is None else b.undef.reshape(-1, K, N).any(axis=1)[:, None, :]
+    cu = np.zeros((1, M, N), bool) if c.undef is None else c.undef.reshape(-1, M, N)
+    undef = (rows | cols | cu).reshape(-1, M * N)
+  _settle(m, i, [a, b, c], out, undef, np.ones((out.values.shape[0], M * N), dtype=bool))
+
+HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {
+  Ops.DEFINE_GLOBAL: _skip, Ops.DEFINE_LOCAL: _skip, Ops.DEFINE_VAR: _lazy, Ops.SPECIAL: _lazy, Ops.CONST: _const,
+  Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _skip, Ops.IF: _if, Ops.ENDIF: _skip,
+  Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.BARRIER: _barrier,
+  Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _convert, Ops.BITCAST: _convert, Ops.WMMA: _wmma,
+  **{op: _alu for op in GroupOp.ALU}, Ops.WHERE: _where}
+assert set(HANDLERS) == set(Ops), "every op needs a handler"

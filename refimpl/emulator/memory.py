@@ -1,0 +1,155 @@
+"""Emulator memory: buffers and locals with their bookkeeping, where an access lands, and race tracking.
+
+A `Memory` is one flat numpy array per DEFINE_GLOBAL (its `size` elements) or DEFINE_LOCAL (one block of `size`
+elements per workgroup: workgroup w owns [w*size, (w+1)*size)), with per-element masks beside it:
+  undef    the stored value is undefined (permissive mode: an undefined value was stored, or two threads raced)
+  loose    the stored value is loose (see machine.py)
+  written  locals only: the element has been stored to in this launch (reading one that has not is undefined)
+  writer / reader  race tracking (only on buffers `indexing.race_free` cannot clear): the thread that wrote / read
+           each element since the last BARRIER (locals) or in the launch (globals); reader -2 = several threads.
+Masks are allocated the first time something is recorded in them (None = all false).
+
+An access (`Site`) is located once per LOAD/STORE: either a strided view that covers every lane (an affine index
+whose every lane is in bounds: no gather, no scan) or one flat address per lane. Both feed `read`, `write` and
+`elements` (explicit (lane, element) pairs, which only tracking and the uninitialised-local check need).
+
+Race rule: two different threads touching one element, at least one of them writing, with no BARRIER between (locals:
+the barrier of their workgroup; globals: none in a launch) -> undefined. Three checks give it: a store finds another
+thread's write (write/write) or read (write-after-read) of the element, a load finds another thread's write
+(read-after-write), and two threads of one op touch one element.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from refimpl.dtype import DType
+from refimpl.emulator.indexing import Grid
+
+NOBODY, SEVERAL = -1, -2
+
+
+class Memory:
+  """One buffer or local (see the module docstring)."""
+  def __init__(self, name: str, dtype: DType, size: int, data: np.ndarray, grid: Grid, local: bool, tracked: bool,
+               mutable: bool):
+    self.name, self.dtype, self.size, self.data, self.local = name, dtype, size, data, local
+    self.mutable = mutable  # stored to somewhere in the program: a value read from it must be a copy
+    self.undef: np.ndarray | None = None
+    self.loose: np.ndarray | None = None
+    self.written = np.zeros(data.size, dtype=bool) if local else None
+    self.tracked = tracked
+    self.writer = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
+    self.reader = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
+    # flat address = workgroup * size + index: the workgroup's coefficients on the six grid axes
+    gs = grid.shape
+    self.base_coef = (size * gs[1] * gs[2], size * gs[2], size, 0, 0, 0) if local else (0,) * 6
+
+  def mask(self, which: str) -> np.ndarray:
+    """The undef or loose mask, allocated (all false) on first use."""
+    if getattr(self, which) is None: setattr(self, which, np.zeros(self.data.size, dtype=bool))
+    return getattr(self, which)
+
+  def barrier(self, groups: np.ndarray | None) -> None:
+    """A barrier orders everything its workgroup did before it: forget who touched what in the workgroups that reach
+    it (`groups`: bool per workgroup; None = all). A barrier inside a loop whose trip count depends on gidx is reached
+    by some workgroups only."""
+    if not (self.tracked and self.local): return
+    for a in (self.writer, self.reader):
+      if groups is None: a.fill(NOBODY)
+      else: a.reshape(-1, self.size)[groups] = NOBODY
+
+
+@dataclass
+class Site:
+  """Where one LOAD/STORE lands. `live` (None = every lane) are the lanes that access memory. Either `view` =
+  (coefficients on the grid axes, offset) of the flat address, valid on every lane, or `addr` = the flat address per
+  lane ((lanes,) or (1,) when uniform; 0 on lanes that are not live). `count` elements per lane (a vector access)."""
+  mem: Memory
+  count: int
+  live: np.ndarray | None
+  view: tuple[tuple[int, ...], int] | None = None
+  addr: np.ndarray | None = None
+
+  def strided(self, flat: np.ndarray, grid: Grid) -> np.ndarray:
+    """The view as a numpy array of shape grid.shape (+ (count,)) into `flat` (writable: it aliases memory)."""
+    coef, off = self.view
+    it = flat.itemsize
+    shape = grid.shape + ((self.count,) if self.count > 1 else ())
+    strides = tuple(c * it for c in coef) + ((it,) if self.count > 1 else ())
+    # as_strided cannot rebuild ml_dtypes' dtypes (bfloat16, fp8) from their array interface: stride the bits instead
+    return as_strided(flat[off:].view(f"u{it}"), shape, strides).view(flat.dtype)
+
+  def tail(self) -> tuple[int, ...]: return (self.count,) if self.count > 1 else ()
+
+
+def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray:
+  """The elements each lane reads from `flat` (data or a mask): shape (lanes,) or (1,) (+ (count,)). Lanes that are not
+  live read something harmless. snapshot: never return a view of `flat` (it will change later)."""
+  if site.view is not None:
+    coef, off = site.view
+    if not any(coef): out = flat[off:off + site.count].reshape((1,) + site.tail())
+    else: out = site.strided(flat, grid).reshape((grid.lanes,) + site.tail())
+    return out.copy() if snapshot and np.may_share_memory(out, flat) else out
+  a = site.addr
+  return flat[a] if site.count == 1 else flat[a[:, None] + np.arange(site.count)]
+
+def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
+  """Stores `values` (shape (lanes,) or (1,), + (count,)) into `flat` on the live lanes."""
+  tail = site.tail()
+  if site.view is not None:
+    view = site.strided(flat, grid)
+    lead = grid.shape if values.shape[0] == grid.lanes and grid.lanes > 1 else (1,) * 6
+    v = values.reshape(lead + tail)
+    if site.live is None: view[...] = v
+    else: np.copyto(view, v, where=site.live.reshape(grid.shape + (1,) * len(tail)))
+    return
+  lanes = grid.ids if site.live is None else np.flatnonzero(site.live)
+  a = np.broadcast_to(site.addr, (grid.lanes,))[lanes]
+  v = values[lanes] if values.shape[0] == grid.lanes else np.broadcast_to(values, (len(lanes),) + tail)
+  if site.count == 1: flat[a] = v
+  else: flat[a[:, None] + np.arange(site.count)] = v
+
+def elements(site: Site, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+  """(lanes (L,), flat element addresses (L, count)) of the live lanes, lanes ascending."""
+  a = grid.evaluate(*site.view) if site.view is not None else site.addr
+  a = np.broadcast_to(a, (grid.lanes,))
+  lanes = grid.ids if site.live is None else np.flatnonzero(site.live)
+  return lanes, a[lanes][:, None] + np.arange(site.count)
+
+
+# ***** race tracking *****
+
+def _shared(e: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Within one op: which elements of e (L, count) are also touched by another lane of the op, and that lane."""
+  flat_e, flat_l = e.ravel(), np.repeat(lanes, e.shape[1])
+  order = np.argsort(flat_e, kind="stable")
+  se, sl = flat_e[order], flat_l[order]
+  clash = (se[1:] == se[:-1]) & (sl[1:] != sl[:-1])
+  hit, other = np.zeros(flat_e.size, dtype=bool), np.full(flat_e.size, NOBODY, dtype=np.int64)
+  hit[order[1:][clash]] = hit[order[:-1][clash]] = True
+  other[order[1:][clash]], other[order[:-1][clash]] = sl[:-1][clash], sl[1:][clash]
+  return hit.reshape(e.shape), other.reshape(e.shape)
+
+def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+  """Records a store by `lanes` to elements `e`; returns kind -> (bad elements (L, count), the other thread there)."""
+  ln = lanes[:, None]
+  w, r = mem.writer[e], mem.reader[e]
+  ww = (w != NOBODY) & (w != ln)
+  dup, dup_other = _shared(e, lanes)
+  war = (r == SEVERAL) | ((r != NOBODY) & (r != ln))
+  r_other = np.where(r == SEVERAL, NOBODY, r)
+  mem.writer[e] = ln
+  return {"write/write": (ww | dup, np.where(ww, w, dup_other)), "write after read": (war, r_other)}
+
+def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+  """Records a load by `lanes` of elements `e`; returns kind -> (bad elements, the thread that wrote them)."""
+  ln = lanes[:, None]
+  w, r = mem.writer[e], mem.reader[e]
+  raw = (w != NOBODY) & (w != ln)
+  mem.reader[e] = np.where((r == NOBODY) | (r == ln), ln, SEVERAL)
+  dup, _ = _shared(e, lanes)
+  mem.reader[e[dup]] = SEVERAL
+  return {"read after write": (raw, w)}

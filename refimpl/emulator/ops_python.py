@@ -1,0 +1,55 @@
+"""The PYTHON device: the reference emulator behind the device contract.
+
+Its renderer emits the program's JSON form, its compiler is the identity (the JSON is the binary), and its runtime runs
+the program with refimpl.emulator.machine.emulate in strict mode: undefined behaviour raises UndefinedBehavior."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from refimpl.device import Compiled, Compiler, MallocAllocator
+from refimpl.dtype import to_np
+from refimpl.ir import Program
+from refimpl.renderer import Renderer
+
+INT32_MAX = 2**31 - 1
+
+@dataclass(frozen=True)
+class PythonRenderer(Renderer):
+  """The emulator runs any valid program: a full grid, workgroups with locals and barriers, any vector width."""
+  device: str = "PYTHON"
+  has_local: bool = True
+  has_shared: bool = True
+  global_max: tuple[int, ...] | None = (INT32_MAX, INT32_MAX, INT32_MAX)
+  local_max: tuple[int, ...] | None = (1024, 1024, 1024)
+  vector_widths: tuple[int, ...] = (1, 2, 3, 4, 8, 16)
+
+  def render(self, name: str, program: Program) -> str: return program.to_json()
+
+class PythonProgram:
+  """A program loaded from its JSON form; calling it emulates one launch over host buffers, in place."""
+  def __init__(self, name: str, lib: bytes):
+    self.name, self.program = name, Program.from_json(lib.decode())
+
+  def __call__(self, *bufs, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    from refimpl.emulator.machine import emulate
+    for what, given, declared in (("global_size", global_size, self.program.global_size),
+                                  ("local_size", local_size, self.program.local_size)):
+      if given is not None and tuple(given) != tuple(declared):
+        raise ValueError(f"{self.name}: launched with {what}={tuple(given)} but the program declares {declared}")
+    signature = [self.program.buffers[i] for i in sorted(self.program.buffers)]
+    if len(bufs) != len(signature): raise ValueError(f"{self.name}: takes {len(signature)} buffers, got {len(bufs)}")
+    views = [np.frombuffer(memoryview(b).cast("B"), dtype=to_np(ptr.base)) for b, ptr in zip(bufs, signature)]
+    start = time.perf_counter()
+    result = emulate(self.program, [v.copy() for v in views], vals=tuple(vals))
+    for view, after in zip(views, result.buffers): view[:] = after
+    return time.perf_counter() - start if wait else None
+
+class PythonDevice(Compiled):
+  """Device["PYTHON"]: host memory, the JSON renderer, the emulator as runtime. Safe to open in worker processes."""
+  subprocess_safe = True
+  def __init__(self, device: str):
+    super().__init__(device, MallocAllocator, PythonRenderer(), Compiler(None), PythonProgram)

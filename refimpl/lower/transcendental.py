@@ -1,0 +1,472 @@
+"""EXP2, LOG2 and SIN as plain ALU ops, for backends with no libm (CLANG, LLVM).
+
+`decompose_transcendentals(program, only=None)` replaces every EXP2, LOG2 and SIN uop (scalar or vector; float16, bfloat16,
+float32, float64; `only` limits it to some scalar dtypes) by a straight-line sequence of ALU ops, CONST (VECTORIZEd for
+vectors), CAST, BITCAST and WHERE -- no loops, no memory -- and returns the verified result.
+
+Rules every decomposition keeps:
+- Defined everywhere: no uop it emits can be undefined for any input, NaN and inf included (every shift count is a
+  constant or masked into range, there is no float->int CAST, integer overflow wraps as the spec says). Lanes are
+  computed in full and chosen with WHERE, so this matters for the lanes that are discarded too.
+- Exactly specified: it uses only correctly rounded float ops (ADD SUB MUL FDIV NEG), compares, WHERE and integer ops;
+  never MULACC (fused or not is the backend's choice), so a decomposed program gives the same bits on every backend
+  that follows the spec, and the parenthesization written here is the evaluation order.
+- float16 and bfloat16 run the float32 method (CAST in is exact) and round once at the end (CAST out).
+- float32 computes in float32 (int32/uint32, and uint64/int64 for the large-argument reduction); float64 computes in
+  float64 with int64/uint64.
+- Polynomial coefficients are Taylor coefficients, each computed in exact rational arithmetic and rounded once to the
+  dtype; degrees are the least that keep the truncation error below 1/20 ulp on the reduced range (the bounds are in
+  spec_tests). The constants pi, ln 2 and the bits of 2/pi are computed here in integer arithmetic (Machin's formula,
+  the atanh series for ln 2).
+
+EXP2(x): n = round-to-nearest-even(x) by the 1.5*2^mant "magic number" addition after clamping x to +-(bias+mant+10)
+  (far past overflow and underflow), s = x - n exactly (|s| <= 1/2), 2^s = 1 + s*ln2 + s^2*Q(s) by the Taylor series
+  (float32 to degree 8, float64 to 14) with s*ln2 carried exactly (a double-float product with ln 2 as hi + lo), then
+  times 2^(n>>1) and 2^(n-(n>>1)), each built from exponent bits (two steps: a subnormal result is rounded once, an
+  overflowing one becomes inf).
+  Specials: NaN -> NaN, +inf -> +inf, -inf -> +0, integer x -> 2^x exactly.
+LOG2(x): subnormals are scaled by 2^(mant+2) first; the exponent and significand come from the bits, with the significand
+  m in [sqrt(1/2), sqrt(2)); f = m - 1 (exact), s = f/(2+f), log(1+f) = f - f^2/2 + s*(f^2/2 + R(s^2)) with
+  R(z) = sum 2 z^k/(2k+1) (float32 4 terms, float64 10), then log2 = k + log(1+f)/ln 2 with f - f^2/2 split into a
+  short head (whose product with the short head of 1/ln 2 is exact) and a tail (fdlibm's e_log2 scheme).
+  Specials: x < 0, -inf, NaN -> NaN; +-0 -> -inf; +inf -> +inf; 2^k -> k exactly (1 -> +0).
+SIN(x): on a = |x|, with the sign put back at the end by XOR of the sign bit (so sin(-0) = -0).
+  a < pi/4: r = a, quadrant 0. Otherwise Payne-Hanek: a = M*2^E (M the integer significand) is multiplied by the
+  window of 2/pi's bits that starts at bit E-1 (earlier bits only add multiples of 4 quadrants), in 32-bit limbs with
+  uint64 products: float32 a 128-bit window, float64 a 192-bit one. The window is cut from 64-bit constant words chosen
+  by a WHERE tree on the word index (no memory), the table having 64 leading zero bits so that one formula covers every
+  a >= pi/4. The product mod 2^L gives the quadrant (top 2 bits, rounded to nearest) and the signed fraction f in
+  [-1/2, 1/2), summed from exactly representable pieces into a double-float, and r = f*pi/2 in double-float.
+  (Cody-Waite reduction would only add uops here: the decomposition has no branches, every lane runs every path, and
+  the exact reduction is accurate for every a.) Then sin(r) = r + r^3*S(r^2), cos(r) = 1 - r^2/2 + r^4*C(r^2)
+  (Taylor; float32 to r^9 / r^10, float64 to r^17 / r^16) with the low part of r and the rounding error of r^2 and of
+  1 - r^2/2 carried, and the quadrant picks +-sin or +-cos.
+  Specials: +-0 -> +-0, +-inf and NaN -> NaN; tiny x -> x.
+
+Accuracy: every result is within MAX_ULP = 1 ulp of the exact value (faithful rounding), well inside the spec's bounds
+(refimpl.spec.ULP_BOUNDS: float32 and float64 3/3/4, float16 and bfloat16 2/2/2); spec_tests/test_lower_transcendental.py
+holds both. Worst errors measured by bench/measure_transcendental_ulp.py (ulps of the result dtype, against the exact
+value; float16/bfloat16 every input; float32 and float64 the larger of two runs (seeds 0 and 11) of ~1.2-1.7M inputs each
+against long double, float64 also 5000-20000 against decimal):
+            float16  bfloat16  float32  float64
+    EXP2    0.500    0.500     0.753    0.744      (the float32/float64 worst cases are subnormal results)
+    LOG2    0.500    0.500     0.775    0.750
+    SIN     0.500    0.500     0.754    0.760
+Not correctly rounded: float32/float64 about 0.4% (LOG2), 0.7% (EXP2) and 1.1% (SIN) of inputs; float16/bfloat16 almost
+none. Size per scalar op (uops): EXP2 78 (float32) / 96 (float64), LOG2 74 / 92, SIN 250 / 408.
+"""
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from refimpl.dtype import DType, dtypes, to_np
+from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.program import Program, UOp
+from refimpl.ir.verify import verify
+
+MAX_ULP = 1.0  # the decomposition's own bound, every op and dtype (see the docstring)
+VIA_FLOAT32 = frozenset({dtypes.float16, dtypes.bfloat16})
+
+
+# ***** exact constants *****
+
+def _atan_inv(n: int, one: int, alternate: bool = True) -> int:
+  """atan(1/n) * one (atanh(1/n) * one when not alternate), the series summed in fixed point (error < 1 per term)."""
+  total, power, k, sign = 0, one // n, 1, 1
+  while power:
+    total += sign * (power // k)
+    power, k, sign = power // (n * n), k + 2, -sign if alternate else sign
+  return total
+
+@functools.cache
+def pi_fraction(bits: int = 1400) -> Fraction:
+  """pi within 2^-bits: Machin's formula pi = 16 atan(1/5) - 4 atan(1/239), with 32 guard bits."""
+  one = 1 << (bits + 32)
+  return Fraction(16 * _atan_inv(5, one) - 4 * _atan_inv(239, one), one)
+
+@functools.cache
+def ln2_fraction(bits: int = 256) -> Fraction:
+  """ln 2 within 2^-bits: ln 2 = 2 atanh(1/3), with 32 guard bits."""
+  one = 1 << (bits + 32)
+  return Fraction(2 * _atan_inv(3, one, alternate=False), one)
+
+def _round(x: Fraction, bits: int) -> float:
+  """x rounded to nearest even to `bits` significant bits (a normal value of the dtype: no range handling)."""
+  if x == 0: return 0.0
+  sign, x = (-1 if x < 0 else 1), abs(x)
+  e = x.numerator.bit_length() - x.denominator.bit_length()
+  if x >= Fraction(2) ** e: e += 1  # now 2^(e-1) <= x < 2^e
+  scaled = x * Fraction(2) ** (bits - e)
+  m = round(scaled)  # Fraction rounds half to even
+  return sign * math.ldexp(m, e - bits)
+
+@functools.cache
+def two_over_pi_words(nwords: int) -> tuple[int, ...]:
+  """floor(2/pi * 2^(64*nwords - 64)) as 64-bit words, most significant first: 64 zero bits, then 2/pi's bits."""
+  nb = 64 * nwords
+  pi = pi_fraction(nb + 64)
+  t = (2 * pi.denominator << (nb - 64)) // pi.numerator
+  return tuple((t >> (nb - 64 * (w + 1))) & (2**64 - 1) for w in range(nwords))
+
+
+# ***** the formats *****
+
+@dataclass(frozen=True)
+class _Fmt:
+  dt: DType
+  it: DType             # signed int of the same size
+  ut: DType             # unsigned int of the same size
+  mant: int             # stored significand bits
+  bias: int
+  exp2_degree: int      # Taylor degree of 2^s on [-1/2, 1/2]
+  log_terms: int        # terms of R(z) = sum 2 z^k/(2k+1)
+  sin_terms: int        # terms of S(z) = sum (-1)^k z^(k-1)/(2k+1)!, k >= 1
+  cos_terms: int        # terms of C(z) = sum (-1)^k z^(k-2)/(2k)!, k >= 2
+  window_words: int     # Payne-Hanek window, 64-bit words
+  mant_limbs: int       # 32-bit limbs of the integer significand
+  piece_bits: int       # the fraction is summed from pieces this wide (exact in the dtype)
+
+  @property
+  def bits(self) -> int: return self.mant + 1
+  def round(self, x: Fraction) -> float: return _round(x, self.bits)
+  @property
+  def j_max(self) -> int: return (self.bias - self.mant + 62) >> 6  # the largest window word index (largest finite a)
+  @property
+  def table(self) -> tuple[int, ...]: return two_over_pi_words(self.j_max + self.window_words + 1)
+
+FORMATS: dict[DType, _Fmt] = {
+  dtypes.float32: _Fmt(dtypes.float32, dtypes.int32, dtypes.uint32, 23, 127, exp2_degree=8, log_terms=4, sin_terms=4,
+                       cos_terms=4, window_words=2, mant_limbs=1, piece_bits=16),
+  dtypes.float64: _Fmt(dtypes.float64, dtypes.int64, dtypes.uint64, 52, 1023, exp2_degree=14, log_terms=10, sin_terms=8,
+                       cos_terms=7, window_words=3, mant_limbs=2, piece_bits=32)}
+
+
+# ***** emitting uops *****
+
+class _Emitter:
+  """Appends the uops of one decomposition to `out`; every value has `count` lanes (constants are VECTORIZEd)."""
+  def __init__(self, out: list[UOp], count: int):
+    self.out, self.count, self.consts = out, count, {}
+
+  def emit(self, op: Ops, dt: DType, src: tuple[int, ...] = (), arg=None) -> int:
+    self.out.append(UOp(op, dt, src, arg))
+    return len(self.out) - 1
+
+  def value(self, op: Ops, dt: DType, *src: V) -> V:
+    return V(self, self.emit(op, dt.vec(self.count), tuple(s.i for s in src)), dt)
+
+  def const(self, x: float | int | bool, dt: DType) -> V:
+    key = (dt, x.hex() if isinstance(x, float) else x)  # tells -0.0 from 0.0
+    if key not in self.consts:
+      i = self.emit(Ops.CONST, dt, (), x)
+      self.consts[key] = i if self.count == 1 else self.emit(Ops.VECTORIZE, dt.vec(self.count), (i,) * self.count)
+    return V(self, self.consts[key], dt)
+
+class V:
+  """A value being built: uop index `i`, scalar dtype `dt`. Python numbers become CONSTs of the other operand's dtype."""
+  __slots__ = ("dt", "e", "i")
+  def __init__(self, e: _Emitter, i: int, dt: DType): self.e, self.i, self.dt = e, i, dt
+
+  def c(self, x) -> V:
+    if isinstance(x, V): return x
+    return self.e.const(float(x) if dtypes.is_float(self.dt) else int(x), self.dt)
+  def _alu(self, op: Ops, *xs) -> V: return self.e.value(op, self.dt, self, *(self.c(x) for x in xs))
+  def __add__(self, x) -> V: return self._alu(Ops.ADD, x)
+  def __radd__(self, x) -> V: return self.c(x)._alu(Ops.ADD, self)
+  def __sub__(self, x) -> V: return self._alu(Ops.SUB, x)
+  def __rsub__(self, x) -> V: return self.c(x)._alu(Ops.SUB, self)
+  def __mul__(self, x) -> V: return self._alu(Ops.MUL, x)
+  def __rmul__(self, x) -> V: return self.c(x)._alu(Ops.MUL, self)
+  def __truediv__(self, x) -> V: return self._alu(Ops.FDIV, x)
+  def __neg__(self) -> V: return self._alu(Ops.NEG)
+  def __and__(self, x) -> V: return self._alu(Ops.AND, x)
+  def __or__(self, x) -> V: return self._alu(Ops.OR, x)
+  def __xor__(self, x) -> V: return self._alu(Ops.XOR, x)
+  def __lshift__(self, x) -> V: return self._alu(Ops.SHL, x)
+  def __rshift__(self, x) -> V: return self._alu(Ops.SHR, x)
+  def lt(self, x) -> V: return self.e.value(Ops.CMPLT, dtypes.bool, self, self.c(x))
+  def ne(self, x) -> V: return self.e.value(Ops.CMPNE, dtypes.bool, self, self.c(x))
+  def where(self, a, b) -> V:
+    """WHERE(self, a, b) for a bool self; a number takes the other operand's dtype."""
+    v = a if isinstance(a, V) else b
+    return self.e.value(Ops.WHERE, v.dt, self, v.c(a), v.c(b))
+  def cast(self, dt: DType) -> V: return self if dt is self.dt else self.e.value(Ops.CAST, dt, self)
+  def bitcast(self, dt: DType) -> V: return self if dt is self.dt else self.e.value(Ops.BITCAST, dt, self)
+
+def _bits(x: float, f: _Fmt) -> int:
+  """The bit pattern of x in f's dtype, as a signed int (x must be exactly representable)."""
+  return int(np.array(x, to_np(f.dt)).view(to_np(f.it)))
+
+def _poly(x: V, coeffs: list[float]) -> V:
+  """coeffs[0] + x*(coeffs[1] + x*(...)) by Horner's rule."""
+  acc = x.c(coeffs[-1])
+  for c in reversed(coeffs[:-1]): acc = acc * x + c
+  return acc
+
+def _two_sum(a: V, b: V) -> tuple[V, V]:
+  """s + e == a + b exactly, s = fl(a + b) (Knuth)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+def _fast_two_sum(a: V, b: V) -> tuple[V, V]:
+  """s + e == a + b exactly when |a| >= |b| or a == 0 (Dekker)."""
+  s = a + b
+  return s, b - (s - a)
+
+def _split(a: V, f: _Fmt) -> tuple[V, V]:
+  """a = hi + lo with both halves short enough that products of halves are exact (Veltkamp)."""
+  c = a * float(2 ** ((f.bits + 1) // 2) + 1)
+  hi = c - (c - a)
+  return hi, a - hi
+
+def _two_prod(a: V, b: V, f: _Fmt) -> tuple[V, V]:
+  """p + e == a * b exactly, p = fl(a * b) (Dekker, without a fused multiply-add)."""
+  p = a * b
+  (ah, al), (bh, bl) = _split(a, f), _split(b, f)
+  return p, (((ah * bh - p) + ah * bl) + al * bh) + al * bl
+
+
+# ***** EXP2 *****
+
+def _exp2(x: V, f: _Fmt) -> V:
+  lim = float(f.bias + f.mant + 10)
+  xc = x.lt(lim).where(x, lim)                       # NaN -> lim (replaced at the end)
+  xc = xc.lt(-lim).where(-lim, xc)
+  magic = 1.5 * 2.0 ** f.mant
+  t = xc + magic                                     # the integer nearest xc (ties to even) sits in t's low bits
+  n = t.bitcast(f.it) - _bits(magic, f)
+  s = xc - (t - magic)                               # exact, |s| <= 1/2
+  ln2 = ln2_fraction()
+  c1 = f.round(ln2)
+  q = _poly(s, [f.round(ln2 ** k / math.factorial(k)) for k in range(2, f.exp2_degree + 1)])
+  th, tl = _two_prod(s, s.c(c1), f)                 # 2^s = 1 + s*ln2 + s^2*q(s), the linear term exactly
+  yh, e = _fast_two_sum(s.c(1.0), th)
+  y = yh + (e + (tl + (s * f.round(ln2 - Fraction(c1)) + (s * s) * q)))
+  n1 = n >> 1
+  scale = [((m + f.bias) << f.mant).bitcast(f.dt) for m in (n1, n - n1)]
+  return x.ne(x).where(x, (y * scale[0]) * scale[1])
+
+
+# ***** LOG2 *****
+
+def _log2(x: V, f: _Fmt) -> V:
+  sub_scale = f.mant + 2
+  tiny = x.lt(2.0 ** (1 - f.bias))
+  xs = tiny.where(x * 2.0 ** sub_scale, x)
+  c = _bits(float(np.sqrt(np.array(0.5, to_np(f.dt)))), f)  # significands are put in [c, 2c), c ~ sqrt(1/2)
+  ix = xs.bitcast(f.it) + (_bits(1.0, f) - c)
+  k = (ix >> f.mant) - f.bias
+  k = k + tiny.where(k.c(-sub_scale), 0)
+  m = ((ix & ((1 << f.mant) - 1)) + c).bitcast(f.dt)
+  fm = m - 1.0                                       # exact (Sterbenz)
+  hfsq = 0.5 * (fm * fm)
+  s = fm / (fm + 2.0)
+  z = s * s
+  r = s * (hfsq + z * _poly(z, [f.round(Fraction(2, 2 * j + 1)) for j in range(1, f.log_terms + 1)]))
+  head = f.bits // 2                                 # significant bits kept in hi, and (bits - head) in IVLN2HI
+  hi = ((fm - hfsq).bitcast(f.it) & -(1 << (f.bits - head))).bitcast(f.dt)
+  lo = ((fm - hi) - hfsq) + r
+  inv_ln2 = 1 / ln2_fraction()
+  ivln2hi = _round(inv_ln2, f.bits - head)
+  ivln2lo = f.round(inv_ln2 - Fraction(ivln2hi))
+  vhi = hi * ivln2hi                                 # exact
+  vlo = (lo + hi) * ivln2lo + lo * ivln2hi
+  y = k.cast(f.dt)
+  w = y + vhi
+  vlo = vlo + ((y - w) + vhi)                        # y is 0 or |y| >= 1 > |vhi|: the error of w, exactly
+  res = vlo + w
+  res = x.lt(math.inf).where(res, x)                 # +inf -> +inf, NaN -> NaN
+  res = x.ne(0.0).where(res, -math.inf)              # +-0 -> -inf
+  return x.lt(0.0).where(math.nan, res)              # x < 0 -> NaN
+
+
+# ***** SIN *****
+
+def _reduce_pio2(a: V, f: _Fmt) -> tuple[V, V, V]:
+  """(rh, rl, k) with a = k*pi/2 + rh + rl (mod 2 pi), |rh + rl| <= pi/4, rl a double-float tail, k in 0..3 (uint64).
+  Valid for finite a >= pi/4 (other lanes compute a value that is discarded)."""
+  u64, i64, m32 = dtypes.uint64, dtypes.int64, 2**32 - 1
+  bits = a.bitcast(f.ut).cast(u64)
+  m = (bits & ((1 << f.mant) - 1)) | (1 << f.mant)  # a = m * 2^E, E = exponent field - bias - mant
+  t = (bits >> f.mant).cast(i64) + (62 - f.bias - f.mant)  # table bit of 2/pi's bit E-1 (64 leading zero bits)
+  j, b = t >> 6, (t & 63).cast(u64)
+  sel = [((j >> level) & 1).ne(0) for level in range(f.j_max.bit_length())]
+  def pick(w0: int) -> V:
+    level = [a.e.const(f.table[w] if w < len(f.table) else 0, u64) for w in range(w0, w0 + 2 ** len(sel))]
+    for s in sel: level = [lo if lo.i == hi.i else s.where(hi, lo) for lo, hi in zip(level[0::2], level[1::2])]
+    return level[0]
+  words = [pick(w) for w in range(f.window_words + 1)]
+  window = [(words[w] << b) | ((words[w + 1] >> 1) >> (63 - b)) for w in range(f.window_words)]
+  wl = [p for w in reversed(window) for p in (w & m32, w >> 32)]  # 32-bit limbs, least significant first
+  ml = [m] if f.mant_limbs == 1 else [m & m32, m >> 32]
+  cols: list[V | None] = [None] * len(wl)           # the product mod 2^(32*len(wl)), column sums of 32-bit halves
+  def add(col: int, v: V) -> None: cols[col] = v if cols[col] is None else cols[col] + v
+  for i, mi in enumerate(ml):
+    for k, wk in enumerate(wl):
+      if i + k >= len(wl): continue
+      p = mi * wk
+      add(i + k, p & m32)
+      if i + k + 1 < len(wl): add(i + k + 1, p >> 32)
+  limbs, carry = [], None
+  for col in cols:
+    s = col if carry is None else col + carry
+    limbs.append(s & m32)
+    carry = s >> 32
+  top = (limbs[-1] + (1 << 29)) & m32               # + 1/2 quadrant: round to the nearest quadrant
+  k = top >> 30
+  ftop = (top & ((1 << 30) - 1)).cast(i64) - (1 << 29)  # fraction = ftop*2^-30 + limbs[-2]*2^-62 + ..., in [-1/2, 1/2)
+  if f.piece_bits == 32: pieces = [(ftop, 30), (limbs[-2], 62), (limbs[-3], 94), (limbs[-4], 126)]
+  else: pieces = [(ftop >> 16, 14), (ftop & 0xffff, 30), (limbs[-2] >> 16, 46), (limbs[-2] & 0xffff, 62)]
+  vals = [p.cast(f.dt) * 2.0 ** -w for p, w in pieces]  # each exact
+  h, lo = _two_sum(vals[0], vals[1])
+  for v in vals[2:]:
+    h, e = _two_sum(h, v)
+    h, lo = _fast_two_sum(h, e + lo)
+  pio2 = pi_fraction() / 2
+  pio2_hi = f.round(pio2)
+  ph, pl = _two_prod(h, h.c(pio2_hi), f)
+  rh, rl = _fast_two_sum(ph, pl + (h * f.round(pio2 - Fraction(pio2_hi)) + lo * pio2_hi))
+  return rh, rl, k
+
+def _sin(x: V, f: _Fmt) -> V:
+  sign = 1 << (8 * f.dt.itemsize - 1)
+  a = (x.bitcast(f.ut) & (sign - 1)).bitcast(f.dt)
+  small = a.lt(f.round(pi_fraction() / 4))
+  ph, pl, pk = _reduce_pio2(a, f)
+  rh, rl, k = small.where(a, ph), small.where(0.0, pl), small.where(0, pk)
+  zh, zl = _two_prod(rh, rh, f)
+  sin_coeffs = [f.round(Fraction((-1) ** j, math.factorial(2 * j + 1))) for j in range(1, f.sin_terms + 1)]
+  sin_r = rh + ((rh * zh) * _poly(zh, sin_coeffs) + rl * (1.0 - 0.5 * zh))
+  cos_coeffs = [f.round(Fraction((-1) ** j, math.factorial(2 * j))) for j in range(2, f.cos_terms + 2)]
+  hz = 0.5 * zh
+  w = 1.0 - hz
+  cos_r = w + (((1.0 - w) - hz) + ((zh * zh) * _poly(zh, cos_coeffs) - (0.5 * zl + rh * rl)))
+  v = (k & 1).ne(0).where(cos_r, sin_r)
+  v = (k & 2).ne(0).where(-v, v)
+  res = (v.bitcast(f.ut) ^ (x.bitcast(f.ut) & sign)).bitcast(f.dt)
+  return a.lt(math.inf).where(res, math.nan)
+
+
+# ***** the pass *****
+
+METHODS = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
+
+def _decompose(out: list[UOp], op: Ops, dtype: DType, src: int) -> int:
+  e = _Emitter(out, dtype.count)
+  x = V(e, src, dtype.scalar())
+  if x.dt in VIA_FLOAT32: return METHODS[op](x.cast(dtypes.float32), FORMATS[dtypes.float32]).cast(x.dt).i
+  return METHODS[op](x, FORMATS[x.dt]).i
+
+def decompose_transcendentals(program: Program, only: set[DType] | None = None) -> Program:
+  """The program with every EXP2, LOG2 and SIN (of a scalar dtype in `only`, default all) replaced by ALU ops (see the
+  module docstring). Other uops keep their order; a program with nothing to replace comes back unchanged."""
+  verify(program)
+  todo = {i for i, u in enumerate(program.uops)
+          if u.op in GroupOp.Transcendental and (only is None or u.dtype.scalar() in only)}
+  if not todo: return program
+  out: list[UOp] = []
+  remap: dict[int, int] = {}
+  for i, u in enumerate(program.uops):
+    src = tuple(remap[j] for j in u.src)
+    if i in todo: remap[i] = _decompose(out, u.op, u.dtype, src[0])
+    else:
+      out.append(UOp(u.op, u.dtype, src, u.arg))
+      remap[i] = len(out) - 1
+  return verify(Program(program.name, tuple(out), program.global_size, program.local_size))
+
+
+# ***** measuring accuracy *****
+
+EXTENDED = np.finfo(np.longdouble).nmant >= 63  # long double is x87 extended (or quad): 11+ bits beyond float64
+_LD_FN = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin}
+
+def decimal_value(op: Ops, v: float, digits: int = 40) -> Decimal | float:
+  """op(v) for one float64 v in `decimal` with `digits` significant digits, unrounded (a Decimal), or a float where the
+  result is a special value (NaN, +-inf) or beyond float64's range. SIN reduces v mod pi/2 with digits+330 digits of pi."""
+  if math.isnan(v) or (op is Ops.SIN and math.isinf(v)) or (op is Ops.LOG2 and v < 0): return math.nan
+  if op is Ops.EXP2 and v >= 1025: return math.inf
+  if op is Ops.EXP2: v = max(v, -1200.0)            # below 2^-1200 every dtype rounds to +0 either way
+  if op is Ops.LOG2 and (v == 0 or math.isinf(v)): return -math.inf if v == 0 else math.inf
+  with decimal.localcontext() as ctx:
+    ctx.prec = digits
+    if op is Ops.EXP2: return (Decimal(v) * _decimal_ln2(digits)).exp()
+    if op is Ops.LOG2: return Decimal(v).ln() / _decimal_ln2(digits)
+    ctx.prec = digits + 330                          # |v| < 2^1024 < 10^309: k*pi/2 keeps `digits` digits after the point
+    pio2 = _decimal_pi(digits + 330) / 2
+    k = (Decimal(v) / pio2).to_integral_value()
+    r = Decimal(v) - k * pio2
+    ctx.prec = digits + 5
+    sin_r, cos_r = _decimal_taylor(r, 1), _decimal_taylor(r, 0)
+    return (sin_r, cos_r, -sin_r, -cos_r)[int(k) % 4]
+
+def _decimal_taylor(r: Decimal, first: int) -> Decimal:
+  """sin(r) (first=1) or cos(r) (first=0) by their Taylor series, summed until terms no longer count."""
+  term = r if first else Decimal(1)
+  total, k, r2 = term, first, r * r
+  while term and abs(term) > abs(total) * Decimal(10) ** -(decimal.getcontext().prec + 2):
+    term = -term * r2 / ((k + 1) * (k + 2))
+    total, k = total + term, k + 2
+  return total
+
+@functools.cache
+def _decimal_pi(digits: int) -> Decimal:
+  with decimal.localcontext() as ctx:
+    ctx.prec = digits
+    pi = pi_fraction(int(digits * 3.33) + 16)
+    return Decimal(pi.numerator) / Decimal(pi.denominator)
+
+@functools.cache
+def _decimal_ln2(digits: int) -> Decimal:
+  with decimal.localcontext() as ctx:
+    ctx.prec = digits + 5
+    return Decimal(2).ln()
+
+def ulp_errors(op: Ops, dt: DType, x: np.ndarray, got: np.ndarray, exact: bool = False) -> np.ndarray:
+  """Per lane, the error of `got` (claimed op(x), both of dtype dt) in ulps of dt: |got - v| / ulp(v) with v the exact
+  value and ulp(v) = 2^(max(floor(log2 |v|), emin) - mant). Specials are exact: where v is NaN or rounds to +-inf in dt,
+  the error is 0 when got is that same value and inf otherwise; a NaN or inf `got` elsewhere is inf.
+  v comes from long double (numpy's exp2/log2/sin on x87 extended: glibc's exp2l/log2l/sinl, a few 2^-64 relative,
+  any argument reduced exactly) unless exact=True or long double is no wider than float64; then from `decimal_value`
+  lane by lane (slow)."""
+  ebits, mant = dtypes.finfo(dt)
+  emin = 2 - 2 ** (ebits - 1)
+  xs, gs = _as_f64(x), _as_f64(got)
+  if EXTENDED and not exact:
+    with np.errstate(all="ignore"):
+      v = _LD_FN[op](xs.astype(np.longdouble))
+      e = np.maximum(np.frexp(np.where(v == 0, 1, v))[1] - 1, emin)
+      err = np.abs(gs.astype(np.longdouble) - v) / np.ldexp(np.longdouble(1), e - mant)
+      rounded = v.astype(np.float64).astype(np.float32).astype(to_np(dt)).astype(np.float64) if dt is not dtypes.float64 \
+        else v.astype(np.float64)
+    special = np.isnan(v) | np.isinf(rounded)
+    same = (np.isnan(v) & np.isnan(gs)) | (rounded == gs)
+    return np.where(special, np.where(same, 0.0, np.inf), np.where(np.isfinite(gs), err.astype(np.float64), np.inf))
+  return np.array([_decimal_error(op, dt, a, g, emin, mant) for a, g in zip(xs.tolist(), gs.tolist())], np.float64)
+
+def _decimal_error(op: Ops, dt: DType, a: float, g: float, emin: int, mant: int) -> float:
+  v = decimal_value(op, a)
+  if isinstance(v, float): return 0.0 if v == g or (math.isnan(v) and math.isnan(g)) else math.inf
+  with np.errstate(over="ignore"):  # v rounded to dt, for its class only (inf or finite)
+    rounded = float(v) if dt is dtypes.float64 else float(np.float64(float(v)).astype(np.float32).astype(to_np(dt)))
+  if math.isinf(rounded): return 0.0 if rounded == g else math.inf
+  if not math.isfinite(g): return math.inf
+  e, two = emin, Decimal(2)
+  if float(abs(v)) != 0: e = max(math.frexp(float(abs(v)))[1] - 1, emin)  # floor(log2 |v|), corrected in decimal below
+  while e > emin and two ** e > abs(v): e -= 1
+  while two ** (e + 1) <= abs(v): e += 1
+  with decimal.localcontext() as ctx:
+    ctx.prec = 40
+    return float(abs(Decimal(g) - v) / two ** (e - mant))
+
+def _as_f64(a: np.ndarray) -> np.ndarray:
+  a = np.asarray(a)
+  with np.errstate(invalid="ignore"):  # NaNs of bfloat16 convert quietly
+    return a.astype(np.float32).astype(np.float64) if a.dtype.itemsize < 4 else a.astype(np.float64)

@@ -1,0 +1,244 @@
+"""Per-op semantics metadata: arity, the dtypes each op takes, the result kind per dtype (exact / tolerance with its ULP
+bound / allowed set), the undefined domains, and a one-line rationale per decision of DESIGN.md's table.
+
+The rules themselves live in refimpl/emulator/alu.py (RULES: op -> rule function, docstring = the rule); this module
+holds the data around them, and `python -m refimpl.spec` prints SPEC.md from both. SPEC.md at the repo root is exactly
+that output (regenerate it with `.venv/bin/python -m refimpl.spec > SPEC.md`); spec_tests/test_spec_md.py fails when it
+is stale.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from refimpl.dtype import DType, dtypes
+from refimpl.emulator import alu, reference
+from refimpl.ir.dtype_text import dtype_to_str
+from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.verify import alu_allows
+
+VALUE_DTYPES: tuple[DType, ...] = (dtypes.bool, *(getattr(dtypes, n) for n in ("int8", "uint8", "int16", "uint16", "int32",
+                                   "uint32", "int64", "uint64")), dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16,
+                                   dtypes.bfloat16, dtypes.float32, dtypes.float64)
+ARITH_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)  # fp8 is storage and casts only
+
+ULP_BOUNDS: dict[DType, dict[Ops, int]] = {
+  dtypes.float16: {Ops.EXP2: 2, Ops.LOG2: 2, Ops.SIN: 2},   # OpenCL half (cl_khr_fp16): 2 / 2 / 2
+  dtypes.bfloat16: {Ops.EXP2: 2, Ops.LOG2: 2, Ops.SIN: 2},  # no OpenCL bound exists; taken as half's
+  dtypes.float32: {Ops.EXP2: 3, Ops.LOG2: 3, Ops.SIN: 4},   # OpenCL full profile float: 3 / 3 / 4
+  dtypes.float64: {Ops.EXP2: 3, Ops.LOG2: 3, Ops.SIN: 4},   # OpenCL full profile double: 3 / 3 / 4
+}
+"""The largest error allowed for EXP2, LOG2, SIN, in ulps of the result dtype, measured from the exact value (the
+reference in refimpl/emulator/reference.py is within 0.5 ulp + 2^-9 ulp of it). No looser than OpenCL's full profile."""
+
+@dataclass(frozen=True)
+class OpSpec:
+  """What the spec says about one op, dtype by dtype: see `kind`, `undefined_domains`, `ulp_bound`."""
+  op: Ops
+  arity: int
+  takes: str                   # the dtype classes it takes, in words
+  undefined: tuple[str, ...]   # the undefined domains, in words (empty: defined everywhere it is accepted)
+  rationale: str               # why the rule is what it is, one line
+
+_ANY = "bool, ints, floats"
+OPS: dict[Ops, OpSpec] = {s.op: s for s in (
+  OpSpec(Ops.ADD, 2, _ANY, (), "wrap on ints (no signed-overflow UB), OR on bool, IEEE correctly rounded on floats"),
+  OpSpec(Ops.SUB, 2, "ints, floats", (), "as ADD; on bool it has no meaning and is rejected"),
+  OpSpec(Ops.MUL, 2, _ANY, (), "wrap on ints, AND on bool, IEEE correctly rounded on floats"),
+  OpSpec(Ops.NEG, 1, "ints, floats", (), "wrap on ints (NEG INT_MIN = INT_MIN), sign flip on floats"),
+  OpSpec(Ops.FDIV, 2, "floats", (), "IEEE correctly rounded; x/0 is a defined inf or NaN on floats"),
+  OpSpec(Ops.RECIP, 1, "floats", (), "1/x correctly rounded, as FDIV"),
+  OpSpec(Ops.SQRT, 1, "floats", (), "IEEE requires a correctly rounded square root"),
+  OpSpec(Ops.IDIV, 2, "ints", ("divisor 0", "signed INT_MIN / -1"),
+         "C, OpenCL and LLVM sdiv truncate; both undefined cases trap (SIGFPE) on x86, so no value can be promised"),
+  OpSpec(Ops.MOD, 2, "ints", ("divisor 0", "signed INT_MIN % -1"), "C's %: the sign of the dividend; traps as IDIV does"),
+  OpSpec(Ops.MAX, 2, _ANY, (), "NaN-propagating and order-independent; the sign of max(+0, -0) differs between "
+         "maxss and fmax, so both zeros are allowed"),
+  OpSpec(Ops.CMPLT, 2, _ANY, (), "IEEE ordered comparison; on bool false < true"),
+  OpSpec(Ops.CMPNE, 2, _ANY, (), "IEEE: NaN != everything, -0 == +0; on bool XOR"),
+  OpSpec(Ops.XOR, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
+  OpSpec(Ops.OR, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
+  OpSpec(Ops.AND, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
+  OpSpec(Ops.SHL, 2, "ints", ("shift count outside [0, bits)",),
+         "C and LLVM leave counts >= the width undefined (x86 masks the count, other targets do not)"),
+  OpSpec(Ops.SHR, 2, "ints", ("shift count outside [0, bits)",), "as SHL; arithmetic or logical by signedness, as in C"),
+  OpSpec(Ops.THREEFRY, 2, "uint64", (), "tinygrad's random numbers are defined by it; bit exact so random tensors agree"),
+  OpSpec(Ops.WHERE, 3, _ANY, (), "a select moves bits, NaN payloads included"),
+  OpSpec(Ops.MULACC, 3, _ANY, (), "backends contract a*b+c into an FMA or not (clang -ffp-contract, OpenCL mad); "
+         "both are legitimate on floats"),
+  OpSpec(Ops.EXP2, 1, "floats", (), "no backend's libm or decomposition is correctly rounded; OpenCL full-profile bounds"),
+  OpSpec(Ops.LOG2, 1, "floats", (), "as EXP2"),
+  OpSpec(Ops.SIN, 1, "floats", (), "as EXP2; over the full range (large arguments need Payne-Hanek reduction)"),
+  OpSpec(Ops.CAST, 1, "any to any", ("float -> int: NaN, +-inf, or a truncated value outside the target's range",),
+         "C's conversions with the implementation-defined and undefined cases pinned down or declared undefined"),
+  OpSpec(Ops.BITCAST, 1, "same size, no bool", (), "a reinterpretation; only equal sizes have a meaning"),
+)}
+assert set(OPS) == set(alu.RULES), "every op with a rule needs its metadata"
+
+def accepts(op: Ops, dt: DType) -> bool:
+  """Whether `op` is defined on operand dtype `dt` (CAST: as a source; BITCAST: any non-bool source)."""
+  if op is Ops.CAST: return dt in VALUE_DTYPES
+  if op is Ops.BITCAST: return dt in VALUE_DTYPES and dt is not dtypes.bool
+  return alu_allows(op, dt)
+
+def kind(op: Ops, dt: DType) -> str:
+  """The result kind of `op` on operand dtype `dt`: "exact", "tolerance", "allowed" (a set) or "rejected"."""
+  if not accepts(op, dt): return "rejected"
+  if op in GroupOp.Transcendental: return "tolerance"
+  if op in (Ops.MULACC, Ops.MAX) and dtypes.is_float(dt): return "allowed"
+  return "exact"
+
+def ulp_bound(op: Ops, dt: DType) -> int | None:
+  """The ULP bound of a tolerance op on dtype dt (None for every other op)."""
+  return ULP_BOUNDS[dt][op] if kind(op, dt) == "tolerance" else None
+
+def undefined_domains(op: Ops, dt: DType) -> tuple[str, ...]:
+  """The undefined domains of `op` on operand dtype `dt` (CAST: over every target dtype)."""
+  if not accepts(op, dt): return ()
+  d = OPS[op].undefined
+  if op in (Ops.IDIV, Ops.MOD) and dt in dtypes.uints: return d[:1]
+  if op is Ops.CAST and not dtypes.is_float(dt): return ()
+  return d
+
+# ---- casts: how each (source, target) pair behaves ----
+
+def _fmt(dt: DType) -> tuple[int, int, int, bool]:
+  """(p, emin, emax, has_inf) of a float dtype; fp8e4m3 ("fn": finite) uses the top exponent for numbers and has no inf."""
+  e, m = dtypes.finfo(dt)
+  fn = dt is dtypes.fp8e4m3
+  return m + 1, 2 - 2 ** (e - 1), 2 ** (e - 1) - 1 + fn, not fn
+
+def _int_range(dt: DType) -> tuple[int, int]: return int(dtypes.min(dt)), int(dtypes.max(dt))
+
+def cast_kind(src: DType, dst: DType) -> str:
+  """How CAST src -> dst treats values: "same", "exact" (every value kept), "wrap", "round" (nearest even),
+  "trunc/UB" (float -> int), "!=0" (to bool), "0/1" (from bool)."""
+  if src is dst: return "same"
+  if dst is dtypes.bool: return "!=0"
+  if src is dtypes.bool: return "0/1"
+  if dtypes.is_int(src) and dtypes.is_int(dst):
+    (slo, shi), (dlo, dhi) = _int_range(src), _int_range(dst)
+    return "exact" if dlo <= slo and shi <= dhi else "wrap"
+  if dtypes.is_int(dst): return "trunc/UB"
+  if dtypes.is_int(src):
+    lo, hi = _int_range(src)
+    return "exact" if max(-lo, hi) <= 2 ** _fmt(dst)[0] else "round"  # every int up to 2^p is a float
+  (sp, semin, semax, sinf), (dp, demin, demax, dinf) = _fmt(src), _fmt(dst)
+  keeps = sp <= dp and demin - dp <= semin - sp and semax <= demax and (dinf or not sinf)
+  return "exact" if keeps else "round"
+
+# ---- SPEC.md ----
+
+@dataclass(frozen=True)
+class Decision:
+  area: str
+  rule: str
+  rationale: str
+  where: str  # what implements or enforces it
+
+DECISIONS: tuple[Decision, ...] = (
+  Decision("int ADD SUB MUL NEG MULACC", "two's complement wrap-around, every width, signed included",
+           "every target's integer adder is modular; C backends must not rely on signed-overflow UB", "alu.arith, alu.mulacc"),
+  Decision("IDIV / MOD (ints)", "truncate toward zero; MOD takes the dividend's sign; divisor 0 -> undefined; signed "
+           "MIN / -1 and MIN % -1 -> undefined", "what C, OpenCL and LLVM sdiv/srem do; the undefined cases trap on x86",
+           "alu.idiv_mod"),
+  Decision("SHL / SHR", "count outside [0, bits) -> undefined; SHR arithmetic on signed, logical on unsigned; SHL on the "
+           "bit pattern (1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them",
+           "alu.shift"),
+  Decision("bool", "ADD=OR, MUL=AND, MAX=OR, CMPNE=XOR, CMPLT=(!a&&b); IDIV MOD SUB NEG SHL SHR are rejected",
+           "a one-bit integer: the arithmetic reduces to logic, and ops with no meaning on one bit never run",
+           "alu.arith, alu.maximum, alu.compare; refimpl.ir.verify (bool-op)"),
+  Decision("float ADD SUB MUL FDIV RECIP SQRT NEG", "correctly rounded, round-to-nearest-even, in the op's dtype "
+           "(half/bf16: the exact result rounded once); subnormals kept unless the backend declares flushing",
+           "IEEE 754 requires it and C, LLVM and OpenCL provide it", "alu.arith, alu.float_arith"),
+  Decision("MULACC (floats)", "allowed set {fused, unfused}; the reference value is the fused one",
+           "contracting a*b+c into an FMA is legal in C (-ffp-contract) and OpenCL (mad)", "alu.mulacc"),
+  Decision("MAX (floats)", "NaN if either input is NaN; max(+0, -0) may be +0 or -0",
+           "order-independent NaN propagation (IEEE 754-2019 maximum); x86 maxss and C fmax disagree on zeros",
+           "alu.maximum"),
+  Decision("CMPLT / CMPNE", "IEEE: NaN < x is false, NaN != x is true, -0 == +0", "the IEEE predicates every target has",
+           "alu.compare"),
+  Decision("EXP2 LOG2 SIN", "tolerance: ULP_BOUNDS below, against a correctly rounded reference; special values exact; "
+           "SIN over the full range", "libms and polynomial decompositions are not correctly rounded; OpenCL's "
+           "full-profile bounds accept every conformant device", "alu.transcendental, emulator/reference.py"),
+  Decision("CAST int->int, int->float, float->float", "int->int wraps (keeps the low bits); to float: round to nearest "
+           "even, overflow -> +-inf (fp8 formats follow ml_dtypes: fp8e4m3 has no inf, so NaN)",
+           "C's implementation-defined narrowing is a wrap on every target; RNE is the IEEE default", "alu.cast"),
+  Decision("CAST float->int", "truncate toward zero; a truncated value outside the target range, NaN or inf -> undefined",
+           "C leaves it undefined and targets differ (x86 gives INT_MIN, ARM saturates)", "alu.cast"),
+  Decision("CAST to/from bool", "x != 0 (NaN -> true, -0 -> false); bool -> 0 / 1", "C's conversion to _Bool",
+           "alu.cast"),
+  Decision("BITCAST", "same size only; bits preserved exactly; a BITCAST of a computed NaN is unspecified (loose)",
+           "NaN payloads differ between targets (x86's default NaN is negative, ARM's positive)", "alu.bitcast"),
+  Decision("LOAD / STORE", "index outside the buffer -> undefined; a false gate does no access (a gated LOAD yields its "
+           "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
+  Decision("races", "two threads of one launch writing one address, or one reading what another wrote without a BARRIER "
+           "between (locals) -> undefined", "the kernel language has no memory model for unsynchronised accesses",
+           "emulator/machine.py"),
+  Decision("uninitialised", "reading DEFINE_LOCAL memory never written -> undefined",
+           "local memory holds whatever the last kernel left", "emulator/machine.py"),
+  Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first)",
+           "tinygrad defines its random numbers by it", "alu.threefry"),
+  Decision("looseness", "lanes from tolerance or allowed-set ops and every NaN an op produces are loose; WHERE and "
+           "BITCAST move bits", "exact lanes compare bit for bit, loose ones by the rule that fits",
+           "alu.Outcome.loose, emulator/machine.py"),
+)
+
+_SHORT = {dtypes.bool: "bool", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2", dtypes.float16: "f16",
+          dtypes.bfloat16: "bf16", dtypes.float32: "f32", dtypes.float64: "f64"}
+def _short(dt: DType) -> str: return _SHORT.get(dt) or dtype_to_str(dt).replace("uint", "u").replace("int", "i")
+
+def _cell(op: Ops, dt: DType) -> str:
+  k = kind(op, dt)
+  if k == "rejected": return "-"
+  if k == "tolerance": return f"{ulp_bound(op, dt)} ulp"
+  if k == "allowed": return "set"
+  return "exact/UB" if undefined_domains(op, dt) else "exact"
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+  out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+  return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
+          Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, Ops.EXP2, Ops.LOG2,
+          Ops.SIN, Ops.CAST, Ops.BITCAST)
+assert set(_ORDER) == set(OPS)
+
+def render() -> str:
+  """SPEC.md: the op x dtype table, the cast table, the tolerance bounds, the decisions with rationales, every op's
+  metadata and the text of every rule, all generated from this module's tables and refimpl/emulator/alu.py."""
+  out = ["# refimpl semantics (generated)", "",
+         "Generated by `python -m refimpl.spec` from refimpl/spec.py and the rule docstrings in refimpl/emulator/alu.py;",
+         "do not edit by hand (regenerate with `.venv/bin/python -m refimpl.spec > SPEC.md`).", "",
+         "## Result kind by op and operand dtype", "",
+         "`exact`: one result, compared bit for bit (all NaNs are one value, +0 and -0 differ). `exact/UB`: exact, with "
+         "an undefined domain (see the op list). `N ulp`: tolerance against the reference. `set`: an allowed set. "
+         "`-`: rejected by the verifier. fp8 (e4m3 = fp8e4m3, no inf; e5m2 = fp8e5m2) is storage and casts only. "
+         "CMPLT/CMPNE give bool; WHERE's dtype is its values'; CAST/BITCAST are by source dtype.", ""]
+  out += _table(["op", *map(_short, VALUE_DTYPES)], [[op.name, *(_cell(op, dt) for dt in VALUE_DTYPES)] for op in _ORDER])
+  out += ["", "## CAST by source (rows) and target (columns)", "",
+          "`exact`: every value kept. `wrap`: low bits kept. `round`: nearest even, overflow to inf (e4m3: NaN). "
+          "`trunc/UB`: toward zero, undefined for NaN, inf and out-of-range results. `!=0`: to bool. `0/1`: from bool. "
+          "BITCAST: between any two non-bool dtypes of one size, bits kept.", ""]
+  out += _table(["from \\ to", *map(_short, VALUE_DTYPES)], [[_short(s), *(cast_kind(s, d) for d in VALUE_DTYPES)]
+                                                            for s in VALUE_DTYPES])
+  out += ["", "## Tolerances (ulps of the result dtype)", ""]
+  tops = (Ops.EXP2, Ops.LOG2, Ops.SIN)
+  out += _table(["dtype", *(o.name for o in tops)],
+                [[_short(dt), *(str(ULP_BOUNDS[dt][o]) for o in tops)] for dt in ARITH_FLOATS])
+  out += ["", "The reference:", "", "```text", inspect.getdoc(reference) or "", "```", "",
+          "## Decisions", ""]
+  out += _table(["area", "rule", "rationale", "where"], [[d.area, d.rule, d.rationale, d.where] for d in DECISIONS])
+  out += ["", "## Ops", ""]
+  out += _table(["op", "arity", "takes", "undefined", "rationale"],
+                [[op.name, str(s.arity), s.takes, "; ".join(s.undefined) or "-", s.rationale]
+                 for op in _ORDER for s in (OPS[op],)])
+  out += ["", "## Rules (refimpl/emulator/alu.py)", ""]
+  seen: dict = {}
+  for op in _ORDER: seen.setdefault(alu.RULES[op], []).append(op.name)
+  for fn, names in seen.items():
+    out += [f"### `{fn.__name__}`: {' '.join(names)}", "", "```text", inspect.getdoc(fn) or "", "```", ""]
+  out += ["## Outcomes and looseness", "", "```text", inspect.getdoc(alu) or "", "```"]
+  return "\n".join(out) + "\n"
+
+if __name__ == "__main__": print(render(), end="")

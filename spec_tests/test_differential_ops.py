@@ -1,0 +1,56 @@
+"""Every backend against the spec, op by op and dtype by dtype (refimpl.testing.differential).
+
+For each selected backend (see --backend) and each case (ALU op x operand dtype, CAST and BITCAST pairs), one compiled
+kernel serves:
+  - the sweep: every input / pair of 8-bit inputs / 16-bit input where that fits one launch, else every edge value
+    (tuple) plus random values, in one launch of 65536 lanes;
+  - hypothesis examples (a few per case; the `thorough` profile runs many), shrunk to a single lane on failure.
+Undefined lanes are never run or compared. Results go to the conformance report (--conformance-report)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refimpl.testing.differential import Case, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
+from refimpl.testing.values import value_strategy
+
+CASES = alu_cases() + cast_cases() + bitcast_cases()
+
+def _run_sweep(backend: str, case: Case, conformance) -> None:
+  if not supported(backend, case):
+    conformance.record(backend, case.id, "unsupported", f"{backend} does not support the dtypes of {case.id}")
+    pytest.skip(f"{backend} does not support {case.id}")
+  h = harness(backend, case)
+  inputs = sweep_inputs(case)
+  verdict = h.check(inputs)
+  report = "" if verdict.ok else h.failure_report(inputs, verdict)
+  conformance.record(backend, case.id, "pass" if verdict.ok else "fail", report, verdict.checked)
+  assert verdict.ok, report
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_backend_matches_the_spec_on_the_sweep(backend, case, conformance):
+  _run_sweep(backend, case, conformance)
+
+def _lanes(case: Case):
+  """Up to 8 lanes of inputs for the case, each operand from its edge-biased strategy (shrinks towards one lane)."""
+  return st.lists(st.tuples(*(value_strategy(dt) for dt in case.input_dtypes)), min_size=1, max_size=8).map(
+    lambda rows: [np.array([r[k] for r in rows], dtype=np.asarray(rows[0][k]).dtype) for k in range(len(case.input_dtypes))])
+
+HYPOTHESIS_CASES = alu_cases() + [c for c in cast_cases() if c.dtype.itemsize >= 4]
+
+@pytest.mark.parametrize("case", HYPOTHESIS_CASES, ids=lambda c: c.id)
+def test_backend_matches_the_spec_on_hypothesis_examples(backend, case, conformance):
+  if not supported(backend, case): pytest.skip(f"{backend} does not support {case.id}")
+  h = harness(backend, case)
+  examples = max(3, settings().max_examples // 40)
+
+  @settings(max_examples=examples, database=None)
+  @given(inputs=_lanes(case))
+  def check(inputs):
+    verdict = h.check(inputs)
+    report = "" if verdict.ok else h.failure_report(inputs, verdict)
+    if not verdict.ok: conformance.record(backend, case.id, "fail", report)
+    assert verdict.ok, report
+  check()

@@ -1,0 +1,356 @@
+"""Memory rules of the emulator's executor: bounds, uninitialised locals, races (with and without barriers), permissive
+mode's masks and events, looseness carried through memory, and the index analysis that lets most accesses skip checks
+(refimpl/emulator/machine.py, memory.py, indexing.py)."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refimpl import UndefinedBehavior
+from refimpl.dtype import dtypes
+from refimpl.emulator.indexing import Grid, analyze, race_free
+from refimpl.emulator.machine import emulate
+from refimpl.ir import Ops, ProgramBuilder
+
+I32, F32 = dtypes.int32, dtypes.float32
+
+def c32(b: ProgramBuilder, v: int) -> int: return b.const(v, I32)
+def add(b, x, y): return b.alu(Ops.ADD, x, y)
+def mul(b, x, y): return b.alu(Ops.MUL, x, y)
+def zeros(n: int, dt=np.int32) -> np.ndarray: return np.zeros(n, dt)
+def iota(n: int) -> np.ndarray: return np.arange(n, dtype=np.int32)
+def lane(g0=0, g1=0, g2=0, l0=0, l1=0, l2=0) -> tuple[int, ...]: return (g0, g1, g2, l0, l1, l2)
+
+
+def shifted_copy(n: int, shift: int, size: int, count: int = 1, store: bool = False):
+  """out[i] = a[i + shift] (or out[i + shift] = a[i] with store=True), `count` elements per thread, buffers of `size`."""
+  b = ProgramBuilder("shifted")
+  out, a = b.global_buf(I32, size), b.global_buf(I32, size)
+  i = mul(b, b.gidx(0, n), c32(b, count))
+  j = add(b, i, c32(b, shift))
+  if store: b.store(out, j, b.load(a, i, count=count))
+  else: b.store(out, i, b.load(a, j, count=count))
+  return b.build(), len(b) - (1 if store else 3)  # the uop that goes out of bounds (the STORE, or the LOAD)
+
+
+# ***** bounds: an index outside [0, size) is undefined *****
+
+def test_out_of_bounds_load_is_undefined_at_the_first_lane_past_the_end():
+  p, at = shifted_copy(8, 1, 8)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(8), iota(8)])
+  assert (e.value.op, e.value.uop_index, e.value.lane, e.value.operands, e.value.count) == (Ops.LOAD, at, lane(7), (8,), 1)
+
+def test_negative_index_is_undefined():
+  p, at = shifted_copy(8, -3, 8)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(8), iota(8)])
+  assert (e.value.uop_index, e.value.lane, e.value.operands, e.value.count) == (at, lane(0), (-3,), 3)
+
+def test_out_of_bounds_store_is_undefined():
+  p, at = shifted_copy(8, 2, 8, store=True)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(8), iota(8)])
+  assert (e.value.op, e.value.uop_index, e.value.lane, e.value.count) == (Ops.STORE, at, lane(6), 2)
+
+def test_vector_access_straddling_the_end_is_undefined():
+  # a 4-element load at 4i + 2 of a 16-element buffer: thread 3 reads elements 14..17, two of them past the end
+  p, at = shifted_copy(4, 2, 16, count=4)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(16), iota(16)])
+  assert (e.value.uop_index, e.value.lane, e.value.operands) == (at, lane(3), (14,))
+
+def test_data_dependent_out_of_bounds_index_is_undefined():
+  # out[i] = a[idx[i]] with idx[5] = 16 on a 16-element buffer
+  b = ProgramBuilder("gather")
+  out, a, idx = b.global_buf(I32, 16), b.global_buf(I32, 16), b.global_buf(I32, 16)
+  i = b.gidx(0, 16)
+  ld = b.load(a, b.load(idx, i))
+  b.store(out, i, ld)
+  ix = iota(16)
+  ix[5] = 16
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(16), iota(16), ix])
+  assert (e.value.uop_index, e.value.lane, e.value.operands) == (ld, lane(5), (16,))
+
+def test_every_access_inside_the_buffer_is_defined():
+  # the same program with in-range indices runs and copies: the bounds rule rejects exactly the outside
+  p, _ = shifted_copy(7, 1, 8)
+  res = emulate(p, [zeros(8), iota(8) * 10])
+  np.testing.assert_array_equal(res.buffers[0], [10, 20, 30, 40, 50, 60, 70, 0])
+
+
+# ***** locals: reading an element never written is undefined *****
+
+def local_program(read_offset: int, barrier: bool, L: int = 8, write_all: bool = True):
+  """tmp[l] = a[g*L + l] (on threads l < L-1 when not write_all); [barrier]; out[g*L + l] = tmp[(l + read_offset) % L]."""
+  b = ProgramBuilder("locals")
+  out, a = b.global_buf(I32, 2 * L), b.global_buf(I32, 2 * L)
+  tmp = b.local_buf(I32, L)
+  g, lid = b.gidx(0, 2), b.lidx(0, L)
+  gi = add(b, mul(b, g, c32(b, L)), lid)
+  b.store(tmp, lid, b.load(a, gi), gate=None if write_all else b.alu(Ops.CMPLT, lid, c32(b, L - 1)))
+  if barrier: b.barrier()
+  ld = b.load(tmp, b.alu(Ops.MOD, add(b, lid, c32(b, read_offset)), c32(b, L)))
+  b.store(out, gi, ld)
+  return b.build(), ld
+
+def test_uninitialised_local_read_is_undefined():
+  # threads l < 7 write tmp[l]; thread 7 reads tmp[7], which nobody wrote
+  p, ld = local_program(0, barrier=True, write_all=False)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(16), iota(16)])
+  assert (e.value.op, e.value.uop_index, e.value.lane, e.value.operands) == (Ops.LOAD, ld, lane(0, l0=7), (7,))
+  assert e.value.count == 2  # thread 7 of each workgroup: all threads of the launch run in lock step
+
+def test_local_written_by_the_same_thread_reads_back():
+  p, _ = local_program(0, barrier=False)
+  res = emulate(p, [zeros(16), iota(16) * 3])
+  np.testing.assert_array_equal(res.buffers[0], iota(16) * 3)
+
+
+# ***** races: two threads, one element, at least one write, no barrier between *****
+
+def test_unsynchronised_write_read_race_on_a_local_is_undefined():
+  # thread l reads tmp[l+1], written by thread l+1 with no barrier between
+  p, ld = local_program(1, barrier=False)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(16), iota(16)])
+  assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.LOAD, ld, lane(0, l0=0))
+  assert "race" in e.value.reason
+
+def test_barrier_between_write_and_read_makes_the_local_exchange_defined():
+  p, _ = local_program(1, barrier=True)
+  x = iota(16) * 5
+  res = emulate(p, [zeros(16), x])
+  np.testing.assert_array_equal(res.buffers[0], np.roll(x.reshape(2, 8), -1, axis=1).ravel())
+
+def test_write_write_race_on_a_local_is_undefined():
+  # every thread of a workgroup stores tmp[0]
+  b = ProgramBuilder("ww_local")
+  out = b.global_buf(I32, 2)
+  tmp = b.local_buf(I32, 4)
+  g, lid = b.gidx(0, 2), b.lidx(0, 4)
+  b.store(tmp, c32(b, 0), lid)
+  st = len(b) - 1
+  b.barrier()
+  b.store(out, g, b.load(tmp, c32(b, 0)), gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(2)])
+  assert (e.value.op, e.value.uop_index) == (Ops.STORE, st)
+  assert "write/write" in e.value.reason
+
+def test_write_write_race_on_a_global_is_undefined():
+  # out[i // 2] = i: threads 2k and 2k+1 write one element
+  b = ProgramBuilder("ww_global")
+  out = b.global_buf(I32, 4)
+  i = b.gidx(0, 8)
+  b.store(out, b.alu(Ops.IDIV, i, c32(b, 2)), i)
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(4)])
+  assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.STORE, len(b) - 1, lane(0))
+  assert "write/write" in e.value.reason and e.value.count == 8
+
+def test_global_read_of_another_threads_write_is_undefined():
+  # buf[i] = 1; then buf[(i+1) % n] is read: written by thread i+1 in the same launch (no barrier orders globals)
+  n = 8
+  b = ProgramBuilder("raw_global")
+  buf, out = b.global_buf(I32, n), b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  b.store(buf, i, c32(b, 1))
+  ld = b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n)))
+  b.store(out, i, ld)
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(n), zeros(n)])
+  assert (e.value.uop_index, e.value.lane) == (ld, lane(0))
+  assert "read after write" in e.value.reason
+
+def test_global_write_of_an_element_another_thread_read_is_undefined():
+  # x = buf[(i+1) % n]; buf[i] = x: thread i overwrites what thread i-1 read (a write-after-read race)
+  n = 8
+  b = ProgramBuilder("war_global")
+  buf = b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  b.store(buf, i, b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n))))
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [iota(n)])
+  assert (e.value.op, e.value.uop_index) == (Ops.STORE, len(b) - 1)
+  assert "write after read" in e.value.reason
+
+def test_thread_reading_back_its_own_global_write_is_defined():
+  # buf[i] = buf[i] * 2 + buf[i]: one thread per element, no sharing
+  n = 8
+  b = ProgramBuilder("own")
+  buf = b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  b.store(buf, i, mul(b, b.load(buf, i), c32(b, 2)))
+  b.store(buf, i, add(b, b.load(buf, i), c32(b, 1)))
+  res = emulate(b.build(), [iota(n)])
+  np.testing.assert_array_equal(res.buffers[0], iota(n) * 2 + 1)
+
+
+# ***** the index analysis: proofs that skip tracking must be sound *****
+
+def test_injective_affine_stores_are_proven_race_free_and_overlapping_ones_are_not():
+  # out[2i + r] for r < 2 is one-to-one in (i, r); out2[i + r] for r < 2 is not (thread i and i+1 meet)
+  b = ProgramBuilder("proof")
+  out, out2, a = b.global_buf(I32, 16), b.global_buf(I32, 16), b.global_buf(I32, 16)
+  i = b.gidx(0, 8)
+  with b.loop(2) as r:
+    b.store(out, add(b, mul(b, i, c32(b, 2)), r), b.load(a, i))
+    b.store(out2, add(b, i, r), b.load(a, i))
+  p = b.build()
+  free = race_free(p, analyze(p), Grid(p.global_size, p.local_size))
+  assert {out, a} <= free and out2 not in free
+  with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(16), zeros(16), iota(16)])
+
+def test_index_analysis_keeps_no_form_where_int32_could_wrap():
+  # i * 2^30 wraps in int32 for i >= 2: the analysis must give up the form, and the emulator then computes the wrapped
+  # index (negative: out of bounds) instead of trusting an unwrapped one
+  b = ProgramBuilder("wrap")
+  out = b.global_buf(I32, 4)
+  i = b.gidx(0, 4)
+  big = mul(b, i, c32(b, 2**30))
+  idx = b.alu(Ops.AND, big, c32(b, 3))  # the low bits: 0 for every lane, wrapped or not
+  b.store(out, idx, i, gate=b.alu(Ops.CMPLT, i, c32(b, 1)))
+  p = b.build()
+  assert analyze(p)[big].aff is None
+  np.testing.assert_array_equal(emulate(p, [zeros(4) + 7]).buffers[0], [0, 7, 7, 7])
+
+
+# ***** permissive mode: masks and events instead of a raise *****
+
+def test_permissive_out_of_bounds_store_does_nothing_and_is_an_event():
+  p, at = shifted_copy(8, 2, 8, store=True)
+  res = emulate(p, [zeros(8) - 1, iota(8) + 100], strict=False)
+  np.testing.assert_array_equal(res.buffers[0], [-1, -1, 100, 101, 102, 103, 104, 105])
+  assert len(res.events) == 1 and (res.events[0].uop_index, res.events[0].count) == (at, 2)
+  assert not res.undefined[0].any()
+
+def test_permissive_out_of_bounds_load_makes_the_stored_value_undefined():
+  p, at = shifted_copy(8, 1, 8)
+  res = emulate(p, [zeros(8), iota(8)], strict=False)
+  assert res.undefined[0].tolist() == [False] * 7 + [True]
+  np.testing.assert_array_equal(res.buffers[0][:7], iota(8)[1:])
+  assert [e.uop_index for e in res.events] == [at]
+
+def test_permissive_write_write_race_marks_the_element_undefined():
+  b = ProgramBuilder("ww")
+  out = b.global_buf(I32, 4)
+  i = b.gidx(0, 4)
+  b.store(out, b.alu(Ops.MAX, b.alu(Ops.SUB, i, c32(b, 2)), c32(b, 0)), i)  # threads 0, 1, 2 write element 0
+  res = emulate(b.build(), [zeros(4) - 1], strict=False)
+  assert res.undefined[0].tolist() == [True, False, False, False]
+  assert res.buffers[0][1] == 3 and len(res.events) == 1 and "write/write" in res.events[0].reason
+
+def test_permissive_uninitialised_local_read_is_undefined_where_read():
+  p, _ = local_program(0, barrier=True, write_all=False)
+  res = emulate(p, [zeros(16), iota(16)], strict=False)
+  assert np.flatnonzero(res.undefined[0]).tolist() == [7, 15]
+  assert res.events[0].count == 2
+
+
+# ***** looseness through memory *****
+
+def test_exp2_result_stored_is_loose_and_integer_add_result_is_exact():
+  n = 8
+  b = ProgramBuilder("loose")
+  of, oi, a, x = b.global_buf(F32, n), b.global_buf(I32, n), b.global_buf(F32, n), b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  b.store(of, i, b.alu(Ops.EXP2, b.load(a, i)))
+  b.store(oi, i, add(b, b.load(x, i), c32(b, 1)))
+  res = emulate(b.build(), [zeros(n, np.float32), zeros(n), np.linspace(0.1, 3, n).astype(np.float32), iota(n)])
+  assert res.loose[0].all() and not res.loose[1].any()
+  np.testing.assert_array_equal(res.buffers[1], iota(n) + 1)
+
+def test_looseness_travels_through_memory_and_arithmetic_and_is_cleared_by_an_exact_store():
+  # tmp[i] = exp2(a[i]); out[i] = tmp[i] + 1 (loose: computed from a loose element); then tmp[i] = 3 (exact again)
+  n = 4
+  b = ProgramBuilder("carry")
+  out, tmp, a = b.global_buf(F32, n), b.global_buf(F32, n), b.global_buf(F32, n)
+  i = b.gidx(0, n)
+  b.store(tmp, i, b.alu(Ops.EXP2, b.load(a, i)))
+  b.store(out, i, add(b, b.load(tmp, i), b.const(1.0, F32)), gate=b.alu(Ops.CMPLT, i, c32(b, 2)))
+  b.store(tmp, i, b.const(3.0, F32))
+  res = emulate(b.build(), [zeros(n, np.float32), zeros(n, np.float32), np.ones(n, np.float32) / 2])
+  assert res.loose[0].tolist() == [True, True, False, False] and not res.loose[1].any()
+
+
+def test_a_load_is_a_snapshot_not_affected_by_later_stores():
+  # x = buf[i]; buf[i] = 5; out[i] = x  -> out holds the old values (a load may not alias memory that changes later)
+  n = 8
+  b = ProgramBuilder("snapshot")
+  buf, out = b.global_buf(I32, n), b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  x = b.load(buf, i)
+  b.store(buf, i, c32(b, 5))
+  b.store(out, i, x)
+  res = emulate(b.build(), [iota(n), zeros(n)])
+  np.testing.assert_array_equal(res.buffers[1], iota(n))
+  np.testing.assert_array_equal(res.buffers[0], np.full(n, 5))
+
+def test_barrier_reached_by_some_workgroups_orders_only_those():
+  # loop `for r < g` holds a barrier: workgroup 1 passes it once, workgroup 0 never. Thread 0 writes tmp[0] before the
+  # loop and thread 1 reads it after: ordered in workgroup 1, a race in workgroup 0
+  b = ProgramBuilder("partial_barrier")
+  out = b.global_buf(I32, 4)
+  tmp = b.local_buf(I32, 2)
+  g, lid = b.gidx(0, 2), b.lidx(0, 2)
+  b.store(tmp, c32(b, 0), add(b, g, c32(b, 10)), gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  with b.loop_uops(c32(b, 0), g):
+    b.barrier()
+  ld = b.load(tmp, c32(b, 0))
+  b.store(out, add(b, mul(b, g, c32(b, 2)), lid), ld)
+  p = b.build()
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(4)])
+  assert (e.value.uop_index, e.value.lane, e.value.count) == (ld, lane(0, l0=1), 1)
+  res = emulate(p, [zeros(4)], strict=False)
+  assert res.undefined[0].tolist() == [False, True, False, False]
+  np.testing.assert_array_equal(res.buffers[0][[0, 2, 3]], [10, 11, 11])
+
+def test_vector_accesses_to_locals_through_data_dependent_indices():
+  # tmp[2*perm[l] .. +1] = (a[2l], a[2l+1]) as a 2-vector at a loaded index; barrier; out[2l..] = tmp[2l..]
+  L = 4
+  b = ProgramBuilder("local_vec")
+  out, a, perm = b.global_buf(I32, 2 * L), b.global_buf(I32, 2 * L), b.global_buf(I32, L)
+  tmp = b.local_buf(I32, 2 * L)
+  lid = b.lidx(0, L)
+  two_l = mul(b, lid, c32(b, 2))
+  b.store(tmp, mul(b, b.load(perm, lid), c32(b, 2)), b.load(a, two_l, count=2))
+  b.barrier()
+  b.store(out, two_l, b.load(tmp, two_l, count=2))
+  x, pm = iota(2 * L) * 3, np.array([2, 0, 3, 1], np.int32)
+  res = emulate(b.build(), [zeros(2 * L), x, pm])
+  want = np.zeros((L, 2), np.int32)
+  want[pm] = x.reshape(L, 2)
+  np.testing.assert_array_equal(res.buffers[0], want.ravel())
+
+def test_int_vars_outside_their_declared_range_are_rejected():
+  b = ProgramBuilder("var")
+  out = b.global_buf(I32, 1)
+  b.store(out, c32(b, 0), b.var("v", 0, 3))
+  with pytest.raises(ValueError, match="outside its declared range"): emulate(b.build(), [zeros(1)], vals=[4])
+
+
+@given(gs=st.tuples(st.integers(1, 4), st.integers(1, 2)), ls=st.integers(1, 4),
+       coef=st.lists(st.integers(-6, 6), min_size=3, max_size=3), rc=st.integers(-4, 4), trips=st.integers(1, 3))
+def test_race_freedom_proof_is_sound_and_tracking_finds_every_write_write_race(gs, ls, coef, rc, trips):
+  # every thread stores its id at  off + c0*gidx0 + c1*gidx1 + c2*lidx0 + rc*r  for r < trips. Brute force over the
+  # (thread, r) pairs says whether two threads share an element: a proof of freedom must never hold when they do, and
+  # strict mode must raise exactly when they do (otherwise the last iteration's writes are what remains)
+  sizes = (gs[0], gs[1], ls)
+  ids = np.indices((gs[1], gs[0], ls)).reshape(3, -1)  # lane order: gidx1, gidx0, lidx0
+  tid = np.arange(ids.shape[1])
+  base = coef[0] * ids[1] + coef[1] * ids[0] + coef[2] * ids[2]
+  addr = base[:, None] + rc * np.arange(trips)
+  off = -addr.min()
+  addr = addr + off
+  size = int(addr.max()) + 1
+  owners = {}
+  for t, row in zip(tid, addr):
+    for x in row: owners.setdefault(int(x), set()).add(int(t))
+  shared = any(len(o) > 1 for o in owners.values())
+  b = ProgramBuilder("races")
+  out = b.global_buf(I32, size)
+  g0, g1, l0 = b.gidx(0, sizes[0]), b.gidx(1, sizes[1]), b.lidx(0, sizes[2])
+  t = add(b, mul(b, add(b, mul(b, g1, c32(b, sizes[0])), g0), c32(b, sizes[2])), l0)
+  idx = add(b, add(b, add(b, mul(b, g0, c32(b, coef[0])), mul(b, g1, c32(b, coef[1]))), mul(b, l0, c32(b, coef[2]))), c32(b, off))
+  with b.loop(trips) as r:
+    b.store(out, add(b, idx, mul(b, r, c32(b, rc))), t)
+  p = b.build()
+  if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
+  if shared:
+    with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
+  else:
+    want = np.full(size, -1, np.int32)
+    want[addr.ravel()] = np.repeat(tid, trips)
+    np.testing.assert_array_equal(emulate(p, [zeros(size) - 1]).buffers[0], want)
