@@ -453,7 +453,7 @@ class CPUProgram:
     self.name, self.size = name, round_up(len(lib), mmap.PAGESIZE)
     address = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
     if address in (None, _MAP_FAILED): raise MemoryError(f"CPUProgram {name!r}: mmap failed: {os.strerror(ctypes.get_errno())}")
-    self.address = address
+    self.address, self._munmap = address, _libc.munmap  # keep munmap: __del__ may run after module teardown
     ctypes.memmove(address, lib, len(lib))
     if _libc.mprotect(address, self.size, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
       raise OSError(ctypes.get_errno(), f"CPUProgram {name!r}: mprotect(READ|EXEC) failed: {os.strerror(ctypes.get_errno())}")
@@ -473,7 +473,7 @@ class CPUProgram:
     return elapsed if wait else None
 
   def __del__(self) -> None:
-    if getattr(self, "address", None): _libc.munmap(self.address, self.size)
+    if getattr(self, "address", None): self._munmap(self.address, self.size)
 
 def _address_of(buf: Any) -> int:
   if isinstance(buf, int): return buf

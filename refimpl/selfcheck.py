@@ -37,6 +37,8 @@ def run_selfcheck(out: TextIO = sys.stdout) -> int:
   try: default = Device.DEFAULT
   except DeviceError: default = None
   for name, (status, detail) in results.items():
-    print(f"{'*' if name == default else ' '} {name:<8} {status:<9} {detail}", file=out)
+    lines = detail.splitlines() or [""]
+    more = f" (+{len(lines) - 1} more lines: run refimpl.selfcheck.check_device({name!r}) for all)" if len(lines) > 1 else ""
+    print(f"{'*' if name == default else ' '} {name:<8} {status:<9} {lines[0]}{more}", file=out)
   if default is None: print("no device opens here: see the reasons above", file=out)
   return sum(status == "FAIL" for status, _ in results.values())
