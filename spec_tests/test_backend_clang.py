@@ -383,11 +383,6 @@ def test_exp2_log2_sin_are_decomposed_within_the_spec_bounds():
       ulp = float(np.spacing(np.float32(abs(want))))
       assert abs(g - want) <= ULP_BOUND[op] * ulp, (op, v, g, want)
 
-def test_transcendentals_refused_clearly_without_the_decomposition_pass(monkeypatch):
-  monkeypatch.setitem(sys.modules, "refimpl.lower.transcendental", None)
-  with pytest.raises(CompileError, match="not supported until the decomposition pass exists"):
-    ops_clang.decompose(elementwise(Ops.SIN, f32, n=4))
-
 def test_no_libm_or_compiler_runtime_call_remains():
   b = ProgramBuilder("needs_nothing")
   outs = {dt: b.global_buf(dt, 4) for dt in (f32, f64, f16, bf16)}

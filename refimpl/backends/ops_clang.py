@@ -34,6 +34,7 @@ from refimpl.device import Compiled, CompileError, Compiler, CPUProgram, DeviceU
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.helpers import diskcache_get, diskcache_put
 from refimpl.ir import GroupOp, Program
+from refimpl.lower import decompose_transcendentals
 
 FLAGS: tuple[str, ...] = ("-ffreestanding", "-nostdlib", "-fno-builtin", "-O2", "-ffp-contract=off", "-fno-fast-math",
                           "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-g0", "-fno-asynchronous-unwind-tables",
@@ -129,20 +130,8 @@ class ClangCompiler(Compiler):
 class ClangRenderer(CStyleRenderer):
   """C for the CLANG device: no grid, no locals; EXP2/LOG2/SIN decomposed first (the C has no libm)."""
   def render(self, name: str, program: Program) -> str:
-    if any(u.op in GroupOp.Transcendental for u in program.uops): program = decompose(program, self.device)
+    if any(u.op in GroupOp.Transcendental for u in program.uops): program = decompose_transcendentals(program)
     return super().render(name, program)
-
-
-def decompose(program: Program, device: str = "CLANG") -> Program:
-  """EXP2/LOG2/SIN rewritten into ALU ops by refimpl.lower.transcendental (imported lazily)."""
-  try:
-    from refimpl.lower.transcendental import decompose_transcendentals
-  except ImportError as e:
-    if e.name == "refimpl.lower.transcendental":
-      raise CompileError(f"{device}: EXP2/LOG2/SIN are not supported until the decomposition pass exists "
-                         "(refimpl/lower/transcendental.py: decompose_transcendentals)") from e
-    raise
-  return decompose_transcendentals(program)
 
 
 class ClangProgram(CPUProgram):
