@@ -92,8 +92,8 @@ PRELUDE = r"""
   int shift = 52 - M + (e < emin ? emin - e : 0);
   if (shift > 63) shift = 63;
   rf_u64 sig = frac | RF_U64(0x10000000000000), q = sig >> shift, rem = sig & ((RF_U64(1) << shift) - 1);
-  rf_u64 half = RF_U64(1) << (shift - 1);
-  if (rem > half || (rem == half && (q & 1))) q += 1;
+  rf_u64 tie = RF_U64(1) << (shift - 1);  /* not "half": a type name in OpenCL C */
+  if (rem > tie || (rem == tie && (q & 1))) q += 1;
   rf_u32 bits = (rf_u32)(q + (e >= emin ? (rf_u64)(e + bias - 1) << M : 0));  /* a carry moves into the exponent */
   if (fn ? bits >= nan : bits >= inf) return sign | (fn ? nan : inf);
   return sign | bits;
@@ -219,7 +219,8 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
     inf, nan = self.float_specials[fdt]
     if v != v: return nan
     if v in (float("inf"), float("-inf")): return inf if v > 0 else f"(-{inf})"
-    return float(v).hex() + ("" if fdt == dtypes.float64 else "f")
+    text = float(v).hex() + ("" if fdt == dtypes.float64 else "f")
+    return f"({text})" if text.startswith("-") else text  # a bare "-x" after "-" would read as "--"
 
   # ---- expressions ----
   def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:
