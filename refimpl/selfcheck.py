@@ -21,17 +21,18 @@ def doubling_program():
   return b.build()
 
 def check_device(name: str) -> tuple[str, str]:
-  """(status, detail): PASS, FAIL with the reason, or NOT BUILT."""
+  """(status, detail): PASS; FAIL (it opens but the kernel fails or is wrong) with the reason; UNAVAILABLE (it does not
+  open here: a toolchain or platform is missing) with what to install; or NOT BUILT."""
   from refimpl.runner import run_program
   try:
     out, _ = run_program(doubling_program(), np.zeros(3, np.float32), np.array([1, 2, 3], np.float32), device=name)
-  except DeviceError as e: return ("NOT BUILT" if NOT_BUILT in str(e) else "FAIL", str(e))
+  except DeviceError as e: return ("NOT BUILT" if NOT_BUILT in str(e) else "UNAVAILABLE", str(e))
   except Exception as e: return "FAIL", f"{type(e).__name__}: {e}"
   if out.tolist() != [2.0, 4.0, 6.0]: return "FAIL", f"[1, 2, 3] * 2 gave {out.tolist()}"
   return "PASS", "[1, 2, 3] * 2 = [2, 4, 6]"
 
 def run_selfcheck(out: TextIO = sys.stdout) -> int:
-  """Prints one line per device (a * marks the default). Returns the number of devices that are built but fail."""
+  """Prints one line per device (a * marks the default). Returns the number of devices that open but fail."""
   names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
   results = {name: check_device(name) for name in names}
   try: default = Device.DEFAULT
@@ -39,6 +40,6 @@ def run_selfcheck(out: TextIO = sys.stdout) -> int:
   for name, (status, detail) in results.items():
     lines = detail.splitlines() or [""]
     more = f" (+{len(lines) - 1} more lines: run refimpl.selfcheck.check_device({name!r}) for all)" if len(lines) > 1 else ""
-    print(f"{'*' if name == default else ' '} {name:<8} {status:<9} {lines[0]}{more}", file=out)
+    print(f"{'*' if name == default else ' '} {name:<8} {status:<11} {lines[0]}{more}", file=out)
   if default is None: print("no device opens here: see the reasons above", file=out)
   return sum(status == "FAIL" for status, _ in results.values())
