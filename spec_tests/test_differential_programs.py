@@ -108,9 +108,30 @@ def negative_constants() -> Program:
     b.store(out, g, b.alu(Ops.SUB, v, b.alu(Ops.MUL, b.const(-2.5, dt), b.const(-1.5, dt))))
   return b.build()
 
-PROGRAMS = {p.__name__: p for p in (negative_constants, running_sum, gated_memory, vectors, triangular_loops, casts_and_branches,
-                                    workgroup_reduction)}
-VALS = {"casts_and_branches": (17,)}
+def vars_declared_first() -> Program:
+  """out[r] = r + m for r < n, with a DEFINE_VAR declared before the buffer: the call signature is still every buffer
+  in number order, then every var (a C renderer once took the declaration order, and the kernel wrote through n)."""
+  b = ProgramBuilder("vars_declared_first")
+  n = b.var("n", 0, 8)
+  out = b.global_buf(i32, 8)
+  m = b.var("m", 0, 100)
+  with b.loop_uops(b.const(0, i32), n) as r: b.store(out, r, b.alu(Ops.ADD, r, m))
+  return b.build()
+
+def accumulator_loop_bound() -> Program:
+  """A loop bounded by an accumulator its body increments runs as many times as the accumulator held at the RANGE:
+  bounds are values at the RANGE (a C `for` once re-read the bound every iteration)."""
+  b = ProgramBuilder("accumulator_loop_bound")
+  out = b.global_buf(i32, 16)
+  acc = b.acc(b.const(3, i32))
+  with b.loop_uops(b.const(0, i32), acc) as r:
+    b.store(out, r, b.const(1, i32))
+    b.assign(acc, b.alu(Ops.ADD, acc, b.const(1, i32)))
+  return b.build()
+
+PROGRAMS = {p.__name__: p for p in (vars_declared_first, accumulator_loop_bound, negative_constants, running_sum,
+                                    gated_memory, vectors, triangular_loops, casts_and_branches, workgroup_reduction)}
+VALS = {"casts_and_branches": (17,), "vars_declared_first": (5, 40)}
 
 def inputs_for(program: Program, rng: np.random.Generator) -> list[np.ndarray]:
   return [random_values(ptr.base, ptr.size, rng) for _, ptr in sorted(program.buffers.items())]

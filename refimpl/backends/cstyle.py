@@ -278,7 +278,8 @@ class _Render:
     self.r, self.uops = r, program.uops
     self.lanes: dict[int, list[str]] = {}
     self.index: dict[int, tuple[str, str]] = {}
-    self.args: list[str] = []
+    self.buffer_args: dict[int, str] = {}
+    self.var_args: list[str] = []
     self.decls: list[str] = []
     self.lines: list[str] = []
     self.depth = 1
@@ -299,7 +300,8 @@ class _Render:
       if handler is None: handler = _alu if u.op in GroupOp.ALU else _unsupported
       handler(self, i, u)
     body = "\n".join(["  " + d for d in self.decls] + self.lines)
-    return f"{self.r.kernel_prefix}{name}({', '.join(self.args) or 'void'}) {{\n{body}\n}}\n"
+    args = [self.buffer_args[k] for k in sorted(self.buffer_args)] + self.var_args  # the call signature's order
+    return f"{self.r.kernel_prefix}{name}({', '.join(args) or 'void'}) {{\n{body}\n}}\n"
 
 
 def _unsupported(s: _Render, i: int, u: UOp) -> None:
@@ -307,11 +309,11 @@ def _unsupported(s: _Render, i: int, u: UOp) -> None:
 
 def _define_global(s: _Render, i: int, u: UOp) -> None:
   assert isinstance(u.dtype, PtrDType)
-  s.args.append(f"{s.r.buffer_prefix}{s.r.storage_type(u.dtype.base)}*{s.r.buffer_suffix} data{u.arg}")
+  s.buffer_args[u.arg] = f"{s.r.buffer_prefix}{s.r.storage_type(u.dtype.base)}*{s.r.buffer_suffix} data{u.arg}"
   s.lanes[i] = [f"data{u.arg}"]
 
 def _define_var(s: _Render, i: int, u: UOp) -> None:
-  s.args.append(f"{s.r.types[dtypes.int32]} var_{u.arg[0]}")
+  s.var_args.append(f"{s.r.types[dtypes.int32]} var_{u.arg[0]}")
   s.lanes[i] = [f"var_{u.arg[0]}"]
 
 def _define_local(s: _Render, i: int, u: UOp) -> None:
@@ -353,8 +355,8 @@ def _assign(s: _Render, i: int, u: UOp) -> None:
   s.lanes[i] = s.lanes[u.src[0]]
 
 def _range(s: _Render, i: int, u: UOp) -> None:
-  var = f"r{i}"
-  s.emit(f"for ({s.r.types[dtypes.int32]} {var} = {s.src(u, 0)[0]}; {var} < {s.src(u, 1)[0]}; {var}++) {{")
+  var, end = f"r{i}", f"r{i}_end"  # the bounds are read once, at the RANGE (an accumulator bound may change inside)
+  s.emit(f"for ({s.r.types[dtypes.int32]} {var} = {s.src(u, 0)[0]}, {end} = {s.src(u, 1)[0]}; {var} < {end}; {var}++) {{")
   s.lanes[i] = [var]
   s.depth += 1
 
