@@ -93,14 +93,14 @@ def alu_share(program: Program, bufs: list[np.ndarray], repeat: int) -> float:
   finally: alu.exec_alu = orig
   return spent[0] / repeat
 
-# ---- CLANG hook: runs only once the CLANG backend exists (refimpl/backends/ops_clang.py) ----
-def clang_seconds(program: Program, bufs: list[np.ndarray], repeat: int) -> float | None:
-  """Best CLANG run time of the kernel (the runtime's own timing), or None when the device is unavailable."""
+def device_seconds(program: Program, bufs: list[np.ndarray], device: str, repeat: int) -> float | None:
+  """Best run time of the kernel on a device as its runtime measures it (buffers already on the device: for PYTHON,
+  the emulator in place), or None when the device is unavailable."""
   from refimpl.device import DeviceError
   from refimpl.runner import Kernel
-  try: k = Kernel(program, "CLANG")
+  try: k = Kernel(program, device)
   except (DeviceError, ImportError) as e:
-    print(f"CLANG: skipped ({e})")
+    print(f"{device}: skipped ({e})")
     return None
   np.testing.assert_array_equal(k(*bufs)[0], bufs[1] * bufs[2] + np.float32(1))
   times = []
@@ -128,8 +128,12 @@ def main() -> int:
   print(f"           of which alu.exec_alu (cold): {alu_share(program, bufs, args.repeat) * 1e3:.2f} ms on average")
   naive = min(timed(lambda: interpret(sprog, sbufs), 2)) * n / small
   print(f"naive      per element           {naive * 1e3:8.0f} ms   (timed on n = {small}, scaled x{n / small:g})")
-  clang = clang_seconds(program, bufs, args.repeat)
+  clang = device_seconds(program, bufs, "CLANG", args.repeat)
   if clang is not None: print(f"CLANG      kernel                best {clang * 1e3:8.3f} ms")
+  on_device = device_seconds(program, bufs, "PYTHON", args.repeat)
+  if on_device is not None:
+    print(f"PYTHON     device, in place      best {on_device * 1e3:8.3f} ms" +
+          (f"   ({on_device / clang:.1f}x CLANG, same footing: both on buffers already on their device)" if clang else ""))
   warm = time_emulate(program, bufs, args.repeat, "warm") if keep_freed_memory() else None
   if warm is not None:
     print(f"           of which alu.exec_alu (warm): {alu_share(program, bufs, args.repeat) * 1e3:.2f} ms on average")

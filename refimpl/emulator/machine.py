@@ -83,14 +83,16 @@ class Emulation:
   events: list[UndefinedBehavior]
 
 
-def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True) -> Emulation:
+def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True,
+            inplace: bool = False) -> Emulation:
   """Runs `program` on copies of `buffers` (one numpy array per DEFINE_GLOBAL, in number order, dtype to_np(base),
   size the declared size) with `vals` (one int per DEFINE_VAR). strict: raise UndefinedBehavior at the first
-  undefined operation; otherwise record it and return masks (see the module docstring)."""
+  undefined operation; otherwise record it and return masks (see the module docstring). inplace: run on the arrays
+  themselves (flat contiguous ones; the PYTHON device's buffers) instead of copies; the result's buffers are them."""
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)
-  m = Machine(plan, buffers, strict)
+  m = Machine(plan, buffers, strict, inplace)
   m.run(0, len(program.uops))
   return m.result()
 
@@ -192,7 +194,7 @@ class Plan:
 
 class Machine:
   """The state of one run: values (env), memories, the active mask, loop counters and the events found."""
-  def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool):
+  def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
     self.uops, self.strict, self.grid = plan.uops, strict, plan.grid
     self.infos, self.forms, self.spans, self.alias = plan.infos, plan.forms, plan.spans, plan.alias
     self.block_end, self.assigned = plan.block_end, plan.assigned
@@ -202,7 +204,8 @@ class Machine:
     self.locals: list[Memory] = []
     for i, u in enumerate(self.uops):
       if u.op is Ops.DEFINE_GLOBAL:
-        data = np.asarray(buffers[u.arg]).flatten()
+        given = np.asarray(buffers[u.arg])
+        data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
         self.env[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, False, i not in plan.free,
                              i in plan.stored)
         self.globals.append(self.env[i])

@@ -29,7 +29,8 @@ class PythonRenderer(Renderer):
   def render(self, name: str, program: Program) -> str: return program.to_json()
 
 class PythonProgram:
-  """A program loaded from its JSON form; calling it emulates one launch over host buffers, in place."""
+  """A program loaded from its JSON form; calling it emulates one launch over host buffers, in place (like a real
+  device: a launch stopped by UndefinedBehavior leaves in the buffers what it had written until then)."""
   def __init__(self, name: str, lib: bytes):
     self.name, self.program = name, Program.from_json(lib.decode())
 
@@ -44,8 +45,7 @@ class PythonProgram:
     if len(bufs) != len(signature): raise ValueError(f"{self.name}: takes {len(signature)} buffers, got {len(bufs)}")
     views = [np.frombuffer(memoryview(b).cast("B"), dtype=to_np(ptr.base)) for b, ptr in zip(bufs, signature)]
     start = time.perf_counter()
-    result = emulate(self.program, [v.copy() for v in views], vals=tuple(vals))
-    for view, after in zip(views, result.buffers): view[:] = after
+    emulate(self.program, views, vals=tuple(vals), inplace=True)
     return time.perf_counter() - start if wait else None
 
 class PythonDevice(Compiled):
