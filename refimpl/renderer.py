@@ -26,6 +26,7 @@ class Renderer:
   vector_widths: tuple[int, ...] = (1,)
   flushes_subnormals: bool = False
   supported_dtypes: frozenset | None = None
+  inexact_ops: frozenset = frozenset()
 
   def render(self, name: str, program) -> str:
     raise NotImplementedError(f"{type(self).__name__} cannot render programs")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from refimpl.device import Device
 from refimpl.dtype import dtypes
 from refimpl.testing.differential import Case, OpHarness, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
 from refimpl.testing.values import from_bits, value_strategy
@@ -27,6 +28,9 @@ def _run_sweep(backend: str, case: Case, conformance) -> None:
   inputs = sweep_inputs(case)
   verdict = h.check(inputs)
   report = "" if verdict.ok else h.failure_report(inputs, verdict)
+  if not verdict.ok and case.op in Device[backend].renderer.inexact_ops:  # declared by the device: reported, not failed
+    conformance.record(backend, case.id, "relaxed", report, verdict.checked)
+    pytest.xfail(f"{backend} declares {case.op.name} inexact (Renderer.inexact_ops)")
   conformance.record(backend, case.id, "pass" if verdict.ok else "fail", report, verdict.checked)
   assert verdict.ok, report
 

@@ -17,9 +17,7 @@ from refimpl.dtype import dtypes
 from refimpl.emulator.machine import emulate
 from refimpl.ir import Ops, Program, ProgramBuilder
 from refimpl.ir.strategies import RandomChooser, random_program
-from refimpl.lower import LoweringError
-from refimpl.runner import Kernel
-from refimpl.testing.compare import same_value
+from refimpl.testing.programs import check_against_emulator
 from refimpl.testing.values import random_values
 
 f32, i32 = dtypes.float32, dtypes.int32
@@ -135,21 +133,6 @@ VALS = {"casts_and_branches": (17,), "vars_declared_first": (5, 40)}
 
 def inputs_for(program: Program, rng: np.random.Generator) -> list[np.ndarray]:
   return [random_values(ptr.base, ptr.size, rng) for _, ptr in sorted(program.buffers.items())]
-
-def check_against_emulator(backend: str, program: Program, inputs: list[np.ndarray], vals=(), strict=True) -> int:
-  """Runs both; asserts exact elements agree; returns how many elements were compared."""
-  ref = emulate(program, inputs, vals=vals, strict=strict)
-  try: kernel = Kernel(program, backend)
-  except LoweringError as e: pytest.skip(f"{backend} cannot run {program.name}: {e}")
-  got = kernel(*[a.copy() for a in inputs], vals=vals)
-  compared = 0
-  for k, (want, have, loose, undefined) in enumerate(zip(ref.buffers, got, ref.loose, ref.undefined)):
-    exact = ~loose & ~undefined
-    bad = np.flatnonzero(exact & ~same_value(have, want))
-    assert len(bad) == 0, (f"{backend} {program.name}: buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, "
-                           f"{backend} {have[bad[0]]!r} ({len(bad)} elements differ)\n{program}")
-    compared += int(exact.sum())
-  return compared
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_backend_matches_the_emulator_on_hand_written_programs(backend, name):

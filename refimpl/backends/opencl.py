@@ -67,15 +67,13 @@ class OpenCLRenderer(CStyleRenderer):
     has_fp16                cl_khr_fp16 (recorded only: half is rendered through bits either way)
     correct_div_sqrt        the device honours -cl-fp32-correctly-rounded-divide-sqrt
     native_transcendentals  EXP2/LOG2/SIN on float32/float64 use OpenCL's exp2/log2/sin (else decomposed)
-    inexact_ops             ops this device cannot do as the spec says (float32 FDIV/RECIP/SQRT with neither of the
-                            above), for the conformance report and the fuzzer
+    inexact_ops             (Renderer's) float32 FDIV/RECIP/SQRT when the device has neither of the above
     max_workgroup_size      CL_DEVICE_MAX_WORK_GROUP_SIZE: the product of local_size must not exceed it
     local_memory_bytes      CL_DEVICE_LOCAL_MEM_SIZE: the DEFINE_LOCALs of one program must fit in it"""
   has_fp64: bool = True
   has_fp16: bool = False
   correct_div_sqrt: bool = True
   native_transcendentals: bool = True
-  inexact_ops: frozenset = frozenset()
   max_workgroup_size: int | None = None
   local_memory_bytes: int | None = None
 

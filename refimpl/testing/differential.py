@@ -39,7 +39,7 @@ class Case:
 
   @property
   def id(self) -> str:
-    target = f"->{spec._short(self.out_dtype)}" if self.out_dtype is not None else ""
+    target = f"-to-{spec._short(self.out_dtype)}" if self.out_dtype is not None else ""
     return f"{self.op.name}-{spec._short(self.dtype)}{target}"
   @property
   def result_dtype(self) -> DType:

@@ -4,8 +4,8 @@
   --backend module:Class    a third-party Compiled subclass (registered under its `device_name`, else its class name
                             without a "Device" suffix, upper-cased); installed backends are also discovered through the
                             `refimpl.backends` entry-point group
-  --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported, as markdown (PATH) and
-                            HTML (PATH with .html)
+  --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported / relaxed (an op the
+                            device declares inexact, Renderer.inexact_ops), as markdown (PATH) and HTML (PATH with .html)
 
 Tests take the `backend` fixture (parametrized over the selected devices that open) and the `conformance` fixture (the
 session's recorder). Devices that do not open are reported once, in the header and the summary, never as one skip per test.
@@ -69,16 +69,17 @@ class Conformance:
   def markdown(self) -> str:
     backends = sorted({b for b, _ in self.results})
     cases = sorted({c for _, c in self.results})
-    marks = {"pass": "pass", "fail": "**FAIL**", "unsupported": "unsupported"}
+    marks = {"pass": "pass", "fail": "**FAIL**", "unsupported": "unsupported", "relaxed": "relaxed"}
     lines = ["# refimpl conformance report", "", f"Backends: {', '.join(backends)}. Lanes checked: " +
              ", ".join(f"{b} {self.examples[b]:,}" for b in backends) + ".", "",
              "| case | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
     for case in cases:
       cells = [marks.get(self.results.get((b, case), ("", ""))[0], "") for b in backends]
       lines.append(f"| {case} | " + " | ".join(cells) + " |")
-    failures = [(b, c, d) for (b, c), (s, d) in sorted(self.results.items()) if s == "fail"]
-    lines += ["", f"## Failures ({len(failures)})", ""]
-    for backend, case, detail in failures: lines += [f"### {backend} {case}", "", "```text", detail, "```", ""]
+    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)")):
+      found = [(b, c, d) for (b, c), (s, d) in sorted(self.results.items()) if s == status]
+      lines += ["", f"## {title} ({len(found)})", ""]
+      for backend, case, detail in found: lines += [f"### {backend} {case}", "", "```text", detail, "```", ""]
     return "\n".join(lines) + "\n"
 
   def html(self) -> str:

@@ -1,0 +1,152 @@
+"""Helpers for testing a backend with small programs: run one on a device, compare it bit for bit, against a rule or
+against the emulator. The backend test files (spec_tests/test_backend_*.py) and the program-level suite share them.
+
+  run / ew            run a program (ew: the elementwise kernel of one op) on a device, get every buffer back
+  same_bits           exact comparison: bit for bit, every NaN one value (+0 and -0 differ); assert_same asserts it
+  require             skip a test when the device lacks a dtype it needs (a capability, never a device name)
+  ops_kernel          one kernel computing many ops side by side, one output buffer and its inputs per op (ops_arrays)
+  check_ops           run ops_kernel on a device; every lane must be an allowed result (assert_allowed, after
+                      refimpl.emulator.alu.allowed_results)
+  check_against_emulator / run_against_emulator   a whole program on a device vs the emulator: the elements the
+                      emulator marks exact must match bit for bit; loose and undefined elements are not compared
+Rules as small functions: wrap (two's complement wrap-around of a Python int), rne (an exact rational rounded once to
+nearest even), mulacc_tie (operands where fused and unfused MULACC differ).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from refimpl.device import Device
+from refimpl.dtype import DType, dtypes, to_np, truncate
+from refimpl.emulator.alu import allowed_results, exec_alu
+from refimpl.emulator.machine import emulate
+from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
+from refimpl.lower import LoweringError
+from refimpl.runner import Kernel
+from refimpl.testing.compare import same_value
+from refimpl.testing.differential import Case
+
+EXACT_OPS = sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value)  # exact and allowed-set ALU ops
+
+def a(values, dt: DType) -> np.ndarray: return np.array(values, dtype=to_np(dt))
+
+def run(device: str, program: Program, *arrays: np.ndarray, vals: Sequence[int] = ()) -> list[np.ndarray]:
+  """Every buffer of `program` after one run on `device`."""
+  return Kernel(program, device)(*arrays, vals=vals)
+
+def ew(device: str, op: Ops, dt: DType, *xs, out_dtype: DType | None = None) -> np.ndarray:
+  """out[i] = op(xs...[i]) on `device` (dt is the operands' dtype; CAST/BITCAST convert to out_dtype)."""
+  xs = [np.asarray(x) for x in xs]
+  out = out_dtype or (dtypes.bool if op in GroupOp.Comparison else dt)
+  return run(device, elementwise(op, dt, n=len(xs[-1]), out_dtype=out_dtype), np.zeros(len(xs[-1]), to_np(out)), *xs)[0]
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+  """Lanes where got and want are the same value: identical bits, or both NaN. The arrays must be of one dtype."""
+  got, want = np.asarray(got), np.asarray(want)
+  assert got.dtype == want.dtype, f"comparing {got.dtype} with {want.dtype}"
+  return same_value(got, want)
+
+def assert_same(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
+  ok = same_bits(got, want)
+  bad = np.flatnonzero(~ok)[:5]
+  assert ok.all(), f"{what}: {(~ok).sum()} lanes differ, e.g. {[(int(k), got[k], want[k]) for k in bad]}"
+
+def require(device: str, *dts: DType) -> None:
+  """Skips the calling test when `device` does not support one of dts (as a GPU without cl_khr_fp64 lacks float64)."""
+  missing = [dt.name for dt in dts if not Device[device].supports_dtype(dt)]
+  if missing: pytest.skip(f"{device} does not support {', '.join(sorted(set(missing)))}")
+
+def wrap(v: int, dt: DType) -> int:
+  """The rule for int ADD SUB MUL NEG MULACC and SHL: the value modulo 2^bits, in the dtype's range."""
+  lo, bits = int(dtypes.min(dt)), 8 * dt.itemsize
+  return (v - lo) % (1 << bits) + lo
+
+def rne(q: Fraction, dt: DType) -> float:
+  """An exact rational rounded once to nearest even in dt: float(Fraction) rounds correctly to float64; narrower dtypes
+  take values exact in float64 and round them once with refimpl.dtype.truncate."""
+  f = float(q)
+  if dt == dtypes.float64: return f
+  assert Fraction(f) == q, "example must be exact in float64"
+  return truncate[dt](f)
+
+def mulacc_tie(dt: DType) -> tuple[float, float, float, float, float]:
+  """(a, b, c, fused, unfused): a*b = 1 + 2^-k1 + 2^-k2 + 2^-p is a tie at precision p, so rounding the product first (to
+  even) makes a*b + c = 0, while the fused result is 2^-p."""
+  p = dtypes.finfo(dt)[1] + 1
+  k1, k2 = p // 2, p - p // 2
+  av, bv = 1 + Fraction(1, 2**k1), 1 + Fraction(1, 2**k2)
+  cv = -(1 + Fraction(1, 2**k1) + Fraction(1, 2**k2))
+  fused, unfused = rne(av * bv + cv, dt), rne(Fraction(rne(av * bv, dt)) + cv, dt)
+  assert fused != unfused
+  return float(av), float(bv), float(cv), fused, unfused
+
+def exact_ops(dt: DType) -> list[Ops]:
+  """The exact and allowed-set ALU ops the spec defines on dt (EXP2/LOG2/SIN, tolerance ops, excluded)."""
+  return [op for op in EXACT_OPS if alu_allows(op, dt)]
+
+def defined_inputs(op: Ops, dt: DType, xs: list[np.ndarray]) -> list[np.ndarray]:
+  """xs with every lane the spec leaves undefined (the emulator's ALU says which) replaced by ones (defined for every op)."""
+  o = exec_alu(op, dt, *xs)
+  if o.undefined is None: return xs
+  return [np.where(o.undefined, x.dtype.type(1), x) for x in xs]
+
+def ops_kernel(name: str, cases: Sequence[Case], n: int, builder: ProgramBuilder | None = None) -> Program:
+  """One kernel computing out_j[i] = op_j(ins_j[i]) for every case; the buffers are, per case, its output then its
+  inputs. CAST/BITCAST convert their input to the case's out dtype. `builder` may already hold other uops."""
+  b = builder or ProgramBuilder(name)
+  bufs = [(b.global_buf(c.result_dtype, n), [b.global_buf(d, n) for d in c.input_dtypes]) for c in cases]
+  i = b.gidx(0, n)
+  for c, (o, ib) in zip(cases, bufs):
+    xs = tuple(b.load(x, i) for x in ib)
+    b.store(o, i, b.uop(c.op, c.result_dtype, xs) if c.op in (Ops.CAST, Ops.BITCAST) else b.alu(c.op, *xs))
+  return b.build()
+
+def ops_arrays(dt: DType, ops: Sequence[Ops], inputs: dict, n: int) -> list[np.ndarray]:
+  """The buffers of ops_kernel over [Case(op, dt) for op in ops]: per op a zeroed output, then its `inputs[op]`."""
+  arrays = []
+  for op in ops: arrays += [np.zeros(n, to_np(Case(op, dt).result_dtype)), *inputs[op]]
+  return arrays
+
+def assert_allowed(results: list[np.ndarray], dt: DType, ops: Sequence[Ops], inputs: dict, what: str = "") -> None:
+  """results (the buffers of ops_kernel after a run) hold, for each op, only allowed results of its inputs."""
+  at = 0
+  for op in ops:
+    got, xs = results[at], inputs[op]
+    at += 1 + len(xs)
+    ok = np.zeros(len(got), bool)
+    for want in allowed_results(op, dt, *xs): ok |= same_bits(got, want)
+    bad = np.flatnonzero(~ok)[:3]
+    assert ok.all(), f"{what} {op.name} {dt.name}: {(~ok).sum()} lanes, e.g. {[[x[k] for x in xs] for k in bad]} -> {got[bad]}"
+
+def check_ops(device: str, dt: DType, ops: Sequence[Ops], inputs: dict, n: int) -> None:
+  """Runs every op of `ops` on dtype dt over its `inputs[op]` (n lanes, defined) in one kernel; each result lane must be
+  an allowed result (exact ops: the one result, bit for bit)."""
+  program = ops_kernel(f"ops_{dt.name.replace(' ', '_')}_{n}", [Case(op, dt) for op in ops], n)
+  assert_allowed(run(device, program, *ops_arrays(dt, ops, inputs, n)), dt, ops, inputs, device)
+
+def run_against_emulator(device: str, program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (),
+                         strict: bool = True) -> tuple[list[np.ndarray], int]:
+  """Runs `program` on the emulator (strict or permissive) and on `device`; asserts that every element the emulator marks
+  exact (neither loose nor undefined) is the same bit for bit (NaN as one value). Returns the device's buffers and how
+  many elements were compared. A program the device's lowering cannot take skips the calling test."""
+  ref = emulate(program, inputs, vals=vals, strict=strict)
+  try: kernel = Kernel(program, device)
+  except LoweringError as e: pytest.skip(f"{device} cannot run {program.name}: {e}")
+  got = kernel(*[x.copy() for x in inputs], vals=vals)
+  compared = 0
+  for k, (want, have, loose, undefined) in enumerate(zip(ref.buffers, got, ref.loose, ref.undefined)):
+    exact = ~loose & ~undefined
+    bad = np.flatnonzero(exact & ~same_value(have, want))
+    assert len(bad) == 0, (f"{device} {program.name}: buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, "
+                           f"{device} {have[bad[0]]!r} ({len(bad)} elements differ)\n{program}")
+    compared += int(exact.sum())
+  return got, compared
+
+def check_against_emulator(device: str, program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (),
+                           strict: bool = True) -> int:
+  """run_against_emulator's count of compared elements."""
+  return run_against_emulator(device, program, inputs, vals, strict)[1]
