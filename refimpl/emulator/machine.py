@@ -499,14 +499,15 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   A, B = a.v.astype(np.float64).reshape(-1, M, K), b.v.astype(np.float64).reshape(-1, K, N)
   acc = c.v.astype(np.float64).reshape(-1, M, N)
   for k in range(K): acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
-  out = alu.exec_cast(acc.reshape(-1, M * N), dtypes.float64, u.dtype.scalar())
+  shape = (-1, M * N) if u.dtype.count > 1 else (-1,)  # an M*N == 1 result is a scalar: one value per lane
+  out = alu.exec_cast(acc.reshape(shape), dtypes.float64, u.dtype.scalar())
   undef = None
   if a.undef is not None or b.undef is not None or c.undef is not None:
     rows = np.zeros((1, M, 1), bool) if a.undef is None else a.undef.reshape(-1, M, K).any(axis=2)[:, :, None]
     cols = np.zeros((1, 1, N), bool) if b.undef is None else b.undef.reshape(-1, K, N).any(axis=1)[:, None, :]
     cu = np.zeros((1, M, N), bool) if c.undef is None else c.undef.reshape(-1, M, N)
-    undef = (rows | cols | cu).reshape(-1, M * N)
-  _settle(m, i, [a, b, c], out, undef, np.ones((out.values.shape[0], M * N), dtype=bool))
+    undef = (rows | cols | cu).reshape(shape)
+  _settle(m, i, [a, b, c], out, undef, np.ones(out.values.shape, dtype=bool))
 
 HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {
   Ops.DEFINE_GLOBAL: _skip, Ops.DEFINE_LOCAL: _skip, Ops.DEFINE_VAR: _lazy, Ops.SPECIAL: _lazy, Ops.CONST: _const,

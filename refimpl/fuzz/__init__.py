@@ -1,0 +1,21 @@
+"""`python -m refimpl.fuzz`: random whole programs, run on every backend and the emulator, compared by the spec's rules.
+
+  generate.py  programs defined by construction, weighted to reach every op x dtype pair; UB rewritten away (YARPGen)
+  graph.py     the editable program graph the generator, the UB rewrites and the reducer work on
+  case.py      a case (program, inputs, vars), its expectation from the emulator, which cases run natively
+  compare.py   the comparison rules: exact, NaN payloads, tolerance, allowed sets, skipped (loose) and wild elements
+  execute.py   batch compile (many kernels per compiler call) and run on one backend
+  isolate.py   worker processes (spawn): a crash or a hang is a finding, and the worker is replaced
+  reduce.py    delta debugging of a failing case over uops, constants and inputs
+  corpus.py    finding files (JSON + a pytest file), loading with clear errors, replay; fuzz/corpus/ holds known bugs
+  campaign.py  the scheduler, deduplication by signature, progress and the summary
+  planted.py   deliberately broken backends (to test the fuzzer, or to see it work)
+  __main__.py  the command line
+"""
+from refimpl.fuzz.campaign import Config, Summary, run_campaign
+from refimpl.fuzz.case import Case
+from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, assert_case_passes, load_finding, replay, save_finding
+from refimpl.fuzz.generate import Profile, make_program
+
+__all__ = ["Case", "CaseFormatError", "Config", "Finding", "Profile", "Signature", "Summary", "assert_case_passes",
+           "load_finding", "make_program", "replay", "run_campaign", "save_finding"]

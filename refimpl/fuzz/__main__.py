@@ -1,0 +1,107 @@
+"""The fuzzer's command line (see refimpl/fuzz/__init__.py):
+
+  python -m refimpl.fuzz [--time S] [--iterations N] [--seed S] [--backend NAME|module:Class ...] [--jobs J]
+                         [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--reduce-time S]
+  python -m refimpl.fuzz replay FILE... [--backend NAME ...]
+
+Exit status: 1 when the campaign found something (or a replayed case still fails), 0 when not, 2 on a usage error or
+an unreadable finding file.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from refimpl.fuzz.campaign import Config, run_campaign
+from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
+from refimpl.fuzz.execute import BackendRef
+
+
+def _shard(text: str) -> tuple[int, int]:
+  try:
+    k, n = (int(x) for x in text.split("/"))
+  except ValueError: raise argparse.ArgumentTypeError(f"expected K/N, e.g. 2/8, got {text!r}") from None
+  if not 1 <= k <= n: raise argparse.ArgumentTypeError(f"shard K/N needs 1 <= K <= N, got {text!r}")
+  return k, n
+
+def _positive(kind):
+  def parse(text: str):
+    v = kind(text)
+    if v <= 0: raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return v
+  return parse
+
+def _backends(values: list[str] | None) -> list[str] | None:
+  if not values: return None
+  return [b for v in values for b in v.split(",") if b]
+
+
+def campaign_parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.fuzz", description="Random whole-program differential fuzzing of "
+                               "every backend against the emulator. `python -m refimpl.fuzz replay FILE` reruns a finding.")
+  ap.add_argument("--time", type=_positive(float), help="stop starting programs after this many seconds")
+  ap.add_argument("--iterations", type=_positive(int), help="programs 0..N-1 of the campaign (this shard's share)")
+  ap.add_argument("--seed", type=int, default=0, help="campaign seed: program i is a function of (seed, i) (default 0)")
+  ap.add_argument("--backend", action="append", help="a device name or module:Class; repeat or comma-separate "
+                  "(default: every device that opens, the PYTHON emulator being the reference)")
+  ap.add_argument("--jobs", type=_positive(int), default=os.cpu_count() or 1, help="worker processes (default: CPU count)")
+  ap.add_argument("--out", type=Path, default=Path("fuzz-findings"), help="where findings go (default fuzz-findings/)")
+  ap.add_argument("--shard", type=_shard, default=(1, 1), help="K/N: run only indices i with i %% N == K-1 (1-based)")
+  ap.add_argument("--quiet", action="store_true", help="no progress display, no per-finding lines; the summary only")
+  ap.add_argument("--batch", type=_positive(int), default=16, help="programs per worker job (one compiler call each)")
+  ap.add_argument("--timeout", type=_positive(float), default=10.0, help="seconds a kernel may run before it is a hang")
+  ap.add_argument("--compile-timeout", type=_positive(float), default=60.0,
+                  help="seconds a compile (a batch, then one kernel) may take before it is a hang")
+  ap.add_argument("--no-reduce", action="store_true", help="save findings as found, without reducing them")
+  ap.add_argument("--reduce-time", type=_positive(float), default=60.0, help="seconds of reduction per finding at most")
+  ap.add_argument("--max-steps", type=_positive(int), default=24, help="generator steps per program at most")
+  return ap
+
+
+def replay_main(argv: list[str]) -> int:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.fuzz replay", description="Rerun saved findings (on their own "
+                               "backend, or on each --backend) and say whether each still breaks the spec.")
+  ap.add_argument("files", nargs="+", type=Path)
+  ap.add_argument("--backend", action="append")
+  ap.add_argument("--timeout", type=_positive(float), default=10.0)
+  args = ap.parse_args(argv)
+  findings = [load_finding(p) for p in args.files]
+  refs = [BackendRef.parse(b) for b in _backends(args.backend) or []] or None
+  failing = 0
+  for path, run in zip([p for p, f in zip(args.files, findings) for _ in (refs or [f.backend])],
+                       replay(findings, refs, timeout=args.timeout)):
+    r = run["result"]
+    if r.status == "ok": what = "passes (agrees with the spec)"
+    elif r.status == "finding":
+      failing += 1
+      what = f"FAILS: {r.kind}: {r.detail}"
+    elif r.status == "unsupported": what = f"not run: the backend does not support it ({r.detail})"
+    else: what = f"not run: undefined under the current spec ({r.detail})"
+    print(f"{path} on {run['backend']}: {what}")
+  return 1 if failing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  try:
+    if argv[:1] == ["replay"]: return replay_main(argv[1:])
+    args = campaign_parser().parse_args(argv)
+    cfg = Config(seed=args.seed, iterations=args.iterations, time=args.time, backends=_backends(args.backend),
+                 jobs=args.jobs, out=args.out, shard=args.shard, quiet=args.quiet, batch=args.batch, timeout=args.timeout,
+                 compile_timeout=args.compile_timeout,
+                 reduce=not args.no_reduce, reduce_time=args.reduce_time, max_steps=args.max_steps)
+    summary = run_campaign(cfg)
+  except (CaseFormatError, ImportError) as e:  # an unreadable finding file; a module:Class backend that does not import
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(summary.render())
+  if summary.unavailable and cfg.backends:  # a backend asked for by name that does not open is a usage error
+    print(f"error: backend(s) not available: {', '.join(summary.unavailable)}", file=sys.stderr)
+    return 2
+  return summary.exit_code
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,492 @@
+"""A fuzz campaign: generate, run everywhere, compare, reduce, deduplicate, save; with progress and a summary.
+
+The main process only schedules: workers (isolate.Pool) generate each program from (seed, index), run the emulator
+and every backend, and compare. The scheduler hands idle workers reduction batches first (one at a time per finding),
+then the next `batch` program indices of its shard (shard K of N takes indices K-1, K-1+N, K-1+2N, ...: disjoint and
+deterministic, so machines or batch-scheduler tasks can split one campaign). A lost worker's culprit is a finding and
+what it left is rerun (isolate.after_loss).
+
+Findings. A finding gets a pre-signature (backend, op, dtypes, kind) where op is the op that produced the wrong element
+(wrong values) or "-" (crashes, hangs, compiler failures). One already known (this run or a file already in --out) is
+counted, not saved again. A new one is saved at once, unreduced (so an interruption loses nothing), then reduced in
+the background; each smaller case replaces the file atomically. When the reduction ends (no smaller case fails the same
+way, or --reduce-time is up, or the campaign ends) the final signature is computed from the reduced case (the op of the
+wrong element, or the last computing op of a crashing program) and the file renamed to it, or dropped as a duplicate
+when another finding already has that signature.
+
+Ending. --iterations N: after programs 0..N-1 (this shard's share) and their reductions. --time T: at T seconds no
+new programs start; running reductions get a grace of max(5 s, T/5) and then keep their best case. Ctrl-C: at once (a
+second Ctrl-C aborts); findings are on disk already and the summary is printed. Exit status 1 when anything was found.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refimpl.device import Device
+from refimpl.fuzz.case import Case, last_op
+from refimpl.fuzz.compare import Tally
+from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, load_finding, remove_finding, save_finding
+from refimpl.fuzz.execute import BackendRef, open_backends
+from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
+from refimpl.fuzz.isolate import DISCARDED, EMULATOR, FINDING, UNSUPPORTED_STATUS, Item, Job, Lost, Pool, Result, after_loss
+from refimpl.fuzz.reduce import Reducer, same_failure
+
+PHASES = ("generate", "emulate", "compile", "run", "compare")
+DEBUG = bool(os.environ.get("REFIMPL_FUZZ_DEBUG"))
+
+def _brief(ev) -> str:
+  if isinstance(ev, Lost): return f"lost job {ev.job.id if ev.job else None} culprit {ev.culprit} {ev.reason}"
+  if ev[0] == "result": return f"result job {ev[1].id} {ev[2].key} {ev[2].backend} {ev[2].status} {ev[2].kind}"
+  return f"{ev[0]} job {ev[1].id if ev[1] else None}"
+
+
+@dataclass
+class Config:
+  seed: int = 0
+  iterations: int | None = None
+  time: float | None = None
+  backends: list[str] | None = None      # names or "module:Class"; None: every device that opens, but PYTHON
+  jobs: int = 2
+  out: Path = Path("fuzz-findings")
+  shard: tuple[int, int] = (1, 1)         # K of N, 1-based
+  quiet: bool = False
+  batch: int = 16
+  timeout: float = 10.0                   # seconds one kernel run may take before it is a hang
+  compile_timeout: float = 60.0           # seconds one compile (a batch, or one kernel) may take before it is a hang
+  reduce: bool = True
+  reduce_time: float = 60.0               # seconds of reduction per finding at most
+  max_steps: int = 24
+
+
+@dataclass
+class BackendStats:
+  runs: int = 0
+  unsupported: int = 0
+  findings: int = 0
+  times: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class Record:
+  finding: Finding
+  path: Path
+  op: str = "-"
+  reducing: bool = False
+  new: bool = True
+
+
+class Reduction:
+  """One finding being reduced: the reducer, the batch in flight and its verdicts (see reduce.py)."""
+  def __init__(self, rid: int, rec: Record, original: Result, deadline: float):
+    self.rid, self.rec, self.original, self.deadline = rid, rec, original, deadline
+    self.reducer = Reducer(rec.finding.case)
+    self.batch_no, self.verdicts, self.results = 0, [], []
+    self.jobs: dict[int, set] = {}    # job id -> the candidate numbers it carries
+    self.waiting: list[Job] = []
+    self.done = False
+    self.probing = False               # the reduction is over; the best case runs once more, probed (case.probe)
+
+  def items(self, cases: list[Case], ks: list[int] | None = None) -> list[Item]:
+    b = () if self.original.backend == EMULATOR else (self.original.backend,)
+    return [Item(("r", self.rid, self.batch_no, k), b, case=cases[k]) for k in (ks if ks is not None else range(len(cases)))]
+
+
+@dataclass
+class Summary:
+  config: Config
+  elapsed: float = 0.0
+  how: str = ""
+  programs: int = 0
+  discarded: Counter = field(default_factory=Counter)
+  backends: dict[str, BackendStats] = field(default_factory=dict)
+  gen_times: Counter = field(default_factory=Counter)
+  tally: Tally = field(default_factory=Tally)
+  coverage: set = field(default_factory=set)
+  keys: tuple[list[str], list[str]] = ([], [])
+  findings: list[Record] = field(default_factory=list)
+  occurrences: int = 0
+  errors: list[str] = field(default_factory=list)
+  unavailable: dict[str, str] = field(default_factory=dict)
+
+  @property
+  def exit_code(self) -> int: return 1 if self.occurrences else 0
+
+  def render(self) -> str:
+    c, el = self.config, max(self.elapsed, 1e-9)
+    out = [f"refimpl.fuzz: seed {c.seed}, shard {c.shard[0]}/{c.shard[1]}, {self.elapsed:.1f} s, {self.how}"]
+    disc = sum(self.discarded.values())
+    out.append(f"programs: {self.programs} ({self.programs / el:.1f}/s), {disc} not run natively "
+               f"(undefined behaviour left after the rewrites)" + ("" if not disc else ": " + "; ".join(
+                 f"{n} {why}" for why, n in self.discarded.most_common(3))))
+    out.append(f"  {'backend':<16}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}")
+    for name, b in self.backends.items():
+      out.append(f"  {name:<16}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}")
+    for name, why in self.unavailable.items(): out.append(f"  {name:<16} not available: {why}")
+    tot = Counter(self.gen_times)
+    for b in self.backends.values(): tot.update(b.times)
+    s = sum(tot[p] for p in PHASES)
+    if s > 0:
+      out.append("worker time: " + "  ".join(f"{p} {100 * tot[p] / s:.0f}%" for p in PHASES) +
+                 f"  ({1e3 * s / max(self.programs, 1):.1f} ms of worker time per program)")
+    t = self.tally
+    n = t.exact + t.loose + t.skipped
+    if n: out.append(f"elements compared: {100 * t.exact / n:.1f}% bit-exact, {100 * t.loose / n:.1f}% by a loose rule "
+                     f"(tolerance / allowed set / NaN), {100 * t.skipped / n:.1f}% not compared (undefined or loose)")
+    alu, conv = self.keys
+    for what, keys in (("ALU op x dtype", alu), ("conversions (src -> dst)", conv)):
+      if not keys: continue
+      hit = [k for k in keys if k in self.coverage]
+      miss = [k for k in keys if k not in self.coverage]
+      out.append(f"coverage: {what} {len(hit)}/{len(keys)} ({100 * len(hit) / len(keys):.0f}%)" +
+                 (f"; missing: {', '.join(miss[:8])}{' ...' if len(miss) > 8 else ''}" if miss else ""))
+    new = [r for r in self.findings if r.new]
+    out.append(f"findings: {len(new)} new signature(s), {self.occurrences} occurrence(s)" +
+               (f"; {len(self.findings) - len(new)} known before" if len(self.findings) > len(new) else ""))
+    for r in self.findings:
+      f = r.finding
+      size = f"{len(f.case.program.uops)} uops" + (f", reduced from {f.uops_before}" if f.reduced else ", not reduced")
+      out.append(f"  {f.signature}  ({size}, seen {f.seen})  {r.path}")
+    for e in self.errors[:5]: out.append(f"internal error: {e.strip().splitlines()[-1]}")
+    out.append(f"exit status {self.exit_code}")
+    return "\n".join(out)
+
+
+class Progress:
+  """tqdm when it is installed, else one status line on stderr (rewritten in place on a terminal, every 10 s otherwise)."""
+  def __init__(self, quiet: bool, total: int | None):
+    self.quiet, self.last, self.tty = quiet, 0.0, sys.stderr.isatty()
+    self.bar = None
+    if not quiet:
+      try:
+        from tqdm import tqdm  # optional: not a dependency
+        self.bar = tqdm(total=total, unit="prog", file=sys.stderr, dynamic_ncols=True)
+      except ImportError: pass
+    self.shown = 0
+
+  def update(self, programs: int, text: str) -> None:
+    if self.quiet: return
+    if self.bar is not None:
+      self.bar.update(programs - self.shown)
+      self.shown = programs
+      self.bar.set_postfix_str(text, refresh=False)
+      return
+    now = time.perf_counter()
+    if now - self.last < (0.25 if self.tty else 10.0): return
+    self.last = now
+    sys.stderr.write(f"\r\x1b[K{text}" if self.tty else f"{text}\n")
+    sys.stderr.flush()
+
+  def message(self, text: str) -> None:
+    if self.quiet: return
+    if self.bar is not None: self.bar.write(text, file=sys.stderr)
+    else: sys.stderr.write(("\r\x1b[K" if self.tty else "") + text + "\n")
+
+  def close(self) -> None:
+    if self.bar is not None: self.bar.close()
+    elif not self.quiet and self.tty: sys.stderr.write("\r\x1b[K")
+
+
+def signature(backend: str, op: str, kind: str) -> Signature:
+  """A finding's signature. The emulator's own failures are filed by the op it failed on, without dtypes: one emulator
+  bug tends to surface through many dtypes."""
+  sig = Signature.of(backend, op, kind)
+  return Signature(sig.backend, sig.op, "-", sig.kind) if backend == EMULATOR else sig
+
+
+def resolve_backends(names: list[str] | None) -> list[BackendRef]:
+  """The backends of a campaign: the names given (or module:Class), else every device that opens here but PYTHON."""
+  if names: return [r for r in (BackendRef.parse(n) for n in names) if r.name != EMULATOR]
+  return [BackendRef(n) for n in Device.get_available_devices() if n != EMULATOR]
+
+
+def profile_for(devices: dict, max_steps: int = 24) -> Profile:
+  """The dtypes every backend supports; BARRIER when one of them has workgroups."""
+  dts = tuple(d for d in ALL_DTYPES if all(dev.supports_dtype(d) for dev in devices.values()))
+  return Profile(dts, any(dev.renderer.has_local for dev in devices.values()), max_steps)
+
+
+class Campaign:
+  def __init__(self, cfg: Config):
+    self.cfg = cfg
+    self.refs = resolve_backends(cfg.backends)
+    devices, bad = open_backends(self.refs)
+    self.refs = [r for r in self.refs if r.name in devices]
+    self.names = tuple(r.name for r in self.refs)
+    self.by_name = {r.name: r for r in self.refs}
+    self.profile = profile_for(devices, cfg.max_steps)
+    self.summary = Summary(cfg, backends={n: BackendStats() for n in self.names}, unavailable=bad,
+                           keys=all_keys(self.profile))
+    self.known: dict[Signature, Record] = {}
+    self.alias: dict[Signature, Signature] = {}
+    for path in sorted(Path(cfg.out).glob("*.json")) if Path(cfg.out).is_dir() else []:
+      f = load_finding(path)  # CaseFormatError names the file
+      self.known[f.signature] = Record(f, path, new=False)
+    self.reductions: list[Reduction] = []
+    self.fuzz_queue: list[Job] = []
+    self.inflight: dict[int, str] = {}
+    self.job_ids = itertools.count()
+    self.rids = itertools.count()
+    k, n = cfg.shard
+    self.indices = itertools.count(k - 1, n) if cfg.iterations is None else iter(range(k - 1, cfg.iterations, n))
+    self.exhausted = False
+    self.counted: set[int] = set()  # indices of running fuzz jobs already counted (one count per program, not per backend)
+    self.interrupted = False
+    self.progress = Progress(cfg.quiet, None if cfg.iterations is None else len(range(k - 1, cfg.iterations, n)))
+
+  # ***** scheduling *****
+  def next_fuzz_job(self) -> Job | None:
+    if self.fuzz_queue: return self.fuzz_queue.pop(0)
+    if self.exhausted: return None
+    idx = list(itertools.islice(self.indices, self.cfg.batch))
+    if len(idx) < self.cfg.batch: self.exhausted = True
+    if not idx: return None
+    return Job(next(self.job_ids), [Item(("g", i), self.names, self.cfg.seed, i) for i in idx], self.profile, probe=True)
+
+  def fuzz_busy(self) -> int: return sum(v == "fuzz" for v in self.inflight.values())
+
+  def next_reduction_job(self) -> Job | None:
+    for red in self.reductions:
+      if red.waiting:
+        job = red.waiting.pop(0)
+        self.inflight[job.id] = "reduce"
+        return job
+    return None
+
+  def run(self) -> Summary:
+    if not self.names:
+      self.summary.how = "no backend to fuzz"
+      self.summary.errors.append(f"no backend opens: {self.summary.unavailable}")
+      return self.summary
+    old = None
+    if threading.current_thread() is threading.main_thread():
+      old = signal.signal(signal.SIGINT, self._sigint)
+    start = time.perf_counter()
+    deadline = start + self.cfg.time if self.cfg.time else None
+    grace_end, stopping, how = None, False, "every program run"
+    limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
+    pool = Pool(self.refs, self.cfg.jobs, limits, silent=not DEBUG)
+    try:
+      while not self.interrupted:
+        now = time.perf_counter()
+        if deadline is not None and now >= deadline and not stopping:
+          stopping, how = True, "stopped by the time limit"
+          grace_end = now + max(5.0, 0.2 * self.cfg.time)
+        fuzz_left = bool(self.fuzz_queue) or not self.exhausted or any(v == "fuzz" for v in self.inflight.values())
+        if not stopping and not fuzz_left: stopping = True
+        for red in list(self.reductions):
+          if now >= red.deadline or (grace_end is not None and now >= grace_end): self.finish(red)
+        if stopping and not self.reductions: break
+        for w in pool.idle():
+          # while programs are still being made, reductions leave one worker to them (a crash reduction kills workers)
+          reserve = not stopping and self.cfg.jobs > 1 and pool.busy() - self.fuzz_busy() >= self.cfg.jobs - 1
+          job = None if reserve else self.next_reduction_job()
+          if job is None and not stopping:
+            job = self.next_fuzz_job()
+            if job is not None: self.inflight[job.id] = "fuzz"
+          if job is None: break
+          if DEBUG: print(f"[{time.perf_counter() - start:7.2f}] submit job {job.id} {self.inflight.get(job.id)} "
+                          f"{[it.key for it in job.items][:3]}", file=sys.stderr)
+          pool.submit(w, job)
+        for ev in pool.poll(0.05):
+          if DEBUG: print(f"[{time.perf_counter() - start:7.2f}] {_brief(ev)}", file=sys.stderr)
+          self.handle(ev)
+        self.show(time.perf_counter() - start)
+      if self.interrupted: how = "interrupted (Ctrl-C)"
+    finally:
+      for red in list(self.reductions): self.finish(red)
+      pool.close()
+      for rec in self.known.values():  # the files of this run's findings learn how often each was seen
+        if rec.new and rec.path.exists(): save_finding(self.cfg.out, rec.finding, rec.path.stem)
+      self.progress.close()
+      if old is not None: signal.signal(signal.SIGINT, old)
+      self.summary.elapsed = time.perf_counter() - start
+      self.summary.how = how
+      self.summary.findings = list(self.known.values())
+    return self.summary
+
+  def _sigint(self, signum, frame) -> None:
+    self.interrupted = True
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
+
+  def show(self, elapsed: float) -> None:
+    s = self.summary
+    runs = " ".join(f"{n} {b.runs / max(elapsed, 1e-9):.1f}/s" for n, b in s.backends.items())
+    alu, conv = s.keys
+    cov = f"cov {sum(k in s.coverage for k in alu)}/{len(alu)} ops {sum(k in s.coverage for k in conv)}/{len(conv)} conv"
+    red = sum(not r.done for r in self.reductions)
+    text = (f"fuzz {elapsed:6.1f}s  {s.programs} programs ({s.programs / max(elapsed, 1e-9):.1f}/s)  {runs}  "
+            f"findings {len([r for r in self.known.values() if r.new])}" + (f" ({red} reducing)" if red else "") + f"  {cov}")
+    self.progress.update(s.programs, text)
+
+  # ***** events *****
+  def handle(self, ev) -> None:
+    if isinstance(ev, Lost):
+      kind = self.inflight.pop(ev.job.id, None) if ev.job is not None else None
+      found, again = after_loss(ev)
+      if kind == "fuzz":
+        if found is not None: self.on_fuzz_result(found)
+        for j in again:
+          j.id = next(self.job_ids)
+          self.fuzz_queue.insert(0, j)
+      elif kind == "reduce":
+        red = self.reduction_of(ev.job)
+        if red is not None:
+          red.jobs.pop(ev.job.id, None)
+          if found is not None: self.on_candidate(red, found)
+          if not red.done and red.batch_no == ev.job.items[0].key[2]:
+            for j in again:
+              j.id = next(self.job_ids)
+              red.jobs[j.id] = {it.key[3] for it in j.items}
+              red.waiting.append(j)
+            if not again:  # nothing left to rerun: what was not answered counts as not failing
+              red.verdicts = [False if x is None else x for x in red.verdicts]
+              if red.probing: self.finish(red)
+              else: self.decide(red)
+      return
+    tag, job = ev[0], ev[1]
+    kind = self.inflight.get(job.id)
+    if tag == "error":
+      self.summary.errors.append(ev[2])
+      self.progress.message(f"internal error in a fuzz worker:\n{ev[2]}")
+    elif tag == "result":
+      if kind == "fuzz": self.on_fuzz_result(ev[2])
+      elif kind == "reduce" and (red := self.reduction_of(job)) is not None: self.on_candidate(red, ev[2])
+    elif tag == "done":
+      self.inflight.pop(job.id, None)
+      if kind == "fuzz": self.counted.difference_update(it.key[1] for it in job.items)  # keep the set small
+      if kind == "reduce" and (red := self.reduction_of(job)) is not None and job.id in red.jobs:
+        for k in red.jobs.pop(job.id):
+          if red.verdicts[k] is None: red.verdicts[k] = False
+        if red.probing: self.finish(red)
+        else: self.decide(red)
+
+  def reduction_of(self, job: Job) -> Reduction | None:
+    rid = job.items[0].key[1]
+    return next((r for r in self.reductions if r.rid == rid and not r.done), None)
+
+  def on_fuzz_result(self, r: Result) -> None:
+    s, i = self.summary, r.key[1]
+    if i not in self.counted:
+      self.counted.add(i)
+      s.programs += 1
+      for p in ("generate", "emulate"): s.gen_times[p] += r.times.get(p, 0.0)
+    if r.backend is None and r.status == DISCARDED:
+      s.discarded[r.detail] += 1
+      return
+    b = s.backends.get(r.backend)
+    if r.status == UNSUPPORTED_STATUS and b is not None:
+      b.unsupported += 1
+      return
+    if b is not None:
+      b.runs += 1
+      for p in ("compile", "run", "compare"): b.times[p] += r.times.get(p, 0.0)
+      if r.tally is not None: s.tally.add(r.tally)
+    s.coverage |= r.coverage
+    if r.status == FINDING:
+      if b is not None: b.findings += 1
+      self.new_finding(r, {"seed": self.cfg.seed, "index": i})
+
+  def new_finding(self, r: Result, found: dict) -> None:
+    self.summary.occurrences += 1
+    case = r.case
+    if case is None:  # the worker died on a generated program: make it again (it is a function of seed and index)
+      gen = make_program(found["seed"], found["index"], self.profile)
+      case = Case(gen.program, gen.inputs(), gen.vals)
+    pre = signature(r.backend, r.op or "-", r.kind)
+    sig = self.alias.get(pre, pre)
+    if sig in self.known:
+      self.known[sig].finding.seen += 1
+      return
+    ref = self.by_name.get(r.backend, BackendRef(r.backend))
+    f = Finding(pre, case, ref, r.detail, found, False, len(case.program.uops))
+    rec = Record(f, save_finding(self.cfg.out, f), r.op or "-", reducing=self.cfg.reduce)
+    self.known[pre] = rec
+    self.progress.message(f"found {pre}: {r.detail.splitlines()[0][:160] if r.detail else ''} -> {rec.path}")
+    if self.cfg.reduce:
+      red = Reduction(next(self.rids), rec, r, time.perf_counter() + self.cfg.reduce_time)
+      self.reductions.append(red)
+      self.start_batch(red)
+    else: rec.reducing = False
+
+  # ***** reductions *****
+  def start_batch(self, red: Reduction) -> None:
+    batch = red.reducer.request()
+    if batch is None:  # reduced: name the culprit of a wrong value by probing the final case, then finish
+      if red.probing or not red.rec.finding.kind.startswith("wrong-value") or red.original.backend == EMULATOR:
+        return self.finish(red)
+      red.probing, batch = True, [red.reducer.best]
+    red.batch_no += 1
+    red.verdicts, red.results = [None] * len(batch), [None] * len(batch)
+    job = Job(next(self.job_ids), red.items(batch), None, cache=True, probe=red.probing)
+    red.jobs = {job.id: set(range(len(batch)))}
+    red.waiting = [job]
+
+  def on_candidate(self, red: Reduction, r: Result) -> None:
+    if r.key[2] != red.batch_no: return
+    k = r.key[3]
+    if red.verdicts[k] is not None: return
+    red.verdicts[k], red.results[k] = same_failure(red.original, r), r
+    if red.probing:
+      if red.verdicts[k] and r.op: red.rec.op = r.op
+      return self.finish(red)
+    self.decide(red)
+
+  def decide(self, red: Reduction) -> None:
+    v = red.verdicts
+    first = next((k for k, x in enumerate(v) if x), None)
+    prefix = v if first is None else v[:first]
+    if any(x is None for x in prefix): return
+    best_before = red.reducer.best
+    for j in list(red.jobs): red.jobs.pop(j)   # later results of this batch are stale
+    red.waiting.clear()
+    red.reducer.answer(list(v))
+    if red.reducer.best is not best_before and first is not None:
+      f = red.rec.finding
+      f.case, f.reduced = red.reducer.best, True
+      r = red.results[first]
+      if r is not None:
+        if r.op: red.rec.op = r.op
+        if r.detail: f.detail = r.detail
+      save_finding(self.cfg.out, f, red.rec.path.stem)
+    self.start_batch(red)
+
+  def finish(self, red: Reduction) -> None:
+    if red.done: return
+    red.done = True
+    self.reductions.remove(red)
+    rec, f = red.rec, red.rec.finding
+    rec.reducing = False
+    op = rec.op if f.kind.startswith(("wrong-value", "emulator-error")) and rec.op != "-" else last_op(f.case.program)
+    final = signature(f.signature.backend, op, f.kind)
+    if final == f.signature: return
+    pre = f.signature
+    self.alias[pre] = final
+    if final in self.known and self.known[final] is not rec:  # the reduced case is a bug already on file
+      self.known[final].finding.seen += f.seen
+      self.known.pop(pre, None)
+      remove_finding(rec.path)
+      self.progress.message(f"{pre} reduced to a duplicate of {final}")
+      return
+    old = rec.path
+    f.signature = final
+    rec.path = save_finding(self.cfg.out, f)
+    if rec.path != old: remove_finding(old)
+    self.known.pop(pre, None)
+    self.known[final] = rec
+    self.progress.message(f"reduced {pre} to {len(f.case.program.uops)} uops: {final} -> {rec.path}")
+
+
+def run_campaign(cfg: Config) -> Summary:
+  """Runs a campaign (see the module docstring) and returns its summary (print summary.render())."""
+  return Campaign(cfg).run()
+
+
+__all__ = ["Campaign", "CaseFormatError", "Config", "Summary", "run_campaign"]

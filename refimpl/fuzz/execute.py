@@ -1,0 +1,137 @@
+"""Running cases on a backend, many kernels per compiler call.
+
+`build(device, programs, cache)` turns programs into runnable kernels the way refimpl.runner.Kernel does (grid lowered to
+loops for backends without a grid, render, compile, load), except that every program of the batch that the backend
+accepts is compiled in one call when its compiler has `compile_batch` (the CLANG compiler renders N kernels with distinct
+names into one C file and links each entry from the one object). A failing batch is retried one kernel at a time, so
+each compiler error lands on the program that caused it. Each stage's failure is a kind of finding:
+  unsupported     the backend declares it cannot run the program (a dtype, BARRIER, local memory, launch dims): skipped
+  render-error    the renderer raised on a program the backend accepts
+  compile-error   the compiler rejected (or crashed on) the rendered source
+  load-error      the runtime could not load the compiled binary
+  runtime-error   the launch raised
+Signals and hangs are caught one level up (isolate.py): they take the worker process with them.
+
+Campaign batches skip the disk cache (`cache=False`): every fuzz program is new, so caching them would only fill the
+disk (each entry of a batch holds the whole batch's object). Reduction and replay compile the same sources again and
+use the cache.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from refimpl.device import Compiled, Device, DeviceError, load_object
+from refimpl.ir import Ops, Program, ProgramError
+from refimpl.lower import LoweringError, check_capabilities, lower_grid_to_loops
+from refimpl.runner import Kernel
+
+UNSUPPORTED, RENDER, COMPILE, LOAD, RUNTIME = "unsupported", "render-error", "compile-error", "load-error", "runtime-error"
+
+
+@dataclass(frozen=True)
+class BackendRef:
+  """A backend by name, with the "module:Class" that registers it in a fresh process (None for a built-in or an
+  entry-point backend)."""
+  name: str
+  spec: str | None = None
+
+  @staticmethod
+  def parse(text: str) -> BackendRef:
+    """"CLANG" or "package.module:Class", named as the spec suite names it: the class's `device_name`, else its name
+    without a "Device" suffix, upper-cased."""
+    if ":" in text and not text.split(":", 1)[1].isdigit():
+      cls = load_object(text)
+      return BackendRef(getattr(cls, "device_name", None) or cls.__name__.removesuffix("Device").upper(), text)
+    return BackendRef(Device.canonicalize(text))
+
+  def open(self) -> Compiled:
+    if self.spec is not None: Device.register(self.name, self.spec)
+    return Device[self.name]
+
+
+class BatchKernel(Kernel):
+  """A runner.Kernel whose binary came from a batch compile (calling it is Kernel.__call__, unchanged)."""
+  def __init__(self, program: Program, device: Compiled, runnable: Program, source: str, lib: bytes, prg):
+    self.program, self.device, self.runnable, self.source, self.lib, self.prg = program, device, runnable, source, lib, prg
+    self.last_time = None
+
+
+@dataclass
+class Built:
+  kernel: Kernel | None = None
+  failure: str | None = None  # one of the kinds above
+  detail: str = ""
+  compile_s: float = 0.0
+
+
+def runnable_form(device: Compiled, program: Program) -> Program:
+  """The program as the backend runs it (grid lowered to loops where it has no grid), or raise ProgramError /
+  LoweringError when it declares it cannot run it."""
+  runnable = program if Kernel.has_grid(device) else lower_grid_to_loops(program)
+  check_capabilities(runnable, device.renderer)
+  for u in program.uops:
+    dt = getattr(u.dtype, "base", u.dtype).scalar()
+    if u.op is not Ops.STORE and dt.itemsize and not device.supports_dtype(dt):
+      raise ProgramError("capability", f"{device.device} does not support {dt!r}", None, None)
+  return runnable
+
+
+def _err(e: BaseException) -> str: return f"{type(e).__name__}: {e}"
+
+
+def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
+          phase: Callable[[int | None, str], None] = lambda i, what: None) -> list[Built]:
+  """One Built per program (see the module docstring). Programs are renamed k0, k1, ... (distinct kernel names).
+  `phase(i, what)` is called before each compile (i = None for the whole batch) so a supervisor can attribute a crash."""
+  out = [Built() for _ in programs]
+  sources: dict[int, tuple[Program, Program, str]] = {}
+  for i, p in enumerate(programs):
+    p = dataclasses.replace(p, name=f"k{i}")
+    try: runnable = runnable_form(device, p)
+    except (ProgramError, LoweringError) as e:
+      out[i] = Built(failure=UNSUPPORTED, detail=str(e))
+      continue
+    try: sources[i] = (p, runnable, device.renderer.render(p.name, runnable))
+    except Exception as e: out[i] = Built(failure=RENDER, detail=_err(e))
+  compiler = device.compiler
+  if not cache:
+    compiler = copy.copy(compiler)
+    compiler.cachekey = None
+  libs: dict[int, bytes] = {}
+  t0 = time.perf_counter()
+  if len(sources) > 1 and hasattr(compiler, "compile_batch"):
+    phase(None, "compile")
+    try: libs = dict(zip(sources, compiler.compile_batch([s for _, _, s in sources.values()])))
+    except Exception: libs = {}
+  for i, (_, _, src) in sources.items():
+    if i in libs: continue
+    phase(i, "compile")
+    try: libs[i] = compiler.compile_cached(src)
+    except Exception as e: out[i] = Built(failure=COMPILE, detail=_err(e))
+  share = (time.perf_counter() - t0) / max(len(sources), 1)
+  for i, lib in libs.items():
+    p, runnable, src = sources[i]
+    try: out[i] = Built(BatchKernel(p, device, runnable, src, lib, device.runtime(p.name, lib)), compile_s=share)
+    except Exception as e: out[i] = Built(failure=LOAD, detail=_err(e), compile_s=share)
+    else: out[i].compile_s = share
+  return out
+
+
+def run(kernel: Kernel, inputs: list[np.ndarray], vals: Sequence[int]) -> list[np.ndarray]:
+  """Runs a built kernel on copies of the inputs; returns every buffer after the run."""
+  return kernel(*inputs, vals=tuple(vals))
+
+
+def open_backends(refs: Sequence[BackendRef]) -> tuple[dict[str, Compiled], dict[str, str]]:
+  """({name: device} of those that open, {name: why not} of the others)."""
+  ok, bad = {}, {}
+  for r in refs:
+    try: ok[r.name] = r.open()
+    except (DeviceError, ImportError, ValueError) as e: bad[r.name] = str(e)
+  return ok, bad

@@ -1,0 +1,523 @@
+"""Random whole programs for the fuzzer, defined by construction: `make_case(seed, index, profile)`.
+
+Program i of a campaign with seed s is a function of (s, i, profile) alone (random.Random and numpy Generators seeded from
+them), so a shard, a worker or a replay regenerates exactly the same program and inputs.
+
+Shape. A grid of gidx0 x gidx1 workgroups of lidx0 threads (each dimension often 1); tid is the linear thread id. Then
+random steps: ALU ops, CAST/BITCAST, VECTORIZE/GEP, LOADs (vector, gated, data-dependent indices), STOREs, loops (RANGE
+with constant or DEFINE_VAR bounds, nested) with accumulators (DEFINE_ACC/ASSIGN), IF blocks, WMMA, DEFINE_LOCAL, and
+BARRIER where the profile allows it. Every result nothing else reads is stored, so every op is observed.
+
+Weights. Each ALU step draws an (op, dtype) pair uniformly from every pair the verifier accepts on the profile's dtypes,
+and each conversion step a (CAST or BITCAST, source, target) pair uniformly: a campaign of a few hundred programs reaches
+every op x dtype pair (see `coverage_keys` and the campaign summary).
+
+Defined by construction (what the emulator would call undefined never happens):
+  - memory: every index is a non-negative expression taken MOD the room left in the buffer; input buffers are only read;
+    output buffers are written by each thread only in its own slots [tid*K, tid*K + K) (no races) and read back there;
+    a DEFINE_LOCAL is initialised by every thread in its own slots first, then read in its own slots, or, with a BARRIER
+    after the initialisation, anywhere (and never written again).
+  - values: the YARPGen approach. The emulator runs the program (permissive mode) and each op it reports undefined is
+    rewritten in place, then the emulator runs again (at most FIX_ROUNDS times):
+      IDIV/MOD by 0          the divisor becomes (b | 1)
+      IDIV/MOD INT_MIN / -1  the dividend becomes (a | 1)
+      SHL/SHR count          the count becomes (b & (bits - 1))
+      float -> int CAST      the source is clamped first: NaN -> 0, below/above the target range -> its first/last
+                             float inside it (WHERE/CMPLT/CMPNE; fp8 sources are clamped in float32 and cast back exactly)
+    The rewrite applies only to ops that were undefined on these inputs, so the raw ops stay in most programs.
+What remains undefined after that is left to `refimpl.fuzz.case.prepare` (masked or discarded).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refimpl.dtype import DType, dtypes, to_np, truncate
+from refimpl.emulator.machine import Emulation, emulate
+from refimpl.fuzz.graph import Graph, Node, const_node
+from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramError, alu_allows
+from refimpl.ir.verify import FP8
+from refimpl.testing.values import edge_values, from_bits, random_values, to_bits
+
+FIX_ROUNDS = 6
+ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, *dtypes.sints, *dtypes.uints, *dtypes.floats)
+ARITH_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+
+
+@dataclass(frozen=True)
+class Profile:
+  """What the selected backends can run: the scalar dtypes every one supports, and whether programs may use BARRIER
+  (only backends with workgroups run those; the others skip them as unsupported)."""
+  dtypes: tuple[DType, ...] = ALL_DTYPES
+  barrier: bool = False
+  max_steps: int = 24
+
+
+def alu_pairs(dts: tuple[DType, ...]) -> list[tuple[Ops, DType]]:
+  """Every (ALU op, operand dtype) the verifier accepts."""
+  return [(op, dt) for op in sorted(GroupOp.ALU, key=lambda o: o.value) for dt in dts if alu_allows(op, dt)]
+
+def conversion_pairs(dts: tuple[DType, ...]) -> list[tuple[Ops, DType, DType]]:
+  """Every (CAST, source, target) with source != target and (BITCAST, source, target) of one size, neither bool."""
+  casts = [(Ops.CAST, s, d) for s in dts for d in dts if s != d]
+  bitcasts = [(Ops.BITCAST, s, d) for s in dts for d in dts
+              if s != d and s.itemsize == d.itemsize and dtypes.bool not in (s, d)]
+  return casts + bitcasts
+
+def pair_key(op: Ops, dt: DType, dst: DType | None = None) -> str:
+  """The coverage key of an op on a dtype ("ADD float32") or of a conversion ("CAST float32->int8")."""
+  return f"{op.name} {dt.name if dst is None else f'{dt.name}->{dst.name}'}".replace("unsigned ", "u")
+
+def all_keys(profile: Profile) -> tuple[list[str], list[str]]:
+  """(ALU op x dtype keys, conversion keys) that a campaign with this profile can reach."""
+  return ([pair_key(op, dt) for op, dt in alu_pairs(profile.dtypes)],
+          [pair_key(op, s, d) for op, s, d in conversion_pairs(profile.dtypes)])
+
+def coverage_keys(program) -> set[str]:
+  """The op x dtype keys a program exercises (ALU ops by operand dtype, conversions by source and target)."""
+  out = set()
+  for u in program.uops:
+    if u.op in GroupOp.ALU: out.add(pair_key(u.op, program.uops[u.src[-1]].dtype.scalar()))
+    elif u.op in (Ops.CAST, Ops.BITCAST):
+      s, d = program.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()
+      if s != d: out.add(pair_key(u.op, s, d))
+  return out
+
+
+@dataclass
+class _Out:
+  """An output buffer: each thread owns slots [tid*K, tid*K + K); K is set when generation ends."""
+  node: Node
+  kconst: Node
+  slots: int = 0
+
+@dataclass
+class _Block:
+  kind: str
+  node: Node
+  accs: list[tuple[Node, Ops, DType]] = field(default_factory=list)
+
+
+class _Gen:
+  def __init__(self, seed: int, index: int, profile: Profile):
+    self.rng = random.Random(f"refimpl.fuzz/{seed}/{index}")
+    self.profile, self.nodes, self.step = profile, [], 0
+    self.dts = tuple(profile.dtypes)
+    self.alu = alu_pairs(self.dts)
+    self.conv = conversion_pairs(self.dts)
+    self.scopes: list[dict] = [{}]
+    self.leaves: list[list[Node]] = [[]]
+    self.blocks: list[_Block] = []
+    self.inputs: dict[DType, list[tuple[Node, int]]] = {}
+    self.outs: dict[DType, _Out] = {}
+    self.local: tuple[Node, DType, int] | None = None
+    self.synced = False
+    self.gsize, self.lsize = [1, 1, 1], [1, 1, 1]
+
+  # ***** nodes and pools *****
+  def emit(self, op: Ops, dt: DType = dtypes.void, src=(), arg=None) -> Node:
+    n = Node(op, dt, src, arg, tag=self.step)
+    for s in n.src:
+      for lv in self.leaves:
+        if s in lv: lv.remove(s)
+    self.nodes.append(n)
+    return n
+  def top(self, n: Node) -> Node:
+    self.nodes.insert(0, n)
+    return n
+  def pool(self, n: Node, leaf: bool = True) -> Node:
+    self.scopes[-1].setdefault(n.dtype, []).append(n)
+    if leaf: self.leaves[-1].append(n)
+    return n
+  def visible(self, key) -> list[Node]: return [x for s in self.scopes for x in s.get(key, ())]
+  def chance(self, p: float) -> bool: return self.rng.random() < p
+  def icon(self, v: int) -> Node: return self.emit(Ops.CONST, INDEX_DTYPE, (), int(v))
+
+  # ***** values *****
+  def value(self, dt: DType, avoid: list[Node] | tuple = ()) -> Node:
+    """A visible value of dt (often), else a fresh one; mostly not one of `avoid` (the op's other operands: x op x is
+    a special case, not the rule)."""
+    xs = [x for x in self.visible(dt) if x not in avoid or self.chance(0.1)]
+    if xs and self.chance(0.7): return self.rng.choice(xs)
+    return self.fresh(dt)
+
+  def operands(self, dt: DType, n: int) -> list[Node]:
+    out: list[Node] = []
+    for _ in range(n): out.append(self.value(dt, out))
+    return out
+
+  def fresh(self, dt: DType) -> Node:
+    s, n, r = dt.scalar(), dt.count, self.rng.random()
+    if r < 0.5: return self.load_input(s, n)
+    if r < 0.7:
+      others = [x for d in self.dts if d != s for x in self.visible(d.vec(n) if n > 1 else d)]
+      if others:
+        x = self.rng.choice(others)
+        src = x.dtype.scalar()
+        op = Ops.BITCAST if src.itemsize == s.itemsize and dtypes.bool not in (s, src) and self.chance(0.3) else Ops.CAST
+        return self.pool(self.emit(op, dt, [x]))
+    if s == dtypes.bool and self.chance(0.7): return self.compare(n)
+    if n > 1: return self.pool(self.emit(Ops.VECTORIZE, dt, [self.value(s) for _ in range(n)]))
+    return self.const(s)
+
+  def scalar_value(self, s: DType):
+    """A Python value of scalar dtype s: an edge value, a small one, or random bits."""
+    if s == dtypes.bool: return self.chance(0.5)
+    r = self.rng.random()
+    if dtypes.is_float(s) and r < 0.2: return float(np.array(self.rng.choice(SPECIALS), np.float32).astype(to_np(s)))
+    if r < 0.6:
+      v = edge_values(s)[self.rng.randrange(len(edge_values(s)))]
+      return int(v) if dtypes.is_int(s) else float(v)
+    if dtypes.is_int(s):
+      lo, hi = max(int(dtypes.min(s)), -8), min(int(dtypes.max(s)), 8)
+      return self.rng.randint(lo, hi)
+    if r < 0.9: return float(truncate[s](self.rng.uniform(-8, 8)))
+    return float(from_bits([self.rng.getrandbits(8 * s.itemsize)], s)[0])
+
+  def const(self, dt: DType) -> Node:
+    s = dt.scalar()
+    v = self.scalar_value(s)
+    c = self.emit(Ops.CONST, s, (), v)
+    if dt.count == 1: return self.pool(c, leaf=False)
+    lanes = [c if self.chance(0.5) else self.emit(Ops.CONST, s, (), self.scalar_value(s)) for _ in range(dt.count)]
+    return self.pool(self.emit(Ops.VECTORIZE, dt, lanes), leaf=False)
+
+  def compare(self, count: int = 1) -> Node:
+    s = self.rng.choice([d for d in self.dts if d not in FP8])
+    dt = s.vec(count) if count > 1 else s
+    op = self.rng.choice((Ops.CMPLT, Ops.CMPNE))
+    return self.pool(self.emit(op, dtypes.bool.vec(count) if count > 1 else dtypes.bool, self.operands(dt, 2)))
+
+  # ***** memory *****
+  def index(self, room: int) -> Node:
+    """A non-negative int32 index expression in [0, room)."""
+    if room <= 1: return self.icon(0)
+    r, pool = self.rng.random(), self.visible("index")
+    ints = [x for d in self.dts if dtypes.is_int(d) or d == dtypes.bool for x in self.visible(d)]
+    if r < 0.25 or not (pool or ints): return self.icon(self.rng.randrange(room))
+    if pool and (r < 0.8 or not ints):
+      e = self.rng.choice(pool)
+      if self.chance(0.5): e = self.emit(Ops.MUL, INDEX_DTYPE, [e, self.icon(self.rng.randint(1, 3))])
+      e = self.emit(Ops.ADD, INDEX_DTYPE, [e, self.icon(self.rng.randint(0, 3))])
+    else:  # data dependent: the low 16 bits of an int value
+      x = self.rng.choice(ints)
+      if x.dtype != INDEX_DTYPE: x = self.emit(Ops.CAST, INDEX_DTYPE, [x])
+      e = self.emit(Ops.AND, INDEX_DTYPE, [x, self.icon(0xFFFF)])
+    return self.emit(Ops.MOD, INDEX_DTYPE, [e, self.icon(room)])
+
+  def gate(self) -> Node | None: return self.value(dtypes.bool) if self.chance(0.15) else None
+
+  def load_input(self, s: DType, n: int = 1) -> Node:
+    bufs = [b for b in self.inputs.get(s, []) if b[1] >= n]
+    if not bufs or (len(self.inputs.get(s, [])) < 2 and self.chance(0.1)):
+      size = max(n, self.rng.choice((1, 2, 5, 8, 16, 33, 64)))
+      bufs = [(self.emit(Ops.DEFINE_GLOBAL, s.ptr(size)), size)]
+      self.inputs.setdefault(s, []).extend(bufs)
+    buf, size = self.rng.choice(bufs)
+    return self.pool(self.load(buf, self.index(size - n + 1), s.vec(n) if n > 1 else s))
+
+  def load(self, buf: Node, idx: Node, dt: DType) -> Node:
+    ix = self.emit(Ops.INDEX, buf.dtype, [buf, idx])
+    g = self.gate()
+    if g is None: return self.emit(Ops.LOAD, dt, [ix])
+    return self.emit(Ops.LOAD, dt, [ix, self.value(dt), g])
+
+  def own_slot(self, out: _Out, c: int) -> Node:
+    if self.threads == 1: return self.icon(c)
+    return self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [self.tid, out.kconst]), self.icon(c)])
+
+  def out_buf(self, s: DType) -> _Out:
+    if s not in self.outs:
+      self.outs[s] = _Out(self.emit(Ops.DEFINE_GLOBAL, s.ptr(1)), self.top(Node(Ops.CONST, INDEX_DTYPE, (), 1)))
+    return self.outs[s]
+
+  def store(self, x: Node) -> None:
+    out = self.out_buf(x.dtype.scalar())
+    c, out.slots = out.slots, out.slots + x.dtype.count
+    ix = self.emit(Ops.INDEX, out.node.dtype, [out.node, self.own_slot(out, c)])
+    g = self.gate()
+    self.emit(Ops.STORE, dtypes.void, [ix, x] + ([] if g is None else [g]))
+
+  # ***** steps *****
+  def step_alu(self) -> None:
+    op, s = self.rng.choice(self.alu)
+    n = self.rng.choice((1, 1, 1, 1, 2, 4))
+    dt = s.vec(n) if n > 1 else s
+    if op is Ops.WHERE: src = [self.value(dtypes.bool.vec(n) if n > 1 else dtypes.bool), *self.operands(dt, 2)]
+    else: src = self.operands(dt, 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3)
+    rdt = (dtypes.bool.vec(n) if n > 1 else dtypes.bool) if op in GroupOp.Comparison else dt
+    self.pool(self.emit(op, rdt, src))
+
+  def step_convert(self) -> None:
+    op, s, d = self.rng.choice(self.conv)
+    n = self.rng.choice((1, 1, 1, 2, 4))
+    x = self.value(s.vec(n) if n > 1 else s)
+    self.pool(self.emit(op, d.vec(n) if n > 1 else d, [x]))
+
+  def step_load(self) -> None:
+    s = self.rng.choice(self.dts)
+    if self.outs and self.chance(0.3):  # read back an own slot of an output buffer
+      s = self.rng.choice(sorted(self.outs, key=lambda d: d.name))
+      out = self.outs[s]
+      if out.slots:
+        self.pool(self.load(out.node, self.own_slot(out, self.rng.randrange(out.slots)), s))
+        return
+    if self.local is not None and self.chance(0.4): return self.step_local_load()
+    self.load_input(s, self.rng.choice((1, 1, 2, 4)))
+
+  def step_store(self) -> None:
+    cands = self.leaves[-1] or [x for k, v in self.scopes[-1].items() if isinstance(k, DType) for x in v]
+    if cands: self.store(self.rng.choice(cands))
+
+  def step_vector(self) -> None:
+    s = self.rng.choice(self.dts)
+    n = self.rng.choice((2, 3, 4))
+    v = self.value(s.vec(n))
+    lanes = tuple(self.rng.randrange(n) for _ in range(self.rng.choice((1, 1, 2, 4))))
+    self.pool(self.emit(Ops.GEP, s.vec(len(lanes)) if len(lanes) > 1 else s, [v], lanes))
+
+  def step_wmma(self) -> None:
+    floats = [d for d in ARITH_FLOATS if d in self.dts]
+    if not floats: return
+    N, M, K = (self.rng.choice((1, 2)) for _ in range(3))
+    tin, tout = self.rng.choice(floats), self.rng.choice(floats)
+    vec = lambda s, k: s.vec(k) if k > 1 else s
+    a, b, c = self.value(vec(tin, M * K)), self.value(vec(tin, K * N)), self.value(vec(tout, M * N))
+    self.pool(self.emit(Ops.WMMA, vec(tout, M * N), [a, b, c], (N, M, K)))
+
+  def acc_op(self, s: DType) -> Ops:
+    return self.rng.choice([op for op, d in self.alu if d == s and op not in GroupOp.Comparison])
+
+  def open_block(self, kind: str) -> None:
+    if len(self.blocks) >= 3: return
+    accs = []
+    for _ in range(self.rng.choice((0, 1, 1, 2)) if kind == "loop" else self.rng.choice((0, 0, 1))):
+      s = self.rng.choice([d for d in self.dts if d not in FP8])
+      accs.append((self.emit(Ops.DEFINE_ACC, s, [self.value(s)], len(self.nodes)), self.acc_op(s), s))
+    if kind == "loop":
+      vars_ = self.visible("var")
+      end = self.rng.choice(vars_) if vars_ and self.chance(0.3) else self.icon(self.rng.randint(1, 4))
+      node = self.emit(Ops.RANGE, INDEX_DTYPE, [self.icon(self.rng.choice((0, 0, 1))), end], len(self.nodes))
+    else: node = self.emit(Ops.IF, dtypes.void, [self.value(dtypes.bool)])
+    self.blocks.append(_Block(kind, node, accs))
+    self.scopes.append({})
+    self.leaves.append([])
+    if kind == "loop": self.scopes[-1]["index"] = [node]
+
+  def close_block(self) -> None:
+    if not self.blocks: return
+    b = self.blocks.pop()
+    for x in list(self.leaves[-1]): self.store(x)
+    done = []
+    for acc, op, s in b.accs:
+      if op is Ops.WHERE: src = [self.value(dtypes.bool), acc, self.value(s, [acc])]
+      elif op is Ops.MULACC: src = [*self.operands(s, 2), acc]
+      else: src = [acc] + [self.value(s, [acc]) for _ in range(0 if op in GroupOp.Unary else 1)]
+      done.append(self.emit(Ops.ASSIGN, s, [acc, self.emit(op, s, src)]))
+    self.scopes.pop()
+    self.leaves.pop()
+    self.emit(Ops.ENDRANGE if b.kind == "loop" else Ops.ENDIF, dtypes.void, [b.node])
+    for a in done: self.pool(a)
+
+  def step_local_load(self) -> None:
+    buf, s, k = self.local
+    if self.synced: idx = self.index(buf.dtype.size)
+    else: idx = self.local_slot(self.rng.randrange(k))
+    self.pool(self.load(buf, idx, s))
+
+  def local_slot(self, c: int) -> Node:
+    _, _, k = self.local
+    if self.lsize[0] == 1: return self.icon(c)
+    return self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [self.lidx, self.icon(k)]), self.icon(c)])
+
+  def step_local_store(self) -> None:
+    if self.local is None or self.synced: return
+    buf, s, k = self.local
+    ix = self.emit(Ops.INDEX, buf.dtype, [buf, self.local_slot(self.rng.randrange(k))])
+    self.emit(Ops.STORE, dtypes.void, [ix, self.value(s)])
+
+  # ***** the program *****
+  def setup(self) -> None:
+    rng = self.rng
+    if self.chance(0.75):
+      self.gsize[0] = rng.choice((2, 3, 4, 8, 16))
+      if self.chance(0.3): self.gsize[1] = rng.choice((2, 3))
+      if self.chance(0.4): self.lsize[0] = rng.choice((2, 4))
+    g0 = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("gidx0", self.gsize[0])) if self.gsize[0] > 1 else None
+    g1 = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("gidx1", self.gsize[1])) if self.gsize[1] > 1 else None
+    self.lidx = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("lidx0", self.lsize[0])) if self.lsize[0] > 1 else None
+    self.threads = self.gsize[0] * self.gsize[1] * self.lsize[0]
+    tid = g0 if g0 is not None else self.icon(0)
+    if g1 is not None:
+      tid = self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [g1, self.icon(self.gsize[0])]), tid])
+    if self.lidx is not None:
+      tid = self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [tid, self.icon(self.lsize[0])]), self.lidx])
+    self.tid = tid
+    self.scopes[0]["index"] = [x for x in (g0, g1, self.lidx, tid) if x is not None and x.op is not Ops.CONST]
+    if self.chance(0.3):
+      var = self.emit(Ops.DEFINE_VAR, INDEX_DTYPE, (), ("n", 0, rng.randint(1, 6)))
+      self.scopes[0]["var"] = [var]
+      self.scopes[0]["index"].append(var)
+    if self.chance(0.25):
+      s = rng.choice(self.dts)
+      k = rng.randint(1, 3)
+      self.local = (self.emit(Ops.DEFINE_LOCAL, s.ptr(self.lsize[0] * k, local=True), (), "lbuf"), s, k)
+      for c in range(k): self.emit(Ops.STORE, dtypes.void, [self.emit(Ops.INDEX, self.local[0].dtype, [self.local[0],
+                                                           self.local_slot(c)]), self.value(s)])
+      if self.profile.barrier and self.chance(0.5):
+        self.emit(Ops.BARRIER)
+        self.synced = True
+
+  def run(self) -> Graph:
+    self.setup()
+    table = [(self.step_alu, 40), (self.step_convert, 18), (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5),
+             (lambda: self.open_block("loop"), 5), (lambda: self.open_block("if"), 4), (self.close_block, 8),
+             (self.step_local_store, 2), (self.step_wmma, 1)]
+    fns, weights = zip(*table)
+    steps = self.rng.randint(8, self.profile.max_steps)
+    for step in range(1, steps + 1):
+      self.step = step
+      self.rng.choices(fns, weights)[0]()
+    self.step = steps + 1
+    while self.blocks: self.close_block()
+    for x in list(self.leaves[0]): self.store(x)
+    if not self.outs: self.store(self.value(self.rng.choice(self.dts)))
+    for s, out in self.outs.items():
+      out.kconst.arg = max(out.slots, 1)
+      out.node.dtype = s.ptr(self.threads * out.kconst.arg)
+    for n in self.nodes:
+      if n.op is Ops.INDEX: n.dtype = n.src[0].dtype
+    var = next((n for n in self.nodes if n.op is Ops.DEFINE_VAR), None)
+    if var is not None and self.chance(0.5):  # declarations keep their list order: the var goes after the buffers
+      self.nodes.remove(var)
+      self.nodes.append(var)
+    return Graph(self.nodes, "fuzz", self.gsize, self.lsize)
+
+
+SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
+
+def _input(dt: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+  """Initial contents of a buffer: refimpl.testing.values.random_values (a third edge values, a third random bits, a
+  third small values); in two thirds of the float buffers a quarter of the elements are then NaN, +-inf or +-0, where
+  NaN and infinity handling bugs live."""
+  a = random_values(dt, n, rng).astype(to_np(dt))
+  if dtypes.is_float(dt) and rng.random() < 2 / 3:
+    special = np.array(SPECIALS, np.float32).astype(to_np(dt))
+    pick = rng.random(n) < 1 / 4
+    a[pick] = special[rng.integers(0, len(SPECIALS), int(pick.sum()))]
+  return a
+
+
+def generate(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, np.ndarray], tuple[int, ...]]:
+  """Program `index` of campaign `seed` before any UB rewrite: (graph, id(DEFINE_GLOBAL node) -> its initial contents,
+  the DEFINE_VAR values)."""
+  g = _Gen(seed, index, profile).run()
+  rng = np.random.default_rng([seed & 0xFFFFFFFF, index, 7])
+  arrays = {id(b): _input(b.dtype.base, b.dtype.size, rng) for b in g.globals()}
+  vals = tuple(int(rng.integers(n.arg[1], n.arg[2] + 1)) for n in g.nodes if n.op is Ops.DEFINE_VAR)
+  return g, arrays, vals
+
+
+# ***** the UB rewrites *****
+
+def _float_bound(s: DType, v: int, down: bool) -> float:
+  """The finite float of dtype s nearest to the integer v on the side of zero (down: the largest <= v, else the
+  smallest >= v): v rounded to s, then stepped one float toward zero (the bit pattern minus one) until it fits."""
+  x = np.array([v], np.float64).astype(to_np(s))
+  for _ in range(64):
+    f = float(x[0])
+    if (f <= v if down else f >= v) and np.isfinite(f): return f
+    x = from_bits(to_bits(x).astype(np.uint64) - np.uint64(1), s)
+  raise AssertionError(f"no float of {s!r} near {v}")
+
+@functools.cache
+def clamp_bounds(s: DType, d: DType) -> tuple[float, float]:
+  """(lo, hi): the floats of s nearest to int dtype d's range from inside it, so that truncating a value clamped to
+  [lo, hi] is defined. For fp8 sources (clamped in float32) they are fp8 values too."""
+  lo, hi = int(dtypes.min(d)), int(dtypes.max(d))
+  if s in FP8:
+    every = [float(x) for x in from_bits(np.arange(256), s).tolist()]
+    finite = [x for x in every if np.isfinite(x)]
+    return min(x for x in finite if x >= lo), max(x for x in finite if x <= hi)
+  return _float_bound(s, lo, down=False), _float_bound(s, hi, down=True)
+
+def _binop(op: Ops, x: Node, value) -> list[Node]:
+  c = const_node(value, x.dtype)
+  return c + [Node(op, x.dtype, [x, c[-1]], tag="fix")]
+
+def _clamp(x: Node, d: DType) -> list[Node]:
+  s, n = x.dtype.scalar(), x.dtype.count
+  w = dtypes.float32 if s in FP8 else s
+  vec = lambda t: t.vec(n) if n > 1 else t
+  v = x if w == s else Node(Ops.CAST, vec(w), [x], tag="fix")
+  out: list[Node] = [] if v is x else [v]
+  lo_v, hi_v = clamp_bounds(s, d)
+  lo, hi, zero = const_node(lo_v, vec(w)), const_node(hi_v, vec(w)), const_node(0.0, vec(w))
+  out += lo + hi + zero
+  b = vec(dtypes.bool)
+  below = Node(Ops.CMPLT, b, [v, lo[-1]], tag="fix")
+  a = Node(Ops.WHERE, vec(w), [below, lo[-1], v], tag="fix")
+  above = Node(Ops.CMPLT, b, [hi[-1], a], tag="fix")
+  c = Node(Ops.WHERE, vec(w), [above, hi[-1], a], tag="fix")
+  nan = Node(Ops.CMPNE, b, [v, v], tag="fix")
+  r = Node(Ops.WHERE, vec(w), [nan, zero[-1], c], tag="fix")
+  out += [below, a, above, c, nan, r]
+  if w != s: out.append(Node(Ops.CAST, x.dtype, [r], tag="fix"))
+  return out
+
+def fix_node(g: Graph, n: Node, reason: str) -> bool:
+  """Rewrites node n (undefined on some lane for `reason`) into a defined form in place. False when there is no rewrite."""
+  if n.op in (Ops.IDIV, Ops.MOD):
+    k = 1 if "zero" in reason else 0
+    new = _binop(Ops.OR, n.src[k], 1)
+  elif n.op in (Ops.SHL, Ops.SHR):
+    k, new = 1, _binop(Ops.AND, n.src[1], 8 * n.dtype.scalar().itemsize - 1)
+  elif n.op is Ops.CAST and dtypes.is_float(n.src[0].dtype) and dtypes.is_int(n.dtype):
+    k, new = 0, _clamp(n.src[0], n.dtype.scalar())
+  else: return False
+  g.insert_before(n, new)
+  n.src[k] = new[-1]
+  return True
+
+
+@dataclass
+class Generated:
+  """A generated program after the UB rewrites (`program`, verified by the emulator's run), with that emulation."""
+  program: Program
+  graph: Graph
+  arrays: dict[int, np.ndarray]
+  vals: tuple[int, ...]
+  emulation: Emulation | None
+  rounds: int
+  fixed: int
+  error: str | None = None
+  error_op: str = ""
+
+  def inputs(self) -> list[np.ndarray]: return [self.arrays[id(b)] for b in self.graph.globals()]
+
+
+def make_program(seed: int, index: int, profile: Profile, name: str = "fuzz") -> Generated:
+  """Program `index` of campaign `seed`, rewritten until the emulator finds no undefined ALU op (or FIX_ROUNDS runs:
+  then `emulation` is None). An exception of the emulator is returned in `error` (a finding against the emulator), with
+  the program it failed on."""
+  g, arrays, vals = generate(seed, index, profile)
+  g.name = name
+  fixed, em = 0, None
+  for rounds in range(1, FIX_ROUNDS + 1):
+    _, _, order = g.linearize()
+    program = g.program(check=False)
+    try: em = emulate(program, [arrays[id(b)] for b in g.globals()], vals, strict=False)
+    except ProgramError: raise  # a generator bug, not an emulator finding
+    except Exception as e:
+      from refimpl.fuzz.case import emulator_error_op
+      return Generated(program, g, arrays, vals, None, rounds, fixed, f"{type(e).__name__}: {e}",
+                       emulator_error_op(e, program, program))
+    todo = [(order[e.uop_index], e.reason) for e in em.events if e.uop_index is not None]
+    applied = sum(fix_node(g, n, why) for n, why in todo)
+    fixed += applied
+    if not applied: return Generated(program, g, arrays, vals, em, rounds, fixed)
+  return Generated(g.program(), g, arrays, vals, None, FIX_ROUNDS, fixed)

@@ -1,0 +1,162 @@
+"""Fuzz campaigns end to end (refimpl/fuzz/campaign.py, isolate.py, corpus.py), against deliberately broken backends
+(refimpl/fuzz/planted.py): planted bugs are found and reduced, crashes and hangs are findings while the campaign goes
+on, an interrupted campaign keeps its findings, finding files round-trip and replay, corrupt ones are named."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refimpl.device import Device
+from refimpl.dtype import dtypes
+from refimpl.fuzz import Case, CaseFormatError, Config, Finding, Signature, load_finding, replay, run_campaign, save_finding
+from refimpl.fuzz.__main__ import main
+from refimpl.fuzz.campaign import Campaign, Summary
+from refimpl.fuzz.execute import BackendRef
+from refimpl.ir import Ops, elementwise
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+              pytest.mark.skipif(Device.open_error("CLANG") is not None, reason="the planted backends subclass CLANG")]
+PLANTED = "refimpl.fuzz.planted:"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _by_backend(summary: Summary) -> dict[str, list]:
+  out: dict[str, list] = {}
+  for r in summary.findings: out.setdefault(r.finding.signature.backend, []).append(r.finding)
+  return out
+
+
+def test_planted_wrong_value_bugs_are_found_and_reduced(tmp_path):
+  """Rule: a backend whose IDIV floors (instead of truncating) and one whose float MAX drops a NaN operand are found
+  within 96 programs, each reduced to a few uops, filed under the op that is wrong, and saved with a pytest file."""
+  s = run_campaign(Config(seed=0, iterations=96, backends=[PLANTED + "FloorDivClang", PLANTED + "NanMaxClang"], jobs=2,
+                          out=tmp_path, quiet=True, reduce_time=40))
+  found = _by_backend(s)
+  floor = [f for f in found.get("FLOORDIVCLANG", []) if f.signature.op == "IDIV"]
+  nanmax = [f for f in found.get("NANMAXCLANG", []) if f.signature.op == "MAX"]
+  assert floor and nanmax, s.render()
+  for f in floor + nanmax:
+    assert f.reduced and len(f.case.program.uops) <= 16, f.case.program.listing()
+  assert {f.signature.kind for f in floor} == {"wrong-value:exact"}
+  assert {f.signature.kind for f in nanmax} == {"wrong-value:allowed"}
+  assert {f.signature.dtypes for f in floor} <= {"signed char", "short", "int", "long"}
+  assert s.exit_code == 1
+  files = sorted(tmp_path.glob("*.json"))
+  assert len(files) == len(s.findings) and all((tmp_path / f"test_{p.stem.replace('-', '_')}.py").exists() for p in files)
+  reloaded = load_finding(files[0])
+  assert reloaded.signature in {r.finding.signature for r in s.findings}
+
+
+def test_crashes_and_hangs_are_findings_and_the_campaign_goes_on(tmp_path):
+  """Rule: a kernel that segfaults or spins forever is a finding (crash:SIGSEGV, hang), the worker is replaced, and
+  every program of the campaign still runs on every backend."""
+  s = run_campaign(Config(seed=0, iterations=8, backends=[PLANTED + "SegfaultClang", PLANTED + "HangClang"], jobs=2,
+                          out=tmp_path, quiet=True, timeout=1.0, reduce=False, batch=4))
+  kinds = {(r.finding.signature.backend, r.finding.signature.kind) for r in s.findings}
+  assert ("SEGFAULTCLANG", "crash:SIGSEGV") in kinds and ("HANGCLANG", "hang") in kinds, s.render()
+  assert s.programs == 8
+  for b in s.backends.values(): assert b.runs == 8 - sum(s.discarded.values()) - b.unsupported
+  assert all(load_finding(p).case.program.uops for p in tmp_path.glob("*.json"))
+
+
+def test_interrupted_campaign_keeps_its_findings(tmp_path):
+  """Rule: Ctrl-C stops the campaign at once; the findings already made are on disk, whole, and the summary is printed
+  with exit status 1."""
+  env = {**os.environ, "PYTHONPATH": str(ROOT)}
+  proc = subprocess.Popen([sys.executable, "-m", "refimpl.fuzz", "--backend", PLANTED + "FloorDivClang", "--out",
+                           str(tmp_path), "--jobs", "2", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=ROOT)
+  try:
+    deadline = time.time() + 90
+    while not list(tmp_path.glob("*.json")) and time.time() < deadline and proc.poll() is None: time.sleep(0.2)
+    assert list(tmp_path.glob("*.json")), "no finding within 90 s"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+  finally:
+    if proc.poll() is None: proc.kill()
+  assert proc.returncode == 1, err
+  assert "interrupted" in out and "exit status 1" in out
+  for p in tmp_path.glob("*.json"): assert load_finding(p).signature.backend == "FLOORDIVCLANG"
+  assert not list(tmp_path.glob(".*")), "no temporary files left behind"
+
+
+def _floor_case() -> Case:
+  p = elementwise(Ops.IDIV, dtypes.int8, n=4)
+  return Case(p, [np.zeros(4, np.int8), np.array([-7, 7, -7, 6], np.int8), np.array([2, 2, -2, 3], np.int8)])
+
+
+def test_replay_reruns_a_finding_on_its_backend_or_others(tmp_path):
+  """Rule: `replay` runs a saved case on its own backend (the planted bug still fails) or on the given ones (CLANG,
+  which truncates, passes); the CLI exits 1 while a replayed case fails."""
+  ref = BackendRef.parse(PLANTED + "FloorDivClang")
+  f = Finding(Signature(ref.name, "IDIV", "signed char", "wrong-value:exact"), _floor_case(), ref, "planted")
+  path = save_finding(tmp_path, f)
+  runs = replay([load_finding(path)])
+  assert [(r["backend"], r["result"].status, r["result"].kind) for r in runs] == [(ref.name, "finding", "wrong-value:exact")]
+  runs = replay([load_finding(path)], [BackendRef("CLANG")])
+  assert [(r["backend"], r["result"].status) for r in runs] == [("CLANG", "ok")]
+  assert main(["replay", str(path)]) == 1
+  assert main(["replay", str(path), "--backend", "CLANG"]) == 0
+
+
+def _corruptions(doc: dict) -> list[tuple[object, str]]:
+  """(a corrupted document or text, a phrase its error must contain)."""
+  def edit(fn):
+    d = json.loads(json.dumps(doc))
+    fn(d)
+    return d
+  return [
+    ("{not json", "not valid JSON"),
+    ([1, 2], "expected a JSON object"),
+    (edit(lambda d: d.update(format="something-else")), "format must be"),
+    (edit(lambda d: d.update(version=99)), "unsupported version"),
+    (edit(lambda d: d.pop("inputs")), "missing key"),
+    (edit(lambda d: d.update(extra=1)), "unknown key"),
+    (edit(lambda d: d["inputs"][1]["bits"].__setitem__(0, 256)), "is not a 8-bit pattern"),
+    (edit(lambda d: d["inputs"][1]["bits"].pop()), "must list 4 bit patterns"),
+    (edit(lambda d: d["inputs"].pop()), "inputs must be a list of 3 buffers"),
+    (edit(lambda d: d["inputs"][0].update(dtype="float32")), "buffer 0 holds int8"),
+    (edit(lambda d: d["program"]["uops"][0].update(op="NOPE")), "program: uops[0].op: unknown op"),
+    (edit(lambda d: d["program"]["uops"][-1].update(src=[99, 0])), "program: uop"),
+    (edit(lambda d: d.update(vals=[1])), "vals must be a list of 0 ints"),
+    (edit(lambda d: d.update(signature={"backend": "CLANG"})), "signature must be"),
+  ]
+
+
+def test_corrupt_finding_files_give_a_clear_error(tmp_path):
+  """Rule: a finding file that is not one raises CaseFormatError starting with its path and saying what is wrong; the
+  CLI prints it and exits 2 (replay, and a campaign whose --out holds one)."""
+  path = save_finding(tmp_path, Finding(Signature("CLANG", "IDIV", "signed char", "wrong-value:exact"), _floor_case(),
+                                        BackendRef("CLANG")))
+  doc = json.loads(path.read_text())
+  for k, (bad, phrase) in enumerate(_corruptions(doc)):
+    p = tmp_path / f"bad{k}.json"
+    p.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+    with pytest.raises(CaseFormatError) as e: load_finding(p)
+    assert str(e.value).startswith(str(p)) and phrase in str(e.value), (phrase, str(e.value))
+  assert main(["replay", str(tmp_path / "bad0.json")]) == 2
+  assert main(["--iterations", "1", "--backend", "CLANG", "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_shards_split_one_campaign(tmp_path):
+  """Rule: shard K/N takes the indices i with i % N == K-1: the shards are disjoint and together make the campaign."""
+  got = []
+  for k in (1, 2, 3):
+    c = Campaign(Config(iterations=20, backends=["CLANG"], shard=(k, 3), out=tmp_path, quiet=True))
+    got.append(list(c.indices))
+  assert sorted(i for g in got for i in g) == list(range(20))
+  assert got[1] == list(range(1, 20, 3))
+
+
+def test_exit_status_says_whether_something_was_found():
+  """Rule: exit status 1 when the campaign found anything (even only occurrences of known bugs), 0 otherwise."""
+  s = Summary(Config())
+  assert s.exit_code == 0
+  s.occurrences = 1
+  assert s.exit_code == 1

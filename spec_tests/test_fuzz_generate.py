@@ -1,0 +1,146 @@
+"""The fuzzer's generator (refimpl/fuzz/generate.py): deterministic, always valid, reaching every op x dtype pair, and
+free of undefined behaviour by construction (the YARPGen rewrites)."""
+import warnings
+
+import numpy as np
+import pytest
+
+from refimpl.dtype import dtypes, to_np
+from refimpl.emulator.machine import emulate
+from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, clamp_bounds, coverage_keys, fix_node, generate, make_program
+from refimpl.fuzz.graph import Graph
+from refimpl.ir import Ops, ProgramBuilder, program_to_json, verify
+from refimpl.ir.verify import FP8
+from refimpl.testing.values import to_bits
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _fingerprint(g) -> tuple:
+  return program_to_json(g.graph.program()), [to_bits(a).tobytes() for a in g.inputs()], g.vals
+
+
+def test_program_is_a_function_of_seed_and_index():
+  """Rule: program i of campaign s is a function of (s, i, profile) alone, so shards, workers and replays agree."""
+  for i in (0, 7, 31):
+    assert _fingerprint(make_program(3, i, Profile())) == _fingerprint(make_program(3, i, Profile()))
+  assert _fingerprint(make_program(3, 7, Profile())) != _fingerprint(make_program(3, 8, Profile()))
+  assert _fingerprint(make_program(3, 7, Profile())) != _fingerprint(make_program(4, 7, Profile()))
+
+
+@pytest.mark.parametrize("profile", [Profile(), Profile(barrier=True),
+                                     Profile((dtypes.bool, dtypes.int32, dtypes.float32, dtypes.uint8), max_steps=60)])
+def test_generated_programs_always_verify(profile):
+  """Rule: every generated program passes the IR verifier, UB rewrites included."""
+  for i in range(15):
+    g = make_program(11, i, profile)
+    verify(g.graph.program())
+    assert len(g.inputs()) == len(g.graph.program().buffers)
+
+
+def test_profile_limits_the_dtypes():
+  """Rule: a program uses only the profile's dtypes (plus int32 indices and bool conditions)."""
+  allowed = {dtypes.float32, dtypes.int8, dtypes.bool, dtypes.int32}
+  for i in range(20):
+    p = generate(5, i, Profile((dtypes.float32, dtypes.int8)))[0].program()
+    used = {getattr(u.dtype, "base", u.dtype).scalar() for u in p.uops} - {dtypes.void}
+    assert used <= allowed, used - allowed
+
+
+def test_campaigns_reach_every_op_dtype_pair():
+  """Rule: the weights (uniform over the accepted (op, dtype) and (conversion, src, dst) pairs) reach every ALU op x
+  dtype pair within 200 programs and every conversion pair within 400."""
+  alu, conv = all_keys(Profile())
+  seen: set[str] = set()
+  for i in range(400):
+    seen |= coverage_keys(generate(0, i, Profile())[0].program())
+    if i == 199: assert set(alu) <= seen, sorted(set(alu) - seen)
+  assert set(conv) <= seen, sorted(set(conv) - seen)
+
+
+def test_memory_is_defined_by_construction():
+  """Rule: indices are kept in bounds, outputs are written only in each thread's own slots, locals are initialised
+  first: no generated program has an undefined memory access, race or uninitialised read."""
+  for i in range(30):
+    g = make_program(2, i, Profile(barrier=True))
+    assert g.emulation is not None
+    assert not [e for e in g.emulation.events if e.op in (Ops.LOAD, Ops.STORE)], i
+
+
+def _dt(x: np.ndarray):
+  return {np.dtype(to_np(d)): d for d in (dtypes.int8, dtypes.uint16, dtypes.float32)}[x.dtype]
+
+def _one_op_graph(op, a: np.ndarray, b: np.ndarray | None = None) -> Graph:
+  """out[i] = op(a[i], b[i]) (op None: CAST a[i] to int32), one thread per element."""
+  bld = ProgramBuilder("t")
+  out = bld.global_buf(dtypes.int32 if b is None else _dt(a), len(a))
+  ins = [bld.global_buf(_dt(x), len(a)) for x in ([a] if b is None else [a, b])]
+  i = bld.gidx(0, len(a))
+  vals = [bld.load(x, i) for x in ins]
+  bld.store(out, i, bld.cast(vals[0], dtypes.int32) if b is None else bld.alu(op, *vals))
+  return Graph.from_program(bld.build())
+
+def _fix_until_defined(g: Graph, inputs: list[np.ndarray]) -> np.ndarray:
+  """Emulate, rewrite what was undefined (fix_node), repeat; the output once no lane is undefined."""
+  out = np.zeros(inputs[0].size, to_np(g.globals()[0].dtype.base))
+  for _ in range(4):
+    _, _, order = g.linearize()
+    em = emulate(g.program(), [out, *inputs], strict=False)
+    if not em.events: return em.buffers[0]
+    for e in em.events: assert fix_node(g, order[e.uop_index], e.reason), e
+  raise AssertionError("still undefined after the rewrites")
+
+
+def test_division_rewrite_keeps_the_division():
+  """Rule: an IDIV undefined on some lane (divisor 0, INT_MIN / -1) keeps its op; its divisor becomes (b | 1) and its
+  dividend (a | 1), so every lane is defined and the lanes that were fine only see those bits change."""
+  a = np.array([7, -128, -7, 5], np.int8)
+  b = np.array([0, -1, 2, 3], np.int8)
+  g = _one_op_graph(Ops.IDIV, a, b)
+  got = _fix_until_defined(g, [a, b])
+  assert any(n.op is Ops.IDIV for n in g.nodes)
+  a1, b1 = a | 1, b | 1
+  want = np.trunc(a1.astype(np.int64) / b1.astype(np.int64)).astype(np.int8)  # C division of the rewritten operands
+  assert got.tolist() == want.tolist()
+
+
+def test_shift_rewrite_masks_the_count():
+  """Rule: an undefined SHL count becomes (b & (bits - 1)), which is always in [0, bits)."""
+  a = np.array([1, 1, 3, 1], np.uint16)
+  b = np.array([16, 17, 1, 65535], np.uint16)
+  g = _one_op_graph(Ops.SHL, a, b)
+  got = _fix_until_defined(g, [a, b])
+  assert got.tolist() == [(int(x) << (int(y) & 15)) & 0xFFFF for x, y in zip(a, b)]
+
+
+def test_float_to_int_rewrite_clamps_the_source():
+  """Rule: an undefined float -> int CAST gets a clamp before it: NaN -> 0, beyond the range -> its nearest float
+  inside it; defined lanes are unchanged."""
+  a = np.array([np.nan, np.inf, -np.inf, -3.5, 3e9, -3e9], np.float32)
+  g = _one_op_graph(None, a)
+  got = _fix_until_defined(g, [a])
+  lo, hi = clamp_bounds(dtypes.float32, dtypes.int32)
+  assert got.tolist() == [0, int(hi), int(lo), -3, int(hi), int(lo)]
+
+
+@pytest.mark.parametrize("src", [d for d in dtypes.floats])
+def test_clamp_bounds_are_the_nearest_floats_inside_the_range(src):
+  """Rule: clamp_bounds(src, dst) = the float of src (fp8: on its grid) nearest to dst's range from inside: its
+  truncation is in range and (where one exists) the next float outward is not."""
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for dst in dtypes.ints:
+      lo, hi = clamp_bounds(src, dst)
+      assert dtypes.min(dst) <= int(lo) and int(hi) <= dtypes.max(dst)
+      grid = to_np(src)
+      for v, outward in ((hi, np.inf), (lo, -np.inf)):
+        x = np.array([v], np.float32 if src in FP8 else np.float64).astype(grid)
+        assert float(x[0]) == v, "the bound is a value of the source dtype"
+        if src not in FP8 and src is not dtypes.bfloat16:
+          nxt = float(np.nextafter(x.astype(grid), np.array([outward], grid))[0])
+          if np.isfinite(nxt): assert not dtypes.min(dst) <= nxt <= dtypes.max(dst)
+
+
+def test_all_dtypes_profile_is_the_full_set():
+  """Rule: the default profile offers every value dtype of the IR (bool, ints, floats, fp8)."""
+  assert set(Profile().dtypes) == set(ALL_DTYPES) == {dtypes.bool, *dtypes.ints, *dtypes.floats}
