@@ -110,7 +110,7 @@ ClangProgram(sys.argv[3], open(sys.argv[1], 'rb').read())(*[a.ctypes.data for a 
 
 def _run_sanitized(tmp_path, src: str, name: str, arrays: list[np.ndarray]) -> int:
   comp = ops_clang.ClangCompiler()
-  comp.args = comp.args[:-6] + SANITIZE + comp.args[-6:]  # before "-c -x c - -o -"
+  comp.args = comp.args[:-3] + SANITIZE + comp.args[-3:]  # before "-c -x c"
   (tmp_path / "k.o").write_bytes(comp.compile(src))
   np.save(tmp_path / "x.npy", np.stack(arrays))
   return subprocess.run([sys.executable, "-c", RUN_OBJECT, str(tmp_path / "k.o"), str(tmp_path / "x.npy"), name],

@@ -2,7 +2,7 @@
 (elf.py) and run it with CPUProgram (W^X).
 
 The compiler is the system `clang` when one is on PATH, else the clang inside the `ziglang` package (`zig cc`). It runs
-as an argument list (never a shell), reads the source on stdin and writes the object on stdout, with FLAGS:
+as an argument list (never a shell) on a temporary source file, in its own process group, with FLAGS:
   -ffreestanding -nostdlib -fno-builtin     no libc/libm: every op is rendered inline, nothing is linked
   -O2 -ffp-contract=off -fno-fast-math      optimized, but IEEE: no a*b+c contraction (MULACC is rendered unfused),
                                             no reassociation, NaN/inf/signed zeros honoured
@@ -23,10 +23,13 @@ import functools
 import hashlib
 import importlib.util
 import os
+import pathlib
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 
 from refimpl.backends.cstyle import CStyleRenderer
 from refimpl.backends.elf import ElfError, load_elf
@@ -93,7 +96,7 @@ class ClangCompiler(Compiler):
     if command is None: command, kind = find_clang()
     self.command, self.kind, self.arch = list(command), kind or "system", arch or host_arch()
     native = native and self.arch == ARCHES.get(platform.machine().lower())  # -march=native only describes the host
-    self.args = [*self.command, *FLAGS, *target_flags(self.kind, self.arch, native), "-c", "-x", "c", "-", "-o", "-"]
+    self.args = [*self.command, *FLAGS, *target_flags(self.kind, self.arch, native), "-c", "-x", "c"]  # + source -o object
     try: res = subprocess.run([*self.command, "--version"], capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
     except OSError as e: raise DeviceUnavailable(f"CLANG: cannot run {self.command[0]!r} ({e}); install clang or ziglang") from e
     if res.returncode != 0:
@@ -103,13 +106,24 @@ class ClangCompiler(Compiler):
     super().__init__(f"clang-{self.arch}-{hashlib.sha256(key.encode()).hexdigest()[:20]}")
 
   def compile(self, src: str) -> bytes:
-    try: res = subprocess.run(self.args, input=src.encode(), capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as e: raise CompileError(f"CLANG: clang took more than {COMPILE_TIMEOUT_S} s") from e
-    if res.returncode != 0 or not res.stdout.startswith(b"\x7fELF"):
+    """Runs clang on a temporary file in its own process group (a timeout kills it and every child it started, e.g.
+    zig's clang) and returns the object. Temporary files, not stdin: zig keeps a copy of every stdin in its cache."""
+    with tempfile.TemporaryDirectory(prefix="refimpl-clang-") as tmp:
+      source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
+      with open(source, "w") as f: f.write(src)
+      proc = subprocess.Popen([*self.args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+      try: _, err = proc.communicate(timeout=COMPILE_TIMEOUT_S)
+      except subprocess.TimeoutExpired as e:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise CompileError(f"CLANG: clang took more than {COMPILE_TIMEOUT_S} s") from e
+      out = pathlib.Path(obj).read_bytes() if proc.returncode == 0 and os.path.exists(obj) else b""
+    if proc.returncode != 0 or not out.startswith(b"\x7fELF"):
       numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(src.splitlines(), 1))
-      raise CompileError(f"CLANG: clang failed (exit status {res.returncode}):\n{res.stderr.decode(errors='replace').strip()}\n"
+      raise CompileError(f"CLANG: clang failed (exit status {proc.returncode}):\n{err.decode(errors='replace').strip()}\n"
                          f"--- source ---\n{numbered}")
-    return res.stdout
+    return out
 
   def compile_batch(self, srcs: list[str]) -> list[bytes]:
     """One object per source, compiling every uncached source in a single clang call (their kernels must have distinct

@@ -49,6 +49,7 @@ Rules (name: what it demands), in the order they are checked:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -450,9 +451,14 @@ def _launch_specials(c: _Ctx):
 RULE_NAMES: tuple[str, ...] = (*(n for n, _ in PROGRAM_RULES), *(n for n, _, _ in UOP_RULES), *(n for n, _ in FINAL_RULES))
 
 
+_VERIFIED: weakref.WeakSet = weakref.WeakSet()  # programs are frozen: one that passed once passes again
+
 def verify(program: Program) -> Program:
   """Check every rule (see the module docstring); return the program, or raise ProgramError at the first broken rule."""
   if not isinstance(program, Program): raise ProgramError("program-type", f"not a Program: {type(program).__name__}")
+  try:
+    if program in _VERIFIED: return program
+  except TypeError: pass  # a malformed program may not even hash: the rules below say what is wrong with it
   uops = program.uops
   c = _Ctx(program, uops, has_local=any(isinstance(u, UOp) and u.op is Ops.DEFINE_LOCAL for u in uops))
   def run(rule, fn):
@@ -466,4 +472,5 @@ def verify(program: Program) -> Program:
         raise ProgramError(rule, detail, i, getattr(u, "op", None))
     _advance(c, i, u)
   for rule, fn in FINAL_RULES: run(rule, fn)
+  _VERIFIED.add(program)
   return program
