@@ -5,8 +5,8 @@ test_backend_<name>.py; test_backend_llvm.py also runs these tests unoptimized, 
 Expected values come from the rule each test names, computed with Python ints / fractions, IEEE floats, numpy's own
 float16 and ml_dtypes' bfloat16/fp8 arithmetic (independent implementations), or the emulator's op semantics
 (refimpl.emulator) as the oracle for the broad op x dtype and cast sweeps and whole programs. Inputs the spec leaves
-undefined are replaced by defined ones before a launch. A test that needs a capability (a dtype, a grid for BARRIER,
-subnormals, correctly rounded float32 division) checks the device for it and is skipped where it is missing.
+undefined are replaced by defined ones before a launch. A test that needs a capability (a dtype, subnormals,
+correctly rounded float32 division) checks the device for it and is skipped where it is missing.
 """
 import functools
 import math
@@ -53,11 +53,6 @@ i32, f32, f64, f16, bf16, bl = dtypes.int32, dtypes.float32, dtypes.float64, dty
 i64, u64 = dtypes.int64, dtypes.uint64
 FLOATS = (f16, bf16, f32, f64)
 ALL = (bl, *dtypes.ints, *dtypes.floats)
-
-def needs_grid(backend: str) -> None:
-  """Programs with a BARRIER need a device with a grid: grid -> loops lowering refuses them (refimpl.lower.grid_to_loops)."""
-  if Device[backend].renderer.global_max is None: pytest.skip(f"{backend} has no grid; a BARRIER cannot be lowered to loops")
-
 
 # ***** memory, constants, the self-check *****
 
@@ -653,7 +648,6 @@ def test_gidx_is_the_workgroup_id_and_lidx_the_id_within_it_in_every_dimension(b
 
 def test_local_memory_is_one_array_per_workgroup(backend):
   # every workgroup fills tmp with its own id, then reads a neighbour's slot after the barrier: it sees its own group's values
-  needs_grid(backend)
   G, L = 6, 8
   b = ProgramBuilder("local_per_group")
   out, tmp = b.global_buf(i32, G * L), b.local_buf(i32, L)
@@ -685,7 +679,6 @@ def _tree_reduction(G: int, L: int, dt):
 
 @pytest.mark.parametrize("dt", [f32, i32, f16], ids=dtype_to_str)
 def test_workgroup_tree_reduction_with_define_local_and_barriers_matches_the_emulator(backend, dt):
-  needs_grid(backend)
   require(backend, dt)
   G, L = 16, 64
   p = _tree_reduction(G, L, dt)
@@ -701,7 +694,6 @@ def test_workgroup_tree_reduction_with_define_local_and_barriers_matches_the_emu
 
 def test_grid_with_vector_loads_gated_stores_and_a_var(backend):
   """2D grid, float4 loads from global, a gated vector store into __local, a barrier, and a DEFINE_VAR limit."""
-  needs_grid(backend)
   G0, G1, L = 4, 3, 8
   n = G0 * G1 * L * 4
   b = ProgramBuilder("grid_vec")

@@ -1,18 +1,28 @@
 """Grid -> loops lowering: the result is valid and has the documented structure (hypothesis over random programs),
-it computes what the grid computes (a small integer interpreter runs both), barriers are refused, and the
-capability check / lower_for follow the backend's Renderer."""
+it computes what the grid computes (a small integer interpreter runs both); programs with BARRIERs are split into
+phases and compute what the emulator computes on the grid form (hand-written reductions, a transpose, values and
+accumulators across barriers, barriers inside uniform loops; random programs, on the emulator and on every backend);
+a barrier loop with a bound that can differ between threads is refused; the capability check / lower_for follow the
+backend's Renderer."""
 import itertools
+import random
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from refimpl.dtype import dtypes
-from refimpl.ir import GroupOp, Ops, ProgramBuilder, ProgramError, elementwise, verify
-from refimpl.ir.strategies import programs
+from refimpl.emulator.machine import emulate
+from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, ProgramError, elementwise, verify
+from refimpl.ir.strategies import Chooser, HypothesisChooser, RandomChooser, programs
 from refimpl.lower import LoweringError, check_capabilities, lower_for, lower_grid_to_loops
 from refimpl.lower.grid_to_loops import LOOP_ORDER
 from refimpl.renderer import Renderer
+from refimpl.runner import Kernel
+from refimpl.testing.compare import same_value
+from refimpl.testing.programs import assert_same
+from refimpl.testing.values import random_values
 
 i32, f32, bl = dtypes.int32, dtypes.float32, dtypes.bool
 
@@ -68,16 +78,6 @@ def test_range_ids_do_not_collide():
   with b.loop(4) as k: b.store(out, b.alu(Ops.ADD, g, k), k)
   q = lower_grid_to_loops(b.build())
   assert sorted(u.arg for u in q.uops if u.op is Ops.RANGE) == [0, 1]
-
-
-def test_barrier_is_refused():
-  b = ProgramBuilder("with_barrier")
-  out, tmp = b.global_buf(f32, 4), b.local_buf(f32, 4)
-  lid = b.lidx(0, 4)
-  b.store(tmp, lid, b.const(1.0, f32))
-  b.barrier()
-  b.store(out, lid, b.load(tmp, b.alu(Ops.MOD, b.alu(Ops.ADD, lid, b.const(1, i32)), b.const(4, i32))))
-  with pytest.raises(LoweringError, match=r"with_barrier: uop 6 is a BARRIER; .* not implemented"): lower_grid_to_loops(b.build())
 
 
 def test_invalid_input_is_reported_as_such():
@@ -191,3 +191,407 @@ def test_locals_need_shared_memory_on_a_grid_backend_but_not_on_a_loop_backend()
   with pytest.raises(ProgramError, match=r"no local \(shared\) memory"):
     check_capabilities(p, Renderer(device="G", global_max=(8,) * 3))
   assert lower_for(p, CLANG).locals == p.locals
+
+
+# ***** barriers: phases split at every BARRIER, values and accumulators carried across them *****
+# The oracle is the emulator running the grid form (lanes in lock step, one local array per workgroup, barriers as
+# race-tracking epochs); the loop form must compute the same buffers bit for bit, on the emulator (it is just a program
+# with RANGEs) and on every backend. Where a rule gives the result directly (a sum, a transpose), it is checked too.
+
+c32 = lambda b, v: b.const(v, i32)
+mad = lambda b, a, n, x: b.alu(Ops.ADD, b.alu(Ops.MUL, a, c32(b, n)), x)  # a*n + x
+
+def tree_sum(G: int = 3, L: int = 16) -> Program:
+  """out[g] = sum of x[g*L : g*L+L] (int32, wrapping) by a workgroup tree with log2(L) + 1 barriers, unrolled:
+  tmp[l] = x; barrier; for s = L/2 .. 1: tmp[l] += tmp[l+s] on the threads l < s, barrier; thread 0 stores tmp[0]."""
+  b = ProgramBuilder("tree_sum")
+  out, x, tmp = b.global_buf(i32, G), b.global_buf(i32, G * L), b.local_buf(i32, L)
+  g, lid = b.gidx(0, G), b.lidx(0, L)
+  b.store(tmp, lid, b.load(x, mad(b, g, L, lid)))
+  b.barrier()
+  s = L // 2
+  while s >= 1:
+    active = b.alu(Ops.CMPLT, lid, c32(b, s))
+    total = b.alu(Ops.ADD, b.load(tmp, lid, gate=active), b.load(tmp, b.alu(Ops.ADD, lid, c32(b, s)), gate=active))
+    b.store(tmp, lid, total, gate=active)
+    b.barrier()
+    s //= 2
+  b.store(out, g, b.load(tmp, c32(b, 0)), gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  return b.build()
+
+def tree_sum_loop(G: int = 3, L: int = 16) -> Program:
+  """tree_sum with its steps as a uniform loop (a BARRIER inside a RANGE): for k < log2(L): s = (L/2) >> k;
+  tmp[l] += tmp[l+s] on the threads l < s; barrier. The threads of the 2D workgroup are l = l1*L0 + l0 (L0 = 4)."""
+  b = ProgramBuilder("tree_sum_loop")
+  out, x, tmp = b.global_buf(i32, G), b.global_buf(i32, G * L), b.local_buf(i32, L)
+  g, l0, l1 = b.gidx(0, G), b.lidx(0, 4), b.lidx(1, L // 4)
+  lid = mad(b, l1, 4, l0)
+  b.store(tmp, lid, b.load(x, mad(b, g, L, lid)))
+  b.barrier()
+  with b.loop(L.bit_length() - 1) as k:
+    s = b.alu(Ops.SHR, c32(b, L // 2), k)
+    active = b.alu(Ops.CMPLT, lid, s)
+    total = b.alu(Ops.ADD, b.load(tmp, lid, gate=active), b.load(tmp, b.alu(Ops.ADD, lid, s), gate=active))
+    b.store(tmp, lid, total, gate=active)
+    b.barrier()
+  b.store(out, g, b.load(tmp, c32(b, 0)), gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  return b.build()
+
+def staged_transpose(T: int = 4, G0: int = 3, G1: int = 2) -> Program:
+  """out = x^T for x a (G1*T) x (G0*T) float32 matrix: workgroup (g1, g0) stages its T x T tile through local memory,
+  thread (l1, l0) reading x[g1*T + l1][g0*T + l0] into tmp[l1][l0] and, after the barrier, writing tmp[l0][l1] to
+  out[g0*T + l1][g1*T + l0]."""
+  b = ProgramBuilder("staged_transpose")
+  W, H = G0 * T, G1 * T
+  out, x, tmp = b.global_buf(f32, W * H), b.global_buf(f32, W * H), b.local_buf(f32, T * T)
+  g0, g1, l0, l1 = b.gidx(0, G0), b.gidx(1, G1), b.lidx(0, T), b.lidx(1, T)
+  b.store(tmp, mad(b, l1, T, l0), b.load(x, mad(b, mad(b, g1, T, l1), W, mad(b, g0, T, l0))))
+  b.barrier()
+  b.store(out, mad(b, mad(b, g0, T, l1), H, mad(b, g1, T, l0)), b.load(tmp, mad(b, l0, T, l1)))
+  return b.build()
+
+def values_across_barriers(G: int = 3, L0: int = 4, L1: int = 2) -> Program:
+  """Per-thread values of every kind carried over one and two barriers: a loaded int32 v, a float32 f = v * 0.5, a
+  loaded float32.vec(4) q, a bool c = v < 0, an int32.vec(2) (v, 3v), and w = tmp[(l+1) % L] read after barrier 1.
+  out0 = w + v, out1 = c ? w : 3v, outf = f + tmpf[L-1-l], outq = q * 2, outx = x[(v & INT32_MAX) % n] (the index
+  is a carried value)."""
+  b = ProgramBuilder("values_across_barriers")
+  L = L0 * L1
+  n = G * L
+  out0, out1, outf, outq = b.global_buf(i32, n), b.global_buf(i32, n), b.global_buf(f32, n), b.global_buf(f32, 4 * n)
+  outx = b.global_buf(i32, n)
+  x, xq, tmp, tmpf = b.global_buf(i32, n), b.global_buf(f32, 4 * n), b.local_buf(i32, L), b.local_buf(f32, L)
+  g, l0, l1 = b.gidx(0, G), b.lidx(0, L0), b.lidx(1, L1)
+  lid = mad(b, l1, L0, l0)
+  tid = mad(b, g, L, lid)
+  v = b.load(x, tid)
+  f = b.alu(Ops.MUL, b.cast(v, f32), b.const(0.5, f32))
+  q = b.load(xq, b.alu(Ops.MUL, tid, c32(b, 4)), count=4)
+  c = b.alu(Ops.CMPLT, v, c32(b, 0))
+  pair = b.vectorize(v, b.alu(Ops.MUL, v, c32(b, 3)))
+  mine = b.alu(Ops.MOD, b.alu(Ops.AND, v, c32(b, 0x7FFFFFFF)), c32(b, n))  # an index computed from loaded data
+  b.store(tmp, lid, v)
+  b.barrier()
+  w = b.load(tmp, b.alu(Ops.MOD, b.alu(Ops.ADD, lid, c32(b, 1)), c32(b, L)))
+  b.store(out0, tid, b.alu(Ops.ADD, w, v))
+  b.store(tmpf, lid, f)
+  b.barrier()
+  b.store(out1, tid, b.alu(Ops.WHERE, c, w, b.gep(pair, 1)))
+  b.store(outf, tid, b.alu(Ops.ADD, f, b.load(tmpf, b.alu(Ops.SUB, c32(b, L - 1), lid))))
+  b.store(outq, b.alu(Ops.MUL, tid, c32(b, 4)), b.alu(Ops.MUL, q, b.const(2.0, f32.vec(4))))
+  b.store(outx, tid, b.load(x, mine))
+  return b.build()
+
+def accumulators_across_barriers(G: int = 2, L: int = 6) -> Program:
+  """Accumulators live across barriers: acc (int32, declared before the SPECIALs) = x[t] + 0 + 1 + 2 in phase 0 (an
+  inner loop); phase 1: acc = acc*3 + tmp[(l+1) % L] (tmp holds phase 0's acc), then +100 on the threads l < 2 (an IF),
+  and vacc (float32.vec(2), init (1, -2)) += (float(acc), 0.5); phase 2 stores both."""
+  b = ProgramBuilder("accumulators_across_barriers")
+  n = G * L
+  out, outv, x, tmp = b.global_buf(i32, n), b.global_buf(f32, 2 * n), b.global_buf(i32, n), b.local_buf(i32, L)
+  acc = b.acc(c32(b, 0))
+  g, lid = b.gidx(0, G), b.lidx(0, L)
+  tid = mad(b, g, L, lid)
+  vacc = b.acc(b.const((1.0, -2.0), f32.vec(2)))
+  b.assign(acc, b.alu(Ops.ADD, acc, b.load(x, tid)))
+  with b.loop(3) as k: b.assign(acc, b.alu(Ops.ADD, acc, k))
+  b.store(tmp, lid, acc)
+  b.barrier()
+  b.assign(acc, mad(b, acc, 3, b.load(tmp, b.alu(Ops.MOD, b.alu(Ops.ADD, lid, c32(b, 1)), c32(b, L)))))
+  with b.when(b.alu(Ops.CMPLT, lid, c32(b, 2))): b.assign(acc, b.alu(Ops.ADD, acc, c32(b, 100)))
+  b.assign(vacc, b.alu(Ops.ADD, vacc, b.vectorize(b.cast(acc, f32), b.const(0.5, f32))))
+  b.barrier()
+  b.store(out, tid, acc)
+  b.store(outv, b.alu(Ops.MUL, tid, c32(b, 2)), vacc)
+  return b.build()
+
+def barrier_loops(G: int = 3, L: int = 4) -> Program:
+  """BARRIERs inside uniform loops, nested, with bounds of every kind: tmp = x's slice; for k < n (a DEFINE_VAR):
+  { v = tmp[(l+1) % L]; barrier; tmp[l] = v + k; acc += v; cnt += 1; barrier; for j < m (m = x[g] & 3, loaded before
+  the loops: a carried value read from the first thread): { w = tmp[L-1-l]; barrier; tmp[l] = w ^ j; barrier };
+  for i < cnt (a uniform accumulator): { tmp[l] += 1 (own element, no barrier needed) } barrier }; out = tmp[l] + acc."""
+  b = ProgramBuilder("barrier_loops")
+  out, x, tmp, nvar = b.global_buf(i32, G * L), b.global_buf(i32, G * L), b.local_buf(i32, L), b.var("n", 0, 4)
+  g, lid = b.gidx(0, G), b.lidx(0, L)
+  tid = mad(b, g, L, lid)
+  acc, cnt = b.acc(c32(b, 0)), b.acc(c32(b, 0))
+  m = b.alu(Ops.AND, b.load(x, g), c32(b, 3))
+  b.store(tmp, lid, b.load(x, tid))
+  b.barrier()
+  with b.loop_uops(c32(b, 0), nvar) as k:
+    v = b.load(tmp, b.alu(Ops.MOD, b.alu(Ops.ADD, lid, c32(b, 1)), c32(b, L)))
+    b.barrier()
+    b.store(tmp, lid, b.alu(Ops.ADD, v, k))
+    b.assign(acc, b.alu(Ops.ADD, acc, v))
+    b.assign(cnt, b.alu(Ops.ADD, cnt, c32(b, 1)))
+    b.barrier()
+    with b.loop_uops(c32(b, 0), m) as j:
+      w = b.load(tmp, b.alu(Ops.SUB, c32(b, L - 1), lid))
+      b.barrier()
+      b.store(tmp, lid, b.alu(Ops.XOR, w, j))
+      b.barrier()
+    with b.loop_uops(c32(b, 0), cnt): b.store(tmp, lid, b.alu(Ops.ADD, b.load(tmp, lid), c32(b, 1)))
+    b.barrier()
+  b.store(out, tid, b.alu(Ops.ADD, b.load(tmp, lid), acc))
+  return b.build()
+
+BARRIER_PROGRAMS = {f.__name__: f for f in (tree_sum, tree_sum_loop, staged_transpose, values_across_barriers,
+                                            accumulators_across_barriers, barrier_loops)}
+BARRIER_VALS = {"barrier_loops": (3,)}
+
+def barrier_inputs(p: Program, seed: int = 0) -> list[np.ndarray]:
+  """Random inputs (edge-biased), with the float buffers kept small (products and sums stay exact-rule ops, no NaN)."""
+  rng = np.random.default_rng(seed)
+  return [random_values(ptr.base, ptr.size, rng) if ptr.base == i32 else (rng.standard_normal(ptr.size) * 8).astype(np.float32)
+          for _, ptr in sorted(p.buffers.items())]
+
+def assert_same_buffers(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+  for k, (x, y) in enumerate(zip(got, want)): assert_same(x, y, f"{what}: buffer {k}")
+
+def test_a_barrier_splits_the_thread_loops_into_phases():
+  """One nest of thread loops per phase, inside the workgroup loops; no BARRIER or SPECIAL is left; a value used after
+  the barrier is stored to its carry array (one element per thread) in phase 0 and loaded at the start of phase 1."""
+  b = ProgramBuilder("two_phases")
+  out, tmp = b.global_buf(f32, 8), b.local_buf(f32, 4)
+  g, lid = b.gidx(0, 2), b.lidx(0, 4)
+  v = b.alu(Ops.MUL, b.cast(lid, f32), b.const(2.0, f32))  # a float value: carried, not recomputed
+  b.store(tmp, lid, v)
+  b.barrier()
+  b.store(out, mad(b, g, 4, lid), b.alu(Ops.ADD, v, b.load(tmp, b.alu(Ops.SUB, c32(b, 3), lid))))
+  q = lower_grid_to_loops(b.build())
+  assert [u.op for u in q.uops] == [
+    Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_LOCAL, Ops.CONST, Ops.CONST, Ops.RANGE,  # decls, carry, 0, gidx0 loop
+    Ops.CONST, Ops.RANGE, Ops.CAST, Ops.CONST, Ops.MUL, Ops.INDEX, Ops.STORE,                # phase 0: v; carry[l] = v
+    Ops.INDEX, Ops.STORE, Ops.ENDRANGE,                                                      #   tmp[l] = v
+    Ops.CONST, Ops.RANGE, Ops.INDEX, Ops.LOAD,                                               # phase 1: v = carry[l]
+    Ops.CONST, Ops.MUL, Ops.ADD, Ops.CONST, Ops.SUB, Ops.INDEX, Ops.LOAD, Ops.ADD, Ops.INDEX, Ops.STORE, Ops.ENDRANGE,
+    Ops.ENDRANGE]
+  assert (q.uops[2].arg, q.uops[2].dtype) == ("carry6", f32.ptr(4, local=True))            # one float per thread
+  assert q.uops[7].src == (3, 6) and q.uops[17].src == (3, 16) and q.uops[6].arg == q.uops[16].arg == 4  # lidx0 loops
+  assert q.uops[11].src == (2, 7) and q.uops[12].src == (11, 10)                            # carry[lidx0] = v
+  assert q.uops[18].src == (2, 17) and q.uops[27].src == (19, 26)                           # v + tmp[3 - l], v reloaded
+
+def test_one_thread_per_workgroup_drops_barriers():
+  b = ProgramBuilder("lone_thread")
+  out, tmp = b.global_buf(i32, 4), b.local_buf(i32, 1)
+  g = b.gidx(0, 4)
+  b.store(tmp, c32(b, 0), g)
+  b.barrier()
+  b.store(out, g, b.load(tmp, c32(b, 0)))
+  p = b.build()
+  q = lower_grid_to_loops(p)
+  assert [u.op for u in q.uops].count(Ops.RANGE) == 1 and not any(u.op is Ops.BARRIER for u in q.uops)
+  assert emulate(q, [np.zeros(4, np.int32)]).buffers[0].tolist() == [0, 1, 2, 3]
+
+@pytest.mark.parametrize("name", sorted(BARRIER_PROGRAMS))
+def test_barrier_programs_lower_to_what_the_grid_computes_on_the_emulator(name):
+  p = BARRIER_PROGRAMS[name]()
+  q = lower_grid_to_loops(p)
+  assert not q.specials and not any(u.op is Ops.BARRIER for u in q.uops)
+  bufs, vals = barrier_inputs(p), BARRIER_VALS.get(name, ())
+  want = emulate(p, bufs, vals).buffers  # strict: both forms are defined (the loop form never reads a carry unwritten)
+  assert_same_buffers(emulate(q, bufs, vals).buffers, want, name)
+
+def wrap32(x): return ((np.asarray(x, np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+def test_barrier_programs_compute_their_rules():
+  """The emulator's grid result for the hand-written programs is what each one's docstring says (so the comparisons
+  above compare something meaningful)."""
+  for name in ("tree_sum", "tree_sum_loop"):
+    p = BARRIER_PROGRAMS[name]()
+    bufs = barrier_inputs(p)
+    assert emulate(p, bufs).buffers[0].tolist() == wrap32(bufs[1].astype(np.int64).reshape(3, 16).sum(axis=1)).tolist()
+  p = staged_transpose()
+  bufs = barrier_inputs(p)
+  assert emulate(p, bufs).buffers[0].tolist() == bufs[1].reshape(8, 12).T.ravel().tolist()
+  p = accumulators_across_barriers()
+  bufs = barrier_inputs(p)
+  x = bufs[2].astype(np.int64).reshape(2, 6)
+  acc = wrap32(x + 3)
+  acc = wrap32(acc.astype(np.int64) * 3 + np.roll(acc, -1, axis=1) + np.where(np.arange(6) < 2, 100, 0))
+  got = emulate(p, bufs).buffers
+  assert got[0].tolist() == acc.ravel().tolist()
+  assert got[1].tolist() == np.stack([1 + acc.astype(np.float32), np.full_like(acc, -1.5, np.float32)], -1).ravel().tolist()
+  p = barrier_loops()
+  bufs = barrier_inputs(p)
+  x = bufs[1].astype(np.int64).reshape(3, 4)
+  tmp, acc = x.copy(), np.zeros_like(x)
+  for k in range(3):
+    v = np.roll(tmp, -1, axis=1)
+    tmp, acc = wrap32(v + k).astype(np.int64), wrap32(acc + v).astype(np.int64)
+    for j in range(4):
+      tmp = np.where((x.ravel()[:3, None] & 3) > j, tmp[:, ::-1] ^ j, tmp)  # m = x[g] & 3 trips
+    tmp = wrap32(tmp + k + 1).astype(np.int64)
+  assert emulate(p, bufs, (3,)).buffers[0].tolist() == wrap32(tmp + acc).ravel().tolist()
+
+@pytest.mark.parametrize("name", sorted(BARRIER_PROGRAMS))
+def test_barrier_programs_in_loop_form_match_the_grid_emulator_on_every_backend(backend, name):
+  """The loop form runs on the backend (CLANG and LLVM run it anyway; the PYTHON and GPU devices run it as a one-thread
+  program here) and gives the emulator's grid result bit for bit."""
+  p = BARRIER_PROGRAMS[name]()
+  bufs, vals = barrier_inputs(p, 1), BARRIER_VALS.get(name, ())
+  assert_same_buffers(Kernel(lower_grid_to_loops(p), backend)(*bufs, vals=vals), emulate(p, bufs, vals).buffers,
+                      f"{backend} {name}")
+
+def test_a_barrier_loop_whose_bound_can_differ_between_threads_is_refused():
+  """The verifier's barrier rule follows data only; an accumulator ASSIGNed under an IF on lidx is divergent through
+  control, and a RANGE bounded by it would not be reached by every thread: refused, naming the RANGE and the bound."""
+  b = ProgramBuilder("divergent_bound")
+  out, tmp = b.global_buf(i32, 4), b.local_buf(i32, 4)
+  lid = b.lidx(0, 4)
+  acc = b.acc(c32(b, 1))
+  with b.when(b.alu(Ops.CMPLT, lid, c32(b, 1))): b.assign(acc, c32(b, 2))
+  with b.loop_uops(c32(b, 0), acc):
+    b.store(tmp, lid, lid)
+    b.barrier()
+  b.store(out, lid, b.load(tmp, lid))
+  p = b.build()
+  r = next(i for i, u in enumerate(p.uops) if u.op is Ops.RANGE)
+  with pytest.raises(LoweringError, match=rf"divergent_bound: uop {r} RANGE has a BARRIER inside, but its bound uop {acc} "
+                                          "DEFINE_ACC can differ between the threads"):
+    lower_grid_to_loops(p)
+
+
+# ***** random programs with barriers *****
+
+def assert_lowering_matches_on_the_emulator(p: Program, bufs: list[np.ndarray], vals: tuple[int, ...]) -> bool:
+  """When the grid form is defined (permissive emulation finds no undefined behaviour), the loop form verifies, is
+  defined too (it never reads a carry array before writing it) and gives the same buffers; False when p is undefined."""
+  want = emulate(p, bufs, vals, strict=False)
+  if want.events: return False
+  q = verify(lower_grid_to_loops(p))
+  got = emulate(q, bufs, vals, strict=False)
+  assert not got.events, f"the loop form of a defined program has undefined behaviour: {got.events[0]}\n{p}\n{q}"
+  for k, (x, y, loose) in enumerate(zip(got.buffers, want.buffers, want.loose)):
+    bad = np.flatnonzero(~loose & ~same_value(x, y))
+    assert len(bad) == 0, f"buffer {k} element {bad[0]}: grid {y[bad[0]]!r}, loops {x[bad[0]]!r}\n{p}\n{q}"
+  return True
+
+def inputs_for(p: Program, rng: np.random.Generator) -> tuple[list[np.ndarray], tuple[int, ...]]:
+  bufs = [random_values(ptr.base, ptr.size, rng) for _, ptr in sorted(p.buffers.items())]
+  return bufs, tuple(int(rng.integers(lo, hi + 1)) for _, lo, hi in p.vars)
+
+@given(programs(max_steps=16, barrier=True), st.integers(0, 2**32 - 1))
+def test_random_programs_with_barriers_lower_to_what_the_grid_computes(p, seed):
+  """refimpl.ir.strategies' programs with BARRIERs (at top level, between any ops): few are defined with more than one
+  thread per workgroup (their locals race), so the race-free generator below does the heavy lifting."""
+  assert_lowering_matches_on_the_emulator(p, *inputs_for(p, np.random.default_rng(seed)))
+
+SLOTS = 4  # output slots per thread
+
+class PhasedGen:
+  """Random programs built to be defined, for the lowering: a 2D workgroup (l = l1*L0 + l0), a local int32 tmp that
+  a phase either fills through a bijection of l or reads anywhere (never both, and reads only once it is filled and a
+  barrier passed), int32 / int32.vec(2) / bool / float32 values and int32 / int32.vec(2) accumulators defined in one
+  phase and used or ASSIGNed in later ones (also inside an IF on l or an inner loop), workgroup loops (a BARRIER inside
+  a RANGE, nested) whose bounds are uniform: a CONST, the DEFINE_VAR, a loop counter, a value loaded at gidx, or an
+  accumulator ASSIGNed the same on every thread. A loop body that touched tmp after its last barrier ends with one (so
+  iterations do not race). Each thread writes its own SLOTS output elements."""
+  def __init__(self, ch: Chooser):
+    self.ch = ch
+    b = self.b = ProgramBuilder("phased")
+    G, L0, L1 = ch.int(1, 3), ch.int(1, 4), ch.int(1, 3)
+    self.L, self.n = L0 * L1, G * L0 * L1
+    self.out, self.x, self.tmp, nvar = b.global_buf(i32, self.n * SLOTS), b.global_buf(i32, self.n), \
+      b.local_buf(i32, self.L), b.var("n", 0, 3)
+    self.uacc = b.acc(c32(b, 1))  # a uniform accumulator, declared before the SPECIALs
+    g, l0, l1 = b.gidx(0, G), b.lidx(0, L0), b.lidx(1, L1)
+    self.lid = mad(b, l1, L0, l0)
+    self.tid = mad(b, g, self.L, self.lid)
+    self.scopes = [{"int": [self.lid, self.tid, b.load(self.x, self.tid)], "vec": [], "bool": [], "float": [], "acc": [],
+                    "uniform": [nvar, g, b.load(self.x, g)]}]
+    self.filled = self.wrote = self.read = False  # tmp: filled before the last barrier; written / read since it
+    self.loops: list[tuple[int, bool, bool, bool]] = []  # open workgroup loops: (RANGE, filled, wrote, read) at entry
+
+  def pool(self, kind: str) -> list[int]: return [x for s in self.scopes for x in s[kind]]
+  def pick(self, kind: str) -> int: return self.ch.pick(self.pool(kind))
+  def add(self, kind: str, x: int) -> int:
+    self.scopes[-1][kind].append(x)
+    return x
+  def index(self, v: int, size: int) -> int:  # (v & INT32_MAX) % size: in bounds whatever v is
+    return self.b.alu(Ops.MOD, self.b.alu(Ops.AND, v, c32(self.b, 0x7FFFFFFF)), c32(self.b, size))
+
+  def step(self) -> None:
+    b, ch = self.b, self.ch
+    k = ch.int(0, 15)
+    if k == 0: self.add("int", b.alu(ch.pick((Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.MAX)), self.pick("int"), self.pick("int")))
+    elif k == 1: self.add("int", b.load(self.x, self.index(self.pick("int"), self.n)))
+    elif k == 2: self.add("bool", b.alu(Ops.CMPLT, self.pick("int"), self.pick("int")))
+    elif k == 3 and self.pool("bool"): self.add("int", b.alu(Ops.WHERE, self.pick("bool"), self.pick("int"), self.pick("int")))
+    elif k == 4: self.add("vec", b.vectorize(self.pick("int"), self.pick("int")))
+    elif k == 5 and self.pool("vec"):
+      v = self.pick("vec")
+      self.add("vec", b.alu(Ops.MUL, v, self.pick("vec")))
+      self.add("int", b.gep(v, ch.int(0, 1)))
+    elif k == 6:
+      f = self.add("float", b.alu(Ops.MUL, b.cast(self.pick("int"), f32), b.const(ch.pick((0.5, -3.0)), f32)))
+      self.add("int", b.bitcast(b.alu(Ops.ADD, f, self.pick("float")), i32))
+    elif k == 7 and not self.wrote and not self.read:  # fill tmp through the bijection l -> (l + c) % L
+      b.store(self.tmp, self.index(b.alu(Ops.ADD, self.lid, c32(b, ch.int(0, 5))), self.L), self.pick("int"))
+      self.wrote = True
+    elif k == 8 and self.filled and not self.wrote:
+      self.add("int", b.load(self.tmp, self.index(self.pick("int"), self.L)))
+      self.read = True
+    elif k == 9:
+      self.add("acc", b.acc(self.pick("vec") if self.pool("vec") and ch.int(0, 1) else self.pick("int")))
+    elif k == 10 and self.pool("acc"): self.accumulate()
+    elif k == 11: b.assign(self.uacc, b.alu(Ops.AND, b.alu(Ops.ADD, self.uacc, c32(b, 1)), c32(b, 3)))  # same on every thread
+    elif k == 12: b.store(self.out, mad(b, self.tid, SLOTS, c32(b, ch.int(0, SLOTS - 1))), self.pick("int"))
+    elif k == 13: self.barrier()
+    elif k == 14 and len(self.loops) < 2: self.open_loop()
+    elif k == 15 and self.loops: self.close_loop()
+
+  def accumulate(self) -> None:
+    b, acc = self.b, self.pick("acc")
+    dt = b.dtype(acc)
+    val = lambda x: x if dt.count == 1 else b.vectorize(x, self.pick("int"))
+    where = self.ch.int(0, 2)
+    if where == 0: b.assign(acc, b.alu(Ops.ADD, acc, val(self.pick("int"))))
+    elif where == 1:
+      with b.when(b.alu(Ops.CMPLT, self.lid, c32(b, self.ch.int(0, self.L)))):
+        b.assign(acc, b.alu(Ops.XOR, acc, val(self.pick("int"))))
+    else:
+      with b.loop_uops(c32(b, 0), b.alu(Ops.AND, self.pick("int"), c32(b, 3))) as r: b.assign(acc, b.alu(Ops.ADD, acc, val(r)))
+
+  def barrier(self) -> None:
+    self.b.barrier()
+    self.filled, self.wrote, self.read = self.filled or self.wrote, False, False
+
+  def open_loop(self) -> None:
+    b = self.b
+    bound = b.alu(Ops.AND, self.uacc if self.ch.int(0, 2) == 0 else self.pick("uniform"), c32(b, 3))
+    self.loops.append((b.range(c32(b, 0), bound), self.filled, self.wrote, self.read))
+    self.scopes.append({k: [] for k in self.scopes[0]})
+    self.add("uniform", self.loops[-1][0])
+    self.add("int", self.loops[-1][0])
+    self.barrier()  # a workgroup loop: it holds a barrier
+
+  def close_loop(self) -> None:
+    if self.wrote or self.read: self.barrier()
+    r, *flags = self.loops.pop()
+    self.scopes.pop()
+    self.b.end_range(r)
+    self.filled, self.wrote, self.read = flags  # the loop may run zero times
+
+  def build(self, steps: int) -> Program:
+    for _ in range(steps): self.step()
+    while self.loops: self.close_loop()
+    b = self.b
+    for k, x in enumerate(self.pool("acc")[:SLOTS]):
+      b.store(self.out, mad(b, self.tid, SLOTS, c32(b, k)), x if b.dtype(x).count == 1 else b.gep(x, 1))
+    return b.build()
+
+@given(st.data())
+def test_random_race_free_barrier_programs_lower_to_what_the_grid_computes(data):
+  ch = HypothesisChooser(data.draw)
+  p = PhasedGen(ch).build(ch.int(1, 40))
+  assert assert_lowering_matches_on_the_emulator(p, *inputs_for(p, np.random.default_rng(ch.int(0, 2**32 - 1))))
+
+def test_random_race_free_barrier_programs_on_every_backend(backend):
+  """Twelve PhasedGen programs in loop form on the backend against the emulator's grid form (exact compare)."""
+  for seed in range(12):
+    rng = random.Random(seed)
+    p = PhasedGen(RandomChooser(rng)).build(30)
+    bufs, vals = inputs_for(p, np.random.default_rng(seed))
+    assert_same_buffers(Kernel(lower_grid_to_loops(p), backend)(*bufs, vals=vals), emulate(p, bufs, vals).buffers,
+                        f"{backend} seed {seed}")

@@ -25,7 +25,6 @@ from refimpl.dtype import DType, dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_alu
 from refimpl.emulator.machine import emulate
 from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
-from refimpl.lower import LoweringError
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
 from refimpl.testing.differential import Case
@@ -132,10 +131,9 @@ def run_against_emulator(device: str, program: Program, inputs: Sequence[np.ndar
                          strict: bool = True) -> tuple[list[np.ndarray], int]:
   """Runs `program` on the emulator (strict or permissive) and on `device`; asserts that every element the emulator marks
   exact (neither loose nor undefined) is the same bit for bit (NaN as one value). Returns the device's buffers and how
-  many elements were compared. A program the device's lowering cannot take skips the calling test."""
+  many elements were compared."""
   ref = emulate(program, inputs, vals=vals, strict=strict)
-  try: kernel = Kernel(program, device)
-  except LoweringError as e: pytest.skip(f"{device} cannot run {program.name}: {e}")
+  kernel = Kernel(program, device)
   got = kernel(*[x.copy() for x in inputs], vals=vals)
   compared = 0
   for k, (want, have, loose, undefined) in enumerate(zip(ref.buffers, got, ref.loose, ref.undefined)):
