@@ -498,7 +498,8 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   a, b, c = (m.val(j) for j in u.src)
   A, B = a.v.astype(np.float64).reshape(-1, M, K), b.v.astype(np.float64).reshape(-1, K, N)
   acc = c.v.astype(np.float64).reshape(-1, M, N)
-  for k in range(K): acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
+  with np.errstate(all="ignore"):  # inf * 0 and inf - inf are NaN, as the rule says
+    for k in range(K): acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
   shape = (-1, M * N) if u.dtype.count > 1 else (-1,)  # an M*N == 1 result is a scalar: one value per lane
   out = alu.exec_cast(acc.reshape(shape), dtypes.float64, u.dtype.scalar())
   undef = None

@@ -427,7 +427,7 @@ def generate(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, 
 def _float_bound(s: DType, v: int, down: bool) -> float:
   """The finite float of dtype s nearest to the integer v on the side of zero (down: the largest <= v, else the
   smallest >= v): v rounded to s, then stepped one float toward zero (the bit pattern minus one) until it fits."""
-  x = np.array([v], np.float64).astype(to_np(s))
+  with np.errstate(over="ignore"): x = np.array([v], np.float64).astype(to_np(s))  # may round to inf: stepped below
   for _ in range(64):
     f = float(x[0])
     if (f <= v if down else f >= v) and np.isfinite(f): return f
