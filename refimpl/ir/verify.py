@@ -158,14 +158,23 @@ def _advance(c: _Ctx, i: int, u: UOp) -> None:
 
 
 def _varying(uops) -> frozenset[int]:
-  """The uops whose value can differ between threads of one workgroup (they depend on an lidx SPECIAL).
-  A fixpoint, since an ASSIGN inside a loop makes its accumulator varying for the earlier reads too."""
+  """The uops whose value can differ between threads of one workgroup: those that depend on an lidx SPECIAL through their
+  srcs (data), and ASSIGNs inside an IF or RANGE whose gate or bounds do (control), whose accumulator then does too.
+  A fixpoint, since an ASSIGN makes the earlier reads of its accumulator varying as well."""
+  inside: list[tuple[int, ...]] = []
+  open_: list[int] = []
+  for i, u in enumerate(uops):
+    op = getattr(u, "op", None)
+    if op in GroupOp.BlockEnd and open_: open_.pop()
+    inside.append(tuple(open_))
+    if op in GroupOp.BlockStart: open_.append(i)
   var: set[int] = set()
   while True:
     before = len(var)
     for i, u in enumerate(uops):
       if not isinstance(u, UOp) or not isinstance(u.src, tuple): continue
-      if (u.op is Ops.SPECIAL and isinstance(u.arg, tuple) and str(u.arg[0]).startswith("lidx")) or any(j in var for j in u.src):
+      lidx = u.op is Ops.SPECIAL and isinstance(u.arg, tuple) and str(u.arg[0]).startswith("lidx")
+      if lidx or any(j in var for j in u.src) or (u.op is Ops.ASSIGN and any(b in var for b in inside[i])):
         var.add(i)
         if u.op is Ops.ASSIGN and u.src: var.add(u.src[0])
     if len(var) == before: return frozenset(var)
@@ -436,7 +445,8 @@ def _barrier(c: _Ctx, i: int, u: UOp):
   if not c.has_local: return "BARRIER in a program with no DEFINE_LOCAL (there is no workgroup memory to order)"
   for b in c.open:
     if c.uops[b].op is Ops.IF: return f"BARRIER inside IF {b}: every thread of the workgroup must reach it"
-    if any(j in c.varying for j in c.uops[b].src): return f"BARRIER inside RANGE {b} whose bounds depend on lidx: threads diverge"
+    if any(j in c.varying for j in c.uops[b].src):
+      return f"BARRIER inside RANGE {b} whose bounds depend on lidx (through data or control): threads diverge"
 
 @program_rule("unclosed-block", final=True)
 def _unclosed(c: _Ctx):

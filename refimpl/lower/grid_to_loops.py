@@ -28,10 +28,8 @@ Values that live across a cut (defined in one phase, used in another or in a wor
     phase (lidx) or of the workgroup loops (gidx), which every phase sees; declarations are global.
 Uniform: a workgroup loop's bounds may be values computed per thread (a load, an accumulator); they are read from the
 carry arrays at element 0, the first thread's copy. That is exact when the bounds are the same on every thread of the
-workgroup, which this pass makes sure of beyond the verifier's data-flow rule: a bound must not depend on lidx through
-data or through control (an accumulator ASSIGNed inside an IF or RANGE whose gate or bounds depend on lidx); such a
-program is refused (LoweringError naming the RANGE and the divergent uop), since its barrier would not be reached by
-every thread.
+workgroup, which the verifier's barrier rule guarantees: a RANGE around a BARRIER must not have bounds that depend on
+lidx through data or through control (an accumulator ASSIGNed inside an IF or RANGE whose gate or bounds depend on lidx).
 Why this is exact: threads of one launch share memory only through loads and stores, and within a phase a thread may
 read only what it wrote itself (anything else is a race, undefined); so running a phase's threads one after another
 in any order, and the phases in program order, computes what the grid computes for every defined program.
@@ -64,27 +62,6 @@ def lower_grid_to_loops(program: Program) -> Program:
   verify(program)
   if not any(u.op in (Ops.SPECIAL, Ops.BARRIER) for u in program.uops): return program
   return verify(_Lowering(program).run())
-
-
-def divergent(uops: tuple[UOp, ...]) -> frozenset[int]:
-  """The uops whose value can differ between the threads of one workgroup: those that depend on an lidx SPECIAL through
-  their srcs, and (control dependence) ASSIGNs inside an IF or RANGE that does, whose accumulator then does too.
-  A fixpoint, since an ASSIGN makes the earlier reads of its accumulator divergent as well."""
-  inside: list[tuple[int, ...]] = []
-  open_: list[int] = []
-  for i, u in enumerate(uops):
-    if u.op in GroupOp.BlockEnd: open_.pop()
-    inside.append(tuple(open_))
-    if u.op in GroupOp.BlockStart: open_.append(i)
-  var: set[int] = set()
-  while True:
-    before = len(var)
-    for i, u in enumerate(uops):
-      if (u.op is Ops.SPECIAL and u.arg[0].startswith("lidx")) or any(j in var for j in u.src) or \
-         (u.op is Ops.ASSIGN and any(b in var for b in inside[i])):
-        var.add(i)
-        if u.op is Ops.ASSIGN: var.add(u.src[0])
-    if len(var) == before: return frozenset(var)
 
 
 @dataclass
@@ -135,13 +112,6 @@ class _Lowering:
       if u.op in GroupOp.BlockStart: open_.append(i)
       elif u.op in GroupOp.BlockEnd: open_.pop()
       elif u.op is Ops.BARRIER and self.threads > 1: workgroup_loops.update(open_)  # the verifier allows RANGEs only
-    if workgroup_loops:
-      var = divergent(self.uops)
-      for r in sorted(workgroup_loops):
-        if (bad := next((j for j in self.uops[r].src if j in var), None)) is not None:
-          raise LoweringError(f"{self.p.name}: uop {r} RANGE has a BARRIER inside, but its bound uop {bad} "
-                              f"{self.uops[bad].op.name} can differ between the threads of a workgroup (it depends on lidx "
-                              "through data or control): not every thread would reach the barrier")
     root: list = []
     stack, phases, phase_of = [root], [], {}
     cur: _Phase | None = None
