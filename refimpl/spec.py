@@ -184,9 +184,9 @@ DECISIONS: tuple[Decision, ...] = (
            "alu.Outcome.loose, emulator/machine.py"),
 )
 
-_SHORT = {dtypes.bool: "bool", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2", dtypes.float16: "f16",
+SHORT_NAMES = {dtypes.bool: "bool", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2", dtypes.float16: "f16",
           dtypes.bfloat16: "bf16", dtypes.float32: "f32", dtypes.float64: "f64"}
-def _short(dt: DType) -> str: return _SHORT.get(dt) or dtype_to_str(dt).replace("uint", "u").replace("int", "i")
+def short_name(dt: DType) -> str: return SHORT_NAMES.get(dt) or dtype_to_str(dt).replace("uint", "u").replace("int", "i")
 
 def _cell(op: Ops, dt: DType) -> str:
   k = kind(op, dt)
@@ -199,10 +199,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
   out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
   return out + ["| " + " | ".join(r) + " |" for r in rows]
 
-_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
+OP_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
           Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, Ops.EXP2, Ops.LOG2,
           Ops.SIN, Ops.CAST, Ops.BITCAST)
-assert set(_ORDER) == set(OPS)
+assert set(OP_ORDER) == set(OPS)
 
 def render() -> str:
   """SPEC.md: the op x dtype table, the cast table, the tolerance bounds, the decisions with rationales, every op's
@@ -215,27 +215,27 @@ def render() -> str:
          "an undefined domain (see the op list). `N ulp`: tolerance against the reference. `set`: an allowed set. "
          "`-`: rejected by the verifier. fp8 (e4m3 = fp8e4m3, no inf; e5m2 = fp8e5m2) is storage and casts only. "
          "CMPLT/CMPNE give bool; WHERE's dtype is its values'; CAST/BITCAST are by source dtype.", ""]
-  out += _table(["op", *map(_short, VALUE_DTYPES)], [[op.name, *(_cell(op, dt) for dt in VALUE_DTYPES)] for op in _ORDER])
+  out += _table(["op", *map(short_name, VALUE_DTYPES)], [[op.name, *(_cell(op, dt) for dt in VALUE_DTYPES)] for op in OP_ORDER])
   out += ["", "## CAST by source (rows) and target (columns)", "",
           "`exact`: every value kept. `wrap`: low bits kept. `round`: nearest even, overflow to inf (e4m3: NaN). "
           "`trunc/UB`: toward zero, undefined for NaN, inf and out-of-range results. `!=0`: to bool. `0/1`: from bool. "
           "BITCAST: between any two non-bool dtypes of one size, bits kept.", ""]
-  out += _table(["from \\ to", *map(_short, VALUE_DTYPES)], [[_short(s), *(cast_kind(s, d) for d in VALUE_DTYPES)]
+  out += _table(["from \\ to", *map(short_name, VALUE_DTYPES)], [[short_name(s), *(cast_kind(s, d) for d in VALUE_DTYPES)]
                                                             for s in VALUE_DTYPES])
   out += ["", "## Tolerances (ulps of the result dtype)", ""]
   tops = (Ops.EXP2, Ops.LOG2, Ops.SIN)
   out += _table(["dtype", *(o.name for o in tops)],
-                [[_short(dt), *(str(ULP_BOUNDS[dt][o]) for o in tops)] for dt in ARITH_FLOATS])
+                [[short_name(dt), *(str(ULP_BOUNDS[dt][o]) for o in tops)] for dt in ARITH_FLOATS])
   out += ["", "The reference:", "", "```text", inspect.getdoc(reference) or "", "```", "",
           "## Decisions", ""]
   out += _table(["area", "rule", "rationale", "where"], [[d.area, d.rule, d.rationale, d.where] for d in DECISIONS])
   out += ["", "## Ops", ""]
   out += _table(["op", "arity", "takes", "undefined", "rationale"],
                 [[op.name, str(s.arity), s.takes, "; ".join(s.undefined) or "-", s.rationale]
-                 for op in _ORDER for s in (OPS[op],)])
+                 for op in OP_ORDER for s in (OPS[op],)])
   out += ["", "## Rules (refimpl/emulator/alu.py)", ""]
   seen: dict = {}
-  for op in _ORDER: seen.setdefault(alu.RULES[op], []).append(op.name)
+  for op in OP_ORDER: seen.setdefault(alu.RULES[op], []).append(op.name)
   for fn, names in seen.items():
     out += [f"### `{fn.__name__}`: {' '.join(names)}", "", "```text", inspect.getdoc(fn) or "", "```", ""]
   out += ["## Outcomes and looseness", "", "```text", inspect.getdoc(alu) or "", "```"]

@@ -39,8 +39,8 @@ class Case:
 
   @property
   def id(self) -> str:
-    target = f"-to-{spec._short(self.out_dtype)}" if self.out_dtype is not None else ""
-    return f"{self.op.name}-{spec._short(self.dtype)}{target}"
+    target = f"-to-{spec.short_name(self.out_dtype)}" if self.out_dtype is not None else ""
+    return f"{self.op.name}-{spec.short_name(self.dtype)}{target}"
   @property
   def result_dtype(self) -> DType:
     if self.out_dtype is not None: return self.out_dtype
@@ -50,7 +50,7 @@ class Case:
 
 def alu_cases() -> list[Case]:
   """Every ALU op on every operand dtype the spec defines it for."""
-  return [Case(op, dt) for op in spec._ORDER if op not in CONVERSIONS for dt in spec.VALUE_DTYPES if spec.accepts(op, dt)]
+  return [Case(op, dt) for op in spec.OP_ORDER if op not in CONVERSIONS for dt in spec.VALUE_DTYPES if spec.accepts(op, dt)]
 
 def cast_cases() -> list[Case]:
   """CAST between every ordered pair of distinct value dtypes."""
