@@ -34,6 +34,8 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from refimpl.device import CompileError, CPUProgram
+
 EM_X86_64, EM_AARCH64 = 62, 183
 SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_NOTE = 2, 4, 8, 9, 7
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
@@ -373,3 +375,13 @@ def load_elf(obj: bytes, entry: str, externs: Mapping[str, int | bytes] | None =
   `externs` resolves undefined symbols (bytes: code appended to the image; int: an absolute address, needs `base`);
   `who` prefixes every error message (e.g. "CLANG")."""
   return _Linker(bytes(obj), entry, externs or {}, base, who).link()
+
+
+class ElfProgram(CPUProgram):
+  """A relocatable ELF object linked by `load_elf` (entry = the kernel's name) and mapped W^X by CPUProgram; a loader
+  refusal (an unresolved symbol, an unknown relocation) is a CompileError naming the backend `who`."""
+  who = "ELF"
+  def __init__(self, name: str, lib: bytes):
+    try: image = load_elf(lib, name, who=self.who).image
+    except ElfError as e: raise CompileError(str(e)) from e
+    super().__init__(name, image)

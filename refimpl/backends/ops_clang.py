@@ -32,8 +32,8 @@ import sys
 import tempfile
 
 from refimpl.backends.cstyle import CStyleRenderer
-from refimpl.backends.elf import ElfError, load_elf
-from refimpl.device import Compiled, CompileError, Compiler, CPUProgram, DeviceUnavailable, MallocAllocator
+from refimpl.backends.elf import ElfProgram
+from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.helpers import diskcache_get, diskcache_put
 from refimpl.ir import GroupOp, Program
@@ -148,12 +148,9 @@ class ClangRenderer(CStyleRenderer):
     return super().render(name, program)
 
 
-class ClangProgram(CPUProgram):
+class ClangProgram(ElfProgram):
   """An ELF object from ClangCompiler, linked by elf.py (entry = the kernel's name) and mapped by CPUProgram."""
-  def __init__(self, name: str, lib: bytes):
-    try: image = load_elf(lib, name, who="CLANG").image
-    except ElfError as e: raise CompileError(str(e)) from e
-    super().__init__(name, image)
+  who = "CLANG"
 
 
 class ClangDevice(Compiled):

@@ -27,9 +27,9 @@ import os
 import re
 from typing import Any
 
-from refimpl.backends.elf import ElfError, load_elf
+from refimpl.backends.elf import ElfProgram
 from refimpl.backends.llvmir import LLVMRenderer
-from refimpl.device import Compiled, CompileError, Compiler, CPUProgram, DeviceUnavailable, MallocAllocator
+from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 
 MISSING = "LLVM: llvmlite is not installed; pip install llvmlite (included in refimpl[llvm])"
@@ -117,12 +117,9 @@ class LLVMCompiler(Compiler):
   def assembly(self, src: str) -> str: return self.tm.emit_assembly(self.module(src))
 
 
-class LLVMProgram(CPUProgram):
+class LLVMProgram(ElfProgram):
   """An ELF object from LLVMCompiler, linked by elf.py (entry = the kernel's name) and mapped by CPUProgram."""
-  def __init__(self, name: str, lib: bytes):
-    try: image = load_elf(lib, name, who="LLVM").image
-    except ElfError as e: raise CompileError(str(e)) from e
-    super().__init__(name, image)
+  who = "LLVM"
 
 
 class LLVMDevice(Compiled):
