@@ -21,9 +21,27 @@ WHERE's value dtype and the compared dtype are what alu gets as `dtype`.
 Looseness rule. An element of a value is loose when the op that made it says so (alu's Outcome.loose: tolerance and
 allowed-set results, unspecified NaN payloads; every WMMA result, see below) or when any operand element it was
 computed from is loose. WHERE (and a gated LOAD's choice between memory and its alternative) is loose where the
-condition is loose or the chosen value is. Memory keeps a loose mask per element: a STORE writes the value's mask,
-a LOAD reads it. Everything else (constants, thread ids, loop counters, loads of exact memory, integer arithmetic) is
-exact. Comparing two runs: exact elements bit for bit; loose ones by the rule of the comparison in refimpl.testing.
+condition is loose or the chosen value is. A float CONST that is NaN is loose (the IR carries no NaN payload, so
+neither its JSON form nor a backend promises one). Memory keeps a loose mask per element: a STORE writes the value's
+mask, a LOAD reads it; a LOAD or STORE whose index is loose on a lane touched an uncertain element, so that lane's
+loaded value / stored element is loose. Everything else (other constants, thread ids, loop counters, loads of exact
+memory, integer arithmetic) is exact. Comparing two runs: exact elements bit for bit; loose ones by the rule of the
+comparison in refimpl.testing.
+
+Control rule. Whether a lane executes a stretch of code can itself be uncertain: its IF gate, its gated LOAD/STORE's
+gate or its RANGE's bounds are loose (another backend may decide the other way) or undefined. The executor keeps,
+for the region it is running, a per-lane *control-loose* and *control-undefined* mask: IF and RANGE push the lanes
+whose gate / bounds are loose (undefined) onto the enclosing region's masks, the block's end pops them. Then:
+  - a STORE on such a lane makes the element it stores loose (undefined), and so does an ASSIGN the register it
+    writes; a gated STORE's own gate counts the same way;
+  - a lane that skips a block (or a gated STORE) only because of an uncertain gate might have run it: it runs the
+    block as a *phantom* lane, which never writes data, registers or race records and never reports undefined
+    behaviour, but whose STOREs mark the element they would have stored loose (undefined) (a phantom LOAD reads
+    memory unchecked, for the indices it feeds; an undefined or out-of-bounds phantom index marks nothing);
+  - every accumulator a block assigns becomes loose (undefined) on the lanes whose gate / bounds are, whether or
+    not the lane runs it.
+A lane whose RANGE bounds are undefined has no known counter: it skips the loop (accumulators spoiled as above), and
+the elements it would store are not marked; nor are those of iterations past a loose bound that this run did not do.
 
 Undefined behaviour. The undefined lanes of an op (only active lanes count) are: those alu's Outcome marks; a LOAD or
 STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
@@ -34,13 +52,14 @@ operand values (memory ops: its index), `count` how many lanes. Permissive mode 
 (uop, kind) instead (count summed over the lane executions) and carries the damage forward:
   - an element computed from an undefined element is undefined (WHERE: the condition or the chosen value);
   - an undefined index, an out-of-bounds access, an undefined gate: the access does nothing (a LOAD's value is
-    undefined on that lane; a STORE writes nothing);
+    undefined on that lane; a STORE writes nothing, but with an undefined gate the element it would store becomes
+    undefined: control rule);
   - storing an undefined element makes that memory element undefined; a write/write race makes it undefined;
   - a LOAD that reads another thread's unsynchronised write or an unwritten local gets an undefined element;
   - a write-after-read race is reported, but the read it spoils happened earlier and is not re-marked: treat every
     output of a run with such an event as undefined;
   - lanes whose IF gate or RANGE bound is undefined skip the block, and every accumulator the block assigns becomes
-    undefined on them (stores inside the block are skipped on them too).
+    undefined on them; under an IF they run it as phantom lanes, so the elements they would store become undefined.
 
 WMMA rule. Per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n]: every product and sum in float64, in the order
 c, k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST). Products of inputs up to float32 are exact
@@ -215,6 +234,10 @@ class Machine:
                              i in plan.stored)
         self.locals.append(self.env[i])
     self.active: np.ndarray | None = None  # None: every lane
+    self.real: np.ndarray | None = None    # the active lanes that really run (not phantom); None: every lane
+    self.phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run (see "Control rule")
+    self.ctl_loose: np.ndarray | None = None  # per-lane: control of the region is loose / undefined
+    self.ctl_undef: np.ndarray | None = None
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now
     self.events: dict[tuple[int, str], list] = {}
 
@@ -261,14 +284,15 @@ class Machine:
     rows = np.flatnonzero(bad.any(axis=1))
     if len(rows): self.ub(i, kind, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
 
-  def spoil(self, block: int, lost: np.ndarray | None) -> None:
-    """Permissive mode: lanes whose control at `block` is undefined skip it; what it assigns becomes undefined there."""
+  def spoil(self, block: int, lost: np.ndarray | None, which: str = "undef") -> None:
+    """Lanes whose control at `block` is undefined (which="undef") or loose ("loose"): every accumulator the block
+    assigns becomes undefined / loose there, whether or not the lane runs the block."""
     if lost is None: return
     lost = np.broadcast_to(lost, (self.grid.lanes,))
     if not lost.any(): return
     for acc in self.assigned.get(block, ()):
-      x = self.env[acc]
-      self.env[acc] = _val(x.v, _or(x.undef, _lanewise(lost, x.v.ndim)), x.loose)
+      x, mask = self.env[acc], _lanewise(lost, self.env[acc].v.ndim)
+      self.env[acc] = _val(x.v, _or(x.undef, mask), x.loose) if which == "undef" else _val(x.v, x.undef, _or(x.loose, mask))
 
   # ***** control *****
 
@@ -279,18 +303,51 @@ class Machine:
     lost = undef if self.active is None else self.active & undef
     return act & ~undef, lost
 
-  def block(self, i: int, active: np.ndarray | None) -> None:
-    """Runs the body of block i with `active` as the mask."""
-    saved, self.active = self.active, active
+  def block(self, i: int, active: np.ndarray | None, phantom: np.ndarray | None = None, loose: np.ndarray | None = None,
+            undef: np.ndarray | None = None) -> None:
+    """Runs the body of block i with `active` as the mask; `phantom` of those lanes only might run it, and the
+    control of `loose` / `undef` lanes is loose / undefined (all three join the enclosing region's)."""
+    saved = self.active, self.real, self.phantom, self.ctl_loose, self.ctl_undef
+    self.active = active
+    if phantom is not None or self.phantom is not None:
+      self.phantom = _or(self.phantom, None if phantom is None else np.broadcast_to(phantom, (self.grid.lanes,)))
+      self.real = np.broadcast_to(True if active is None else active, (self.grid.lanes,)) & ~self.phantom
+    else: self.real = active
+    self.ctl_loose, self.ctl_undef = _or(self.ctl_loose, loose), _or(self.ctl_undef, undef)
     try: self.run(i + 1, self.block_end[i])
-    finally: self.active = saved
+    finally: self.active, self.real, self.phantom, self.ctl_loose, self.ctl_undef = saved
 
   def gated(self, gate: Val | None) -> np.ndarray | None:
-    """The lanes a LOAD/STORE accesses memory on: active, gate true and defined. None = every lane."""
-    if gate is None: return self.active
+    """The lanes a LOAD/STORE accesses memory on: really running, gate true and defined. None = every lane."""
+    if gate is None: return self.real
     g = gate.v if gate.undef is None else gate.v & ~gate.undef
-    if g.shape[0] == 1: return self.active if g[0] else np.zeros(self.grid.lanes, dtype=bool)
-    return g if self.active is None else self.active & g
+    if g.shape[0] == 1: return self.real if g[0] else np.zeros(self.grid.lanes, dtype=bool)
+    return g if self.real is None else self.real & g
+
+  def addresses(self, ref: Ref, count: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the access of ref lands on `lanes` ((lanes,) bool), without checks or reports: (the lanes whose index is
+    defined and in bounds, their flat addresses (L, count))."""
+    mem, grid = ref.mem, self.grid
+    form = self.forms.get(ref.idx)
+    if form is not None:
+      coef, loops, const = form
+      idx, ok = grid.evaluate(coef, const + sum(c * self.loops[r] for r, c in loops)), lanes
+    else:
+      x = self.val(ref.idx)
+      idx, ok = x.v, lanes if x.undef is None else lanes & ~x.undef
+    idx = np.broadcast_to(idx, (grid.lanes,)).astype(np.int64)
+    ok = np.flatnonzero(ok & (idx >= 0) & (idx <= mem.size - count))
+    addr = idx[ok] + (grid.ids[ok] // grid.group * mem.size if mem.local else 0)
+    return ok, addr[:, None] + np.arange(count)
+
+  def uncertain(self, gate: Val | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(loose, undefined) per-lane masks of a LOAD/STORE's control: the region's, and its gate's (active lanes)."""
+    loose, undef = self.ctl_loose, self.ctl_undef
+    if gate is not None: loose, undef = _or(loose, gate.loose), _or(undef, gate.undef)
+    if self.active is not None:
+      loose = None if loose is None else loose & self.active
+      undef = None if undef is None else undef & self.active
+    return loose, undef
 
   # ***** memory *****
 
@@ -341,27 +398,37 @@ class Machine:
 
 def _skip(m: Machine, i: int, u: UOp) -> None: pass
 def _lazy(m: Machine, i: int, u: UOp) -> None: m.env[i] = LAZY
-def _const(m: Machine, i: int, u: UOp) -> None: m.env[i] = Val(np.array([u.arg], dtype=to_np(u.dtype)))
+def _const(m: Machine, i: int, u: UOp) -> None:
+  """CONST: exact, except a float NaN, whose payload the IR does not carry (loose)."""
+  v = np.array([u.arg], dtype=to_np(u.dtype))
+  m.env[i] = Val(v, loose=np.ones(1, bool) if dtypes.is_float(u.dtype) and np.isnan(float(u.arg)) else None)
 def _index(m: Machine, i: int, u: UOp) -> None: m.env[i] = Ref(m.env[u.src[0]], u.src[1])
 def _define_acc(m: Machine, i: int, u: UOp) -> None: m.env[i] = m.val(u.src[0])
 
 def _assign(m: Machine, i: int, u: UOp) -> None:
   """ASSIGN: the register takes the value on active lanes."""
   acc, new = u.src[0], m.val(u.src[1])
-  if m.active is None:
+  if m.real is None and m.ctl_loose is None:
     m.env[acc] = new
     return
-  old, act = m.env[acc], m.active
+  old, act = m.env[acc], np.ones(1, bool) if m.real is None else m.real
   v = np.where(_lanewise(act, new.v.ndim), new.v, old.v)
-  m.env[acc] = _val(v, _sel(_lanewise(act, v.ndim), new.undef, old.undef), _sel(_lanewise(act, v.ndim), new.loose, old.loose))
+  loose, undef = m.uncertain(None)
+  wide = _lanewise(act, v.ndim)
+  m.env[acc] = _val(v, _or(_sel(wide, new.undef, old.undef), None if undef is None else _lanewise(undef, v.ndim)),
+                    _or(_sel(wide, new.loose, old.loose), None if loose is None else _lanewise(loose, v.ndim)))
 
 def _range(m: Machine, i: int, u: UOp) -> int:
   """RANGE: uniform bounds run the body end - start times; per-lane bounds run it with a mask per counter value."""
   end = m.block_end[i]
   s, e = m.val(u.src[0]), m.val(u.src[1])
+  loose = _or(s.loose, e.loose)
+  if loose is not None:
+    loose = loose if m.active is None else loose & m.active
+    m.spoil(i, loose, "loose")
   def iteration(r: int, active: np.ndarray | None) -> None:
     m.loops[i], m.env[i] = r, LAZY
-    m.block(i, active)
+    m.block(i, active, loose=loose)
   if s.v.shape[0] == 1 and e.v.shape[0] == 1 and s.undef is None and e.undef is None:
     for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.active)
     return end + 1
@@ -381,6 +448,15 @@ def _if(m: Machine, i: int, u: UOp) -> int:
   g = m.val(u.src[0])
   act, lost = m.narrow(g.v, g.undef)
   m.spoil(i, lost)
+  loose = None if g.loose is None else g.loose if m.active is None else g.loose & m.active
+  if lost is not None and not lost.any(): lost = None
+  if loose is not None and not loose.any(): loose = None
+  if lost is not None or loose is not None:
+    m.spoil(i, loose, "loose")
+    phantom = _or(lost, None if loose is None else loose & ~g.v)  # lanes that skip the block but might not
+    run = np.broadcast_to(_or(act, phantom), (m.grid.lanes,))
+    if run.any(): m.block(i, run, phantom, loose, lost)
+    return m.block_end[i] + 1
   if act.shape[0] == 1:
     if act[0]: m.block(i, m.active)
   elif act.any(): m.block(i, act)
@@ -388,7 +464,7 @@ def _if(m: Machine, i: int, u: UOp) -> int:
 
 def _barrier(m: Machine, i: int, u: UOp) -> None:
   """BARRIER: ends the race-tracking epoch of the locals of every workgroup whose threads are active."""
-  groups = None if m.active is None else m.active.reshape(m.grid.workgroups, m.grid.group).any(axis=1)
+  groups = None if m.real is None else m.real.reshape(m.grid.workgroups, m.grid.group).any(axis=1)
   for mem in m.locals: mem.barrier(groups)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
@@ -401,6 +477,14 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   undef = None if bad is None else _lanewise(bad, v.ndim)
   if mem.undef is not None: undef = _or(undef, read(mem.undef, site, grid, snapshot=True))
   loose = None if mem.loose is None else read(mem.loose, site, grid, snapshot=True)
+  shaky = None if ref.idx in m.forms else m.val(ref.idx).loose  # a loose index: the element read is uncertain
+  if shaky is not None: loose = _or(loose, _lanewise(shaky, v.ndim))
+  if m.phantom is not None:  # lanes that only might run read memory too (no checks), for what they might store
+    ph = m.phantom if m.active is None else m.phantom & m.active
+    ok, e = m.addresses(ref, count, ph if gate is None else ph & gate.v)
+    if len(ok):
+      v = np.array(np.broadcast_to(v, (grid.lanes,) + v.shape[1:]))
+      v[ok] = mem.data[e] if count > 1 else mem.data[e[:, 0]]
   if (mem.local or mem.tracked) and (site.live is None or site.live.any()):
     lanes, e = elements(site, m.grid)
     found = np.zeros((len(lanes), count), dtype=bool)
@@ -429,11 +513,30 @@ def _load(m: Machine, i: int, u: UOp) -> None:
 
 def _store(m: Machine, i: int, u: UOp) -> None:
   """STORE: writes the value (and its undefined / loose masks) on the live lanes."""
-  ref, value, grid = m.env[u.src[0]], m.val(u.src[1]), m.grid
-  mem, count = ref.mem, m.uops[u.src[1]].dtype.count
-  live = m.gated(m.val(u.src[2]) if len(u.src) == 3 else None)
+  ref, value = m.env[u.src[0]], m.val(u.src[1])
+  gate = m.val(u.src[2]) if len(u.src) == 3 else None
+  live = m.gated(gate)
+  loose, undef = m.uncertain(gate)
+  shaky = _or(loose, m.val(ref.idx).loose) if ref.idx not in m.forms else loose  # + a loose index
+  if shaky is not None: value = _val(value.v, value.undef, _or(value.loose, _lanewise(shaky, value.v.ndim)))
+  count = m.uops[u.src[1]].dtype.count
+  _write(m, i, ref, value, live, count)
+  maybe = _or(loose, undef)
+  if maybe is None or not maybe.any(): return
+  # lanes whose control is loose / undefined and did not store might have: the element they would store to is
+  # loose / undefined (unless their gate is exactly false; an undefined or out-of-bounds index marks nothing)
+  maybe = np.broadcast_to(maybe, (m.grid.lanes,)) & (True if live is None else ~live)
+  if gate is not None: maybe = maybe & (gate.v | _or(gate.loose, gate.undef, np.zeros(1, bool)))
+  ok, e = m.addresses(ref, count, maybe)
+  if not len(ok): return
+  ref.mem.mask("loose")[e] = True
+  if undef is not None: ref.mem.mask("undef")[e[np.broadcast_to(undef, (m.grid.lanes,))[ok]]] = True
+
+def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, count: int) -> None:
+  """The STORE of `value` (count elements per lane) through ref on the live lanes, with its checks and tracking."""
+  mem, grid = ref.mem, m.grid
   if live is not None and not live.any(): return
-  site, _ = m.locate(i, u, ref, count, live)
+  site, _ = m.locate(i, m.uops[i], ref, count, live)
   if site.live is not None and not site.live.any(): return
   raced = None
   if mem.tracked or mem.local: lanes, e = elements(site, m.grid)
@@ -454,7 +557,7 @@ def _store(m: Machine, i: int, u: UOp) -> None:
 def _settle(m: Machine, i: int, xs: list[Val], out: Any, undef: np.ndarray | None, loose: np.ndarray | None) -> None:
   """Stores an alu Outcome as uop i's value, after reporting the active lanes it leaves undefined."""
   if out.undefined is not None:
-    bad = out.undefined if m.active is None else out.undefined & _lanewise(m.active, out.undefined.ndim)
+    bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
     m.ub(i, "alu", lanes, lambda k: (out.reason, tuple(_at(x.v, lanes[k]) for x in xs)))
     undef = _or(undef, bad)
