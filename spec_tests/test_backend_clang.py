@@ -131,7 +131,7 @@ def test_rendered_integer_code_has_no_signed_overflow_or_shift_ub(tmp_path):
   xs = a([2**31 - 1, -2**31, -2**31, 3], i32), a([1, 1, -1, 2**30], i32)
   src = Device["CLANG"].renderer.render(p.name, p)
   assert _run_sanitized(tmp_path, src, p.name, [np.zeros(4, np.int32)] * 6 + list(xs)) == 0
-  naive = "void naive(int* restrict o, int* restrict x, int* restrict y) { for (int i = 0; i < 4; i++) o[i] = x[i] + y[i]; }"
+  naive = "void k_naive(int* restrict o, int* restrict x, int* restrict y) { for (int i = 0; i < 4; i++) o[i] = x[i] + y[i]; }"
   assert _run_sanitized(tmp_path, naive, "naive", [np.zeros(4, np.int32), *xs]) != 0
 
 def test_no_libm_or_compiler_runtime_call_remains():

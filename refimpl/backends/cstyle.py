@@ -13,7 +13,8 @@ nothing is left to C's undefined or unspecified corners:
               [0, bits), division by 0 and MIN/-1 are undefined in the spec, so C's UB there is no loss.
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&&b, CMPNE=a!=b (the spec's table).
   floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
-              MAX propagates NaN; MULACC is a*b+c unfused; RECIP is 1/x; SQRT is the correctly rounded builtin.
+              MAX propagates NaN as one select, (a > b || a != a) ? a : b (see FLOAT_RULES); MULACC is a*b+c
+              unfused; RECIP is 1/x; SQRT is the correctly rounded builtin.
   narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 live in memory as their bits (unsigned short / unsigned char)
               and in registers as a float holding the exact value. Each arithmetic op is computed in double and
               rounded once to the format by the prelude's rf_round_* (bit manipulation, round to nearest even):
@@ -26,6 +27,7 @@ nothing is left to C's undefined or unspecified corners:
   BITCAST     through the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd (memcpy in C, as_* in OpenCL) and the narrow
               formats' exact bit functions (NaN payloads of loaded values are kept): no aliasing UB.
   memory      gated LOAD: gate ? p[i] : alt (no access when false); gated STORE: if (gate) p[i] = v.
+  kernel      `void k_name(...)`: the symbol is kernel_symbol(name), never a keyword, built-in or helper.
   structure   RANGE: for loops; IF: if blocks; DEFINE_ACC: a local variable that ASSIGN overwrites; DEFINE_LOCAL: an
               array (function scope in C); THREEFRY: the prelude's threefry2x32 (tinygrad's definition, 20 rounds).
   WMMA        scalarized, as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
@@ -71,7 +73,9 @@ BOOL_RULES: dict[Ops, str] = {
 FLOAT_RULES: dict[Ops, str] = {
   Ops.ADD: "({c}{0}+{c}{1})", Ops.SUB: "({c}{0}-{c}{1})", Ops.MUL: "({c}{0}*{c}{1})", Ops.FDIV: "({c}{0}/{c}{1})",
   Ops.NEG: "(-{0})", Ops.RECIP: "({one}/{c}{0})", Ops.SQRT: "{sqrt}({c}{0})", Ops.MULACC: "({c}{0}*{c}{1}+{c}{2})",
-  Ops.MAX: "({0}!={0}?{0}:{1}!={1}?{1}:{0}>{1}?{0}:{1})",  # NaN-propagating
+  # NaN-propagating, as one select (a NaN {0} is taken; a NaN {1} fails both tests). Not a!=a?a:b!=b?b:a>b?a:b: in an
+  # unrolled reduction that form made LLVM 22's loop vectorizer take time exponential in the length (-march=native)
+  Ops.MAX: "(({0}>{1}||{0}!={0})?{0}:{1})",
   Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.WHERE: "({0}?{1}:{2})"}
 
 # The helpers every kernel may use (static inline: unused ones cost nothing). Written once for C and OpenCL C: the
@@ -152,6 +156,13 @@ def _narrow_helpers(fn: str) -> str:
             f"{fn} rf_u32 rf_bits_{name}(float x) {{ return rf_f2small(x, {a}); }}",
             f"{fn} float rf_from_{name}(rf_u32 h) {{ return rf_from_small(h, {a}); }}"]
   return "\n".join(out)
+
+
+def kernel_symbol(name: str) -> str:
+  """The C / OpenCL C function name of the kernel `name`: k_ + name. The verifier accepts any identifier as a program
+  name, and a bare one could be a keyword (`for`), an OpenCL built-in (`mad`, `dot`) or a prelude helper (`rf_u32`); no
+  keyword, built-in or helper starts with k_. The runtimes look the kernel up by this symbol."""
+  return f"k_{name}"
 
 
 @dataclass(frozen=True)
@@ -301,7 +312,7 @@ class _Render:
       handler(self, i, u)
     body = "\n".join(["  " + d for d in self.decls] + self.lines)
     args = [self.buffer_args[k] for k in sorted(self.buffer_args)] + self.var_args  # the call signature's order
-    return f"{self.r.kernel_prefix}{name}({', '.join(args) or 'void'}) {{\n{body}\n}}\n"
+    return f"{self.r.kernel_prefix}{kernel_symbol(name)}({', '.join(args) or 'void'}) {{\n{body}\n}}\n"
 
 
 def _unsupported(s: _Render, i: int, u: UOp) -> None:

@@ -4,7 +4,7 @@ Everything not listed here renders as cstyle.py's module docstring says (one var
 unsigned wrap type, narrow floats stored as bits and computed in double with one rounding per op, the same prelude).
 What OpenCL C spells or needs differently:
 
-  kernel      `__kernel void name(__global T* restrict data0, ..., int var_n)`; DEFINE_LOCAL is a `__local` array
+  kernel      `__kernel void k_name(__global T* restrict data0, ..., int var_n)` (kernel_symbol); DEFINE_LOCAL: a `__local` array
               declared at kernel scope (one per workgroup, as the emulator's locals are)
   grid        SPECIAL gidx{d} = (int)get_group_id(d), lidx{d} = (int)get_local_id(d): the launch is global_size[d]
               workgroups of local_size[d] work items (tinygrad's convention; the NDRange is global_size*local_size)

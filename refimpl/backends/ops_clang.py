@@ -11,7 +11,9 @@ as an argument list (never a shell) on a temporary source file, in its own proce
   -g0 -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-stack-protector -fno-sanitize=all
                                             nothing the flat image cannot use (debug info, unwind tables, canaries)
 plus the target: `{arch}-linux-none` for zig, `{arch}-unknown-linux-gnu` for a system clang (ELF, SysV calling
-convention) and the host CPU (-march=native on x86-64, -mcpu=native on aarch64). The disk cache key names the clang
+convention) and the host CPU (-march=native on x86-64, -mcpu=native on aarch64). Which spelling a clang on PATH takes is
+probed (a `zig cc` wrapper named clang takes only zig's); when neither works, the ziglang package's clang is used. A
+native compile that runs past NATIVE_TIMEOUT_S is redone for the generic CPU. The disk cache key names the clang
 version text, the flags, the target and the host CPU's model and features; a cached object is the ELF object itself.
 
 No grid: the runner lowers grid programs to loops (refimpl.lower.lower_grid_to_loops); no locals (a DEFINE_LOCAL of a
@@ -30,8 +32,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 
-from refimpl.backends.cstyle import CStyleRenderer
+from refimpl.backends.cstyle import CStyleRenderer, kernel_symbol
 from refimpl.backends.elf import ElfProgram
 from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
@@ -45,6 +48,11 @@ FLAGS: tuple[str, ...] = ("-ffreestanding", "-nostdlib", "-fno-builtin", "-O2", 
 ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 MISSING = "CLANG: no clang found; install clang or `pip install ziglang` (included in refimpl[clang])"
 COMPILE_TIMEOUT_S = 120
+NATIVE_TIMEOUT_S = 20  # then the compile is redone for the generic CPU (ClangCompiler.compile)
+
+
+class _Timeout(CompileError):
+  """clang ran past its time limit (and was killed)."""
 
 
 def host_arch() -> str:
@@ -63,20 +71,47 @@ def _ziglang_command() -> list[str] | None:
   return [sys.executable, "-m", "ziglang", "cc"]
 
 
-def find_clang() -> tuple[list[str], str]:
-  """(the command that runs clang, "system" or "zig"). DeviceUnavailable with what to install when there is none."""
-  system = shutil.which("clang")
-  if system is not None: return [system], "system"
-  zig = _ziglang_command()
-  if zig is not None: return zig, "zig"
-  raise DeviceUnavailable(MISSING)
+PROBE_SRC = "void rf_probe(int* restrict o) { o[0] = 1; }"
 
 
-def target_flags(kind: str, arch: str, native: bool = True) -> list[str]:
-  """The target triple (ELF for Linux, freestanding) and, when native, the host CPU."""
-  flags = ["-target", f"{arch}-linux-none"] if kind == "zig" else [f"--target={arch}-unknown-linux-gnu"]
+def target_flags(style: str, arch: str, native: bool = True) -> list[str]:
+  """The target (ELF for Linux, freestanding) in the spelling a clang takes and, when native, the host CPU. Style "zig":
+  zig's `-target {arch}-linux-none` (zig rejects gnu triples: UnknownOperatingSystem); "system": `--target={arch}-unknown-
+  linux-gnu`."""
+  flags = ["-target", f"{arch}-linux-none"] if style == "zig" else [f"--target={arch}-unknown-linux-gnu"]
   if native: flags.append("-march=native" if arch == "x86_64" else "-mcpu=native")
   return flags
+
+
+@functools.cache
+def _probe(command: tuple[str, ...], style: str, arch: str) -> str | None:
+  """None when `command` builds an ELF object for `arch` with FLAGS and the style's target flags, else why not (a line)."""
+  with tempfile.TemporaryDirectory(prefix="refimpl-clang-probe-") as tmp:
+    source, obj = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe.o")
+    with open(source, "w") as f: f.write(PROBE_SRC)
+    args = [*command, *FLAGS, *target_flags(style, arch, native=False), "-c", "-x", "c", source, "-o", obj]
+    try: res = subprocess.run(args, capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e: return f"{type(e).__name__}: {e}"
+    if res.returncode == 0 and os.path.exists(obj) and pathlib.Path(obj).read_bytes().startswith(b"\x7fELF"): return None
+    lines = res.stderr.decode(errors="replace").strip().splitlines()
+    return lines[0] if lines else f"exit status {res.returncode}, no object"
+
+
+def find_clang(arch: str | None = None) -> tuple[list[str], str]:
+  """(the command that runs clang, its target-flag style) for the first clang that builds refimpl's objects for `arch`:
+  a `clang` on PATH, tried with both target spellings (a `zig cc` wrapper named clang takes only zig's), then the
+  ziglang package's. DeviceUnavailable saying what each one answered, or what to install when there is none."""
+  arch = arch or host_arch()
+  system, zig = shutil.which("clang"), _ziglang_command()
+  candidates = ([([system], "system"), ([system], "zig")] if system else []) + ([(zig, "zig")] if zig else [])
+  if not candidates: raise DeviceUnavailable(MISSING)
+  refused = []
+  for command, style in candidates:
+    why = _probe(tuple(command), style, arch)
+    if why is None: return command, style
+    refused.append(f"`{' '.join([*command[-2:], *target_flags(style, arch, native=False)])}`: {why}")
+  raise DeviceUnavailable(f"CLANG: no clang here builds {arch} ELF objects ({'; '.join(refused)}); "
+                          "install clang or `pip install ziglang` (included in refimpl[clang])")
 
 
 @functools.cache
@@ -93,10 +128,12 @@ class ClangCompiler(Compiler):
   """C source -> ELF relocatable object (bytes), through the disk cache. `compile_batch` builds many kernels in one call.
   `arch` (default: the host's) other than the host's gives objects for that machine, for inspection (tests), not to run."""
   def __init__(self, command: list[str] | None = None, kind: str | None = None, arch: str | None = None, native: bool = True):
-    if command is None: command, kind = find_clang()
-    self.command, self.kind, self.arch = list(command), kind or "system", arch or host_arch()
+    self.arch = arch or host_arch()
+    if command is None: command, kind = find_clang(self.arch)
+    self.command, self.kind = list(command), kind or "system"
     native = native and self.arch == ARCHES.get(platform.machine().lower())  # -march=native only describes the host
     self.args = [*self.command, *FLAGS, *target_flags(self.kind, self.arch, native), "-c", "-x", "c"]  # + source -o object
+    self.generic_args = [*self.command, *FLAGS, *target_flags(self.kind, self.arch, False), "-c", "-x", "c"] if native else None
     try: res = subprocess.run([*self.command, "--version"], capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
     except OSError as e: raise DeviceUnavailable(f"CLANG: cannot run {self.command[0]!r} ({e}); install clang or ziglang") from e
     if res.returncode != 0:
@@ -106,18 +143,29 @@ class ClangCompiler(Compiler):
     super().__init__(f"clang-{self.arch}-{hashlib.sha256(key.encode()).hexdigest()[:20]}")
 
   def compile(self, src: str) -> bytes:
+    """The ELF object of `src`. With -march=native, a compile still running after NATIVE_TIMEOUT_S is killed and redone
+    for the generic CPU (the same semantics, less tuned code), with a warning: a host-specific optimizer hang must not
+    hang the backend."""
+    if self.generic_args is None: return self._run(self.args, src, COMPILE_TIMEOUT_S)
+    try: return self._run(self.args, src, NATIVE_TIMEOUT_S)
+    except _Timeout:
+      warnings.warn(f"CLANG: clang with -march=native took more than {NATIVE_TIMEOUT_S} s; compiled for the generic CPU",
+                    stacklevel=2)
+      return self._run(self.generic_args, src, COMPILE_TIMEOUT_S)
+
+  def _run(self, args: list[str], src: str, timeout: float) -> bytes:
     """Runs clang on a temporary file in its own process group (a timeout kills it and every child it started, e.g.
     zig's clang) and returns the object. Temporary files, not stdin: zig keeps a copy of every stdin in its cache."""
     with tempfile.TemporaryDirectory(prefix="refimpl-clang-") as tmp:
       source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
       with open(source, "w") as f: f.write(src)
-      proc = subprocess.Popen([*self.args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      proc = subprocess.Popen([*args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               start_new_session=True)
-      try: _, err = proc.communicate(timeout=COMPILE_TIMEOUT_S)
+      try: _, err = proc.communicate(timeout=timeout)
       except subprocess.TimeoutExpired as e:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        raise CompileError(f"CLANG: clang took more than {COMPILE_TIMEOUT_S} s") from e
+        raise _Timeout(f"CLANG: clang took more than {timeout} s") from e
       out = pathlib.Path(obj).read_bytes() if proc.returncode == 0 and os.path.exists(obj) else b""
     if proc.returncode != 0 or not out.startswith(b"\x7fELF"):
       numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(src.splitlines(), 1))
@@ -149,8 +197,9 @@ class ClangRenderer(CStyleRenderer):
 
 
 class ClangProgram(ElfProgram):
-  """An ELF object from ClangCompiler, linked by elf.py (entry = the kernel's name) and mapped by CPUProgram."""
+  """An ELF object from ClangCompiler, linked by elf.py (entry = the kernel's C symbol) and mapped by CPUProgram."""
   who = "CLANG"
+  def __init__(self, name: str, lib: bytes): super().__init__(kernel_symbol(name), lib)
 
 
 class ClangDevice(Compiled):

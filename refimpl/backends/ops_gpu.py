@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from refimpl.backends.cstyle import kernel_symbol
 from refimpl.backends.opencl import CORRECT_DIV_SQRT_OPTION, OpenCLRenderer, supported_dtypes
 from refimpl.device import BufferSpec, Compiled, CompileError, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
@@ -210,8 +211,9 @@ class CLProgram:
       if not binary: raise
       self.program = device.compiler.build(src)  # a binary this driver no longer takes: rebuild from the source
     cl = _cl()
-    try: self.kernel = cl.Kernel(self.program, name)
-    except cl.Error as e: raise CompileError(f"{device.device}: the program has no kernel {name!r}: {e}") from None
+    try: self.kernel = cl.Kernel(self.program, kernel_symbol(name))
+    except cl.Error as e:
+      raise CompileError(f"{device.device}: the program has no kernel {kernel_symbol(name)!r} (for {name!r}): {e}") from None
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
