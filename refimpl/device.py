@@ -65,6 +65,22 @@ def load_object(spec: str) -> Any:
   try: return getattr(module, attr)
   except AttributeError: raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from None
 
+REGISTRATIONS_ENV = "REFIMPL_BACKENDS"  # NAME=module:Class,...: what Device.register added in a parent process
+
+def _inherited_registrations() -> dict[str, str]:
+  """The registrations a parent process passed down in REFIMPL_BACKENDS (malformed items are ignored)."""
+  out = {}
+  for item in os.environ.get(REGISTRATIONS_ENV, "").split(","):
+    name, sep, spec = item.strip().partition("=")
+    if sep and name and ":" in spec: out[name.upper()] = spec
+  return out
+
+def _import_path(cls: type) -> str | None:
+  """"module:Class" that imports `cls` in another process, or None when no other process can import it by name."""
+  module, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
+  if module in (None, "__main__") or not qualname.isidentifier(): return None  # nested: "<locals>" or "Outer.Inner"
+  return f"{module}:{qualname}"
+
 class _Device:
   """The device registry (a singleton, `Device`). `Device["CLANG"]` opens a backend once and caches it.
 
@@ -76,6 +92,7 @@ class _Device:
     self._specs: dict[str, str | type] = dict(BUILTIN_DEVICES)
     with contextlib.suppress(Exception):
       for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP): self._specs.setdefault(ep.name.upper(), ep.value)
+    for name, spec in _inherited_registrations().items(): self._specs[name] = spec
     self._opened: dict[str, Compiled] = {}
     self._opened_devices: set[str] = set()
 
@@ -83,9 +100,16 @@ class _Device:
   def _devices(self) -> list[str]: return sorted(self._specs)
 
   def register(self, name: str, spec: str | type) -> str:
-    """Adds a device: `spec` is a Compiled subclass or "module:Class". Returns the canonical name."""
+    """Adds a device: `spec` is a Compiled subclass or "module:Class". Returns the canonical name.
+    Every process started after this (subprocesses, spawned workers) knows the device too: the registration goes into
+    the REFIMPL_BACKENDS environment variable, which the registry of a new process reads. A class that a new process
+    cannot import by name (defined in __main__ or inside a function) stays known to this process only."""
     canonical = name.split(":")[0].upper()
     self._specs[canonical] = spec
+    importable = spec if isinstance(spec, str) else _import_path(spec)
+    if importable is not None:
+      inherited = {**_inherited_registrations(), canonical: importable}
+      os.environ[REGISTRATIONS_ENV] = ",".join(f"{k}={v}" for k, v in inherited.items())
     return canonical
 
   def canonicalize(self, device: str | None) -> str:

@@ -3,6 +3,8 @@ its diagnostics, compile flags, the cache and batch compiles, the rendered C fre
 UBSan, and objects that need no libm or compiler runtime. The spec's rules themselves are checked on every backend in
 test_backend_rules.py.
 """
+import dataclasses
+import pathlib
 import subprocess
 import sys
 
@@ -11,7 +13,7 @@ import pytest
 
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes
-from refimpl.ir import Ops, ProgramBuilder, elementwise
+from refimpl.ir import Ops, Program, ProgramBuilder, elementwise, verify
 from refimpl.lower import lower_grid_to_loops
 from refimpl.testing.programs import a
 
@@ -145,3 +147,68 @@ def test_no_libm_or_compiler_runtime_call_remains():
   obj = Device["CLANG"].compiler.compile(Device["CLANG"].renderer.render(p.name, p))
   undefined = [s.name for s in parse_symbols(obj, parse_sections(obj)[1])[1:] if s.shndx == 0]
   assert undefined == []
+
+
+# ***** compiles that must not hang; which clang is used *****
+
+PROGRAMS = pathlib.Path(__file__).parent / "programs"
+HUNG_CLANG_22 = sorted(PROGRAMS.glob("clang-hang-*.json"))  # tinygrad 0.10.1 max reductions over a local array
+
+@pytest.mark.parametrize("path", HUNG_CLANG_22, ids=lambda p: p.stem)
+def test_max_reductions_that_hung_clang_22_compile_on_the_native_path(path):
+  """Rule: a small kernel compiles in bounded time with the default flags. These two spun past 120 s in zig's clang 22
+  with -march=native (LLVM's loop vectorizer, exponential in the unrolled length of the old three-select MAX); the
+  one-select MAX compiles at once. The native path itself must finish (no generic-CPU retry)."""
+  comp = ops_clang.ClangCompiler()
+  p = lower_grid_to_loops(Program.load(path))
+  assert comp._run(comp.args, Device["CLANG"].renderer.render(p.name, p), ops_clang.NATIVE_TIMEOUT_S).startswith(b"\x7fELF")
+
+def test_a_native_compile_past_its_limit_is_redone_for_the_generic_cpu(monkeypatch):
+  comp = ops_clang.ClangCompiler()
+  if comp.generic_args is None: pytest.skip("no -march=native for this host")
+  monkeypatch.setattr(ops_clang, "NATIVE_TIMEOUT_S", 0)
+  with pytest.warns(UserWarning, match=r"-march=native took more than 0 s; compiled for the generic CPU"):
+    assert comp.compile("void k(int* restrict o) { o[0] = 1; }").startswith(b"\x7fELF")
+
+def _script(path: pathlib.Path, body: str) -> pathlib.Path:
+  path.write_text(f"#!/bin/sh\n{body}\n")
+  path.chmod(0o755)
+  return path
+
+def test_a_clang_on_path_that_is_a_zig_wrapper_gets_zig_target_flags(monkeypatch, tmp_path):
+  """A `clang` on PATH that is `zig cc` rejects --target=x86_64-unknown-linux-gnu: it is probed and used with zig's."""
+  zig = ops_clang._ziglang_command()
+  if zig is None or len(zig) != 2: pytest.skip("the ziglang package's binary is not here")
+  clang = _script(tmp_path / "clang", f'exec "{zig[0]}" cc "$@"')
+  monkeypatch.setenv("PATH", str(tmp_path))
+  assert ops_clang.find_clang() == ([str(clang)], "zig")
+  comp = ops_clang.ClangCompiler()
+  assert comp.kind == "zig" and comp.compile("void k(int* restrict o) { o[0] = 1; }").startswith(b"\x7fELF")
+
+def test_a_clang_on_path_that_builds_nothing_gives_way_to_ziglang(monkeypatch, tmp_path):
+  zig = ops_clang._ziglang_command()
+  if zig is None: pytest.skip("no ziglang package here")
+  _script(tmp_path / "clang", 'echo "clang: error: unknown target" >&2; exit 1')
+  monkeypatch.setenv("PATH", str(tmp_path))
+  assert ops_clang.find_clang() == (zig, "zig")
+
+def test_no_working_clang_is_one_clear_line(monkeypatch, tmp_path):
+  _script(tmp_path / "clang", 'echo "clang: error: unknown target" >&2; exit 1')
+  monkeypatch.setenv("PATH", str(tmp_path))
+  monkeypatch.setattr(ops_clang, "_ziglang_command", lambda: None)
+  with pytest.raises(DeviceUnavailable) as e: ops_clang.find_clang()
+  msg = str(e.value)
+  assert "\n" not in msg and msg.startswith("CLANG: no clang here builds") and "clang: error: unknown target" in msg
+  assert "install clang or `pip install ziglang`" in msg
+
+C_KEYWORDS = ("auto break case char const continue default do double else enum extern float for goto if inline int long "
+              "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
+              "_Bool _Complex main rf_u32 rf_u64 rf_fbits rf_threefry RF_PRELUDE data0 v0").split()
+
+def test_every_c_keyword_and_prelude_name_is_a_valid_kernel_name():
+  """Rule: any identifier the verifier accepts names a kernel that compiles and loads (the C symbol is k_<name>)."""
+  dev, comp = Device["CLANG"], ops_clang.ClangCompiler()
+  progs = [lower_grid_to_loops(dataclasses.replace(elementwise(Ops.ADD, i32, n=4), name=n)) for n in C_KEYWORDS]
+  for p in progs: verify(p)
+  libs = comp.compile_batch([dev.renderer.render(p.name, p) for p in progs])
+  for p, lib in zip(progs, libs): ops_clang.ClangProgram(p.name, lib)

@@ -8,6 +8,7 @@ every backend in test_backend_rules.py.
 The device-selection and no-platform tests run without an OpenCL device (pyopencl is faked); every other test needs the
 GPU device to open.
 """
+import dataclasses
 import os
 import sys
 import types
@@ -310,3 +311,43 @@ def test_without_fp64_nothing_needs_double_and_the_rest_still_runs():
   v = b.load(av, zero)
   b.store(out, zero, b.wmma(v, v, v, (1, 1, 1)))
   with pytest.raises(CompileError, match=r"WMMA accumulates in double"): r.render("wmma32", b.build())
+
+
+# ***** kernel names *****
+
+OPENCL_BUILTINS = """
+acos acosh acospi asin asinh asinpi atan atan2 atanh atanpi atan2pi cbrt ceil copysign cos cosh cospi erfc erf exp exp2
+exp10 expm1 fabs fdim floor fma fmax fmin fmod fract frexp hypot ilogb ldexp lgamma lgamma_r log log2 log10 log1p logb mad
+maxmag minmag modf nan nextafter pow pown powr remainder remquo rint rootn round rsqrt sin sincos sinh sinpi sqrt tan tanh
+tanpi tgamma trunc half_cos half_divide half_exp half_exp2 half_exp10 half_log half_log2 half_log10 half_powr half_recip
+half_rsqrt half_sin half_sqrt half_tan native_cos native_divide native_exp native_exp2 native_exp10 native_log native_log2
+native_log10 native_powr native_recip native_rsqrt native_sin native_sqrt native_tan abs abs_diff add_sat hadd rhadd clamp
+clz ctz mad_hi mad_sat max min mul_hi rotate sub_sat upsample popcount mad24 mul24 degrees mix radians step smoothstep sign
+cross dot distance length normalize fast_distance fast_length fast_normalize isequal isnotequal isgreater isgreaterequal
+isless islessequal islessgreater isfinite isinf isnan isnormal isordered isunordered signbit any all bitselect select vload2
+vload4 vload8 vload16 vstore2 vstore4 vstore8 vstore16 vload_half vstore_half vloada_half vstorea_half shuffle shuffle2
+vec_step barrier work_group_barrier mem_fence read_mem_fence write_mem_fence async_work_group_copy wait_group_events prefetch
+atomic_add atomic_sub atomic_xchg atomic_inc atomic_dec atomic_cmpxchg atomic_min atomic_max atomic_and atomic_or atomic_xor
+atom_add get_work_dim get_global_size get_global_id get_local_size get_local_id get_num_groups get_group_id
+get_global_offset read_imagef write_imagef get_image_width printf convert_float convert_int as_int as_float
+kernel global local constant private half float4 uchar uint ulong image2d_t sampler_t event_t size_t
+""".split()
+
+def test_every_opencl_builtin_name_is_a_valid_kernel_name():
+  """Rule: any identifier the verifier accepts names a kernel on every backend. OpenCL C reserves its built-in functions
+  and type names; the kernel's symbol is cstyle.kernel_symbol(name), and the runtime finds the kernel by it. All the
+  kernels are built in one program here; one of them runs through the device's runtime."""
+  from refimpl.backends.cstyle import kernel_symbol
+  dev = gpu()
+  progs = [dataclasses.replace(elementwise(Ops.ADD, i32, n=4), name=n) for n in OPENCL_BUILTINS]
+  built = dev.compiler.build("\n".join(dev.renderer.render(p.name, p) for p in progs))
+  for p in progs: cl.Kernel(built, kernel_symbol(p.name))
+  mad = progs[OPENCL_BUILTINS.index("mad")]
+  prg = ops_gpu.CLProgram(dev, "mad", dev.compiler.compile(dev.renderer.render("mad", mad)))
+  bufs = [dev.allocator.alloc(16) for _ in range(3)]
+  x = np.arange(4, dtype=np.int32)
+  for b_ in bufs[1:]: dev.allocator._copyin(b_, memoryview(x))
+  prg(*bufs, global_size=mad.global_size, local_size=mad.local_size, wait=True)
+  out = np.zeros(4, np.int32)
+  dev.allocator._copyout(memoryview(out), bufs[0])
+  assert out.tolist() == [0, 2, 4, 6]

@@ -8,8 +8,10 @@ rational oracle of test_semantics_oracle (one correct rounding of the exact resu
 undefined are replaced by defined ones before a launch. A test that needs a capability (a dtype, subnormals,
 correctly rounded float32 division) checks the device for it and is skipped where it is missing.
 """
+import dataclasses
 import functools
 import math
+import pathlib
 import random
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from refimpl.device import Device
 from refimpl.dtype import dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_cast
 from refimpl.emulator.machine import emulate
-from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramBuilder, dtype_to_str
+from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramBuilder, dtype_to_str, elementwise
 from refimpl.ir.strategies import RandomChooser, random_program
 from refimpl.runner import Kernel
 from refimpl.testing.compare import compare
@@ -727,3 +729,28 @@ def test_grid_with_vector_loads_gated_stores_and_a_var(backend):
   got = run_against_emulator(backend, b.build(), [np.full(n, -1, np.float32), xs], vals=(n - 37,))[0][0]
   want = (xs.reshape(G0 * G1, L, 4)[:, ::-1, :] * 2).ravel()
   assert got[: n - 40].tolist() == want[: n - 40].tolist() and (got[n - 36:] == -1).all()
+
+
+# ***** real kernels, any name *****
+
+@pytest.mark.parametrize("path", sorted((pathlib.Path(__file__).parent / "programs").glob("clang-hang-*.json")),
+                         ids=lambda p: p.stem)
+def test_tinygrad_max_reductions_over_a_local_array_match_the_emulator(backend, path):
+  """Two max reductions tinygrad 0.10.1 generates (a softmax max and an argmax's max, staged through a local array);
+  inputs with NaN, infinities and signed zeros. MAX propagates NaN; everything the emulator marks exact is bit-exact."""
+  p = Program.load(path)
+  n_in, n_out = (u.dtype.size for u in reversed([u for u in p.uops if u.op is Ops.DEFINE_GLOBAL]))
+  xs = random_values(f32, n_in, np.random.default_rng(5))
+  xs[::17] = np.nan
+  xs[5::23] = -0.0
+  run_against_emulator(backend, p, [np.zeros(n_out, np.float32), xs])
+
+NAMES = ["mad", "sin", "max", "dot", "for", "int", "kernel", "half", "barrier", "get_global_id", "main", "rf_u32", "data0"]
+
+@pytest.mark.parametrize("name", NAMES)
+def test_any_identifier_the_verifier_accepts_names_a_kernel(backend, name):
+  """Rule (program-name): the name is any C identifier, and the program runs under it on every backend (names like
+  OpenCL built-ins, C keywords or refimpl's own helpers included)."""
+  p = dataclasses.replace(elementwise(Ops.MUL, i32, n=8), name=name)
+  x = np.arange(8, dtype=np.int32)
+  assert run_against_emulator(backend, p, [np.zeros(8, np.int32), x, x])[0][0].tolist() == (x * x).tolist()
