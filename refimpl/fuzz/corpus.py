@@ -81,7 +81,7 @@ class Finding:
 
 # ***** writing *****
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
   try:
@@ -120,8 +120,8 @@ def save_finding(out: Path, f: Finding, name: str | None = None) -> Path:
   """Writes <out>/<name or slug>.json and <out>/test_<...>.py (each atomically: a temporary file, then a rename)."""
   stem = name or f.signature.slug()
   path = Path(out) / f"{stem}.json"
-  _atomic_write(path, finding_to_json(f))
-  _atomic_write(Path(out) / f"test_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}.py", pytest_text(f, path.name))
+  atomic_write(path, finding_to_json(f))
+  atomic_write(Path(out) / f"test_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}.py", pytest_text(f, path.name))
   return path
 
 def remove_finding(path: Path) -> None:

@@ -1,0 +1,121 @@
+"""The tinygrad bridge's command line.
+
+  python -m refimpl.tinygrad capture --device CLANG --out DIR [--max-elements N] -- script.py [args...]
+      runs the script on tinygrad's DEVICE and saves every distinct kernel it runs as a refimpl case in DIR (program,
+      inputs and tinygrad's outputs as bit patterns, the kernel name): `python -m refimpl.fuzz replay DIR/*.json`
+  python -m refimpl.tinygrad run [--check DEVICE] [--out DIR] -- script.py [args...]
+      runs the script with every kernel on refimpl's emulator (the REFIMPL device, strict: undefined behaviour stops it
+      naming the kernel, the uop and the lane); with --check DEVICE, on tinygrad's DEVICE with each kernel also run on the
+      emulator, every disagreement and undefined behaviour saved as a reproducer in DIR
+
+Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.tinygrad", description="Run tinygrad 0.10.1 scripts against refimpl.")
+  sub = ap.add_subparsers(dest="command", required=True)
+  cap = sub.add_parser("capture", help="save every kernel a tinygrad script runs as a refimpl case")
+  cap.add_argument("--device", default="PYTHON", help="tinygrad's device to run the script on (default PYTHON)")
+  cap.add_argument("--out", type=Path, required=True, help="where the case files go")
+  cap.add_argument("--max-elements", type=int, default=1 << 16, help="skip kernels with a larger buffer (default 65536)")
+  run = sub.add_parser("run", help="run a tinygrad script on the reference (or check a device against it)")
+  run.add_argument("--check", metavar="DEVICE", help="run on tinygrad's DEVICE and compare every kernel with the emulator")
+  run.add_argument("--out", type=Path, default=Path("tinygrad-check"), help="where reproducers go (default tinygrad-check/)")
+  for p in (cap, run): p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py [args...]")
+  return ap
+
+
+def _script(args: argparse.Namespace, ap: argparse.ArgumentParser) -> list[str]:
+  argv = args.script[1:] if args.script[:1] == ["--"] else args.script
+  if not argv: ap.error("give the script after --, e.g. -- train.py --steps 3")
+  if not Path(argv[0]).is_file(): ap.error(f"no such script: {argv[0]}")
+  return argv
+
+
+def _run_script(argv: list[str]) -> int:
+  """Runs argv[0] as __main__ with sys.argv = argv; returns its exit status (SystemExit honoured)."""
+  old = sys.argv
+  sys.argv = list(argv)
+  sys.path.insert(0, str(Path(argv[0]).resolve().parent))
+  try: runpy.run_path(argv[0], run_name="__main__")
+  except SystemExit as e: return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  finally: sys.argv = old
+  return 0
+
+
+def _use_device(device: str) -> str | None:
+  """Makes tinygrad's `device` the default (after preparing the pip toolchains); None, or why it cannot be used."""
+  if device.split(":")[0].upper() != "PYTHON":  # tinygrad's emulator needs no toolchain
+    from refimpl.tinygrad.toolchain import prepare_tinygrad
+    why = prepare_tinygrad().get(device.split(":")[0].upper())
+    if why is not None: return why
+  from tinygrad.device import Device
+  try: Device.DEFAULT = Device[device].device
+  except Exception as e: return f"{device}: {type(e).__name__}: {e}"
+  return None
+
+
+def capture_main(args: argparse.Namespace, argv: list[str]) -> int:
+  from refimpl.tinygrad.capture import capture
+  why = _use_device(args.device)
+  if why is not None:
+    print(f"refimpl.tinygrad: cannot use tinygrad's {args.device}: {why}", file=sys.stderr)
+    return 2
+  with capture() as kernels:
+    try: status = _run_script(argv)
+    finally: _save_captured(args, kernels)
+  return status
+
+
+def _save_captured(args: argparse.Namespace, kernels: list) -> None:
+  """Saves what capture recorded (also when the script failed part way), with a summary line and what was skipped."""
+  from refimpl.tinygrad.cases import case_finding, save_case
+  saved, skipped = 0, []
+  for k in kernels:
+    if k.program is None:
+      skipped.append(f"{k.name}: not translatable: {k.error}")
+      continue
+    largest = max((a.size for a in k.inputs), default=0)
+    if largest > args.max_elements:
+      skipped.append(f"{k.name}: a buffer of {largest} elements (more than --max-elements {args.max_elements})")
+      continue
+    save_case(args.out, case_finding(k.program, k.inputs, k.vals, args.device.upper(), k.name, k.outputs, rules=list(k.fired)))
+    saved += 1
+  print(f"refimpl.tinygrad capture: {len(kernels)} distinct kernels on {args.device}, {saved} saved in {args.out}, "
+        f"{len(skipped)} skipped", file=sys.stderr)
+  for s in skipped: print(f"  skipped {s}", file=sys.stderr)
+
+
+def run_main(args: argparse.Namespace, argv: list[str]) -> int:
+  from refimpl.tinygrad.reference import SESSION, check_kernels, install_reference_device
+  if args.check is None:
+    install_reference_device(default=True)
+    try: status = _run_script(argv)
+    finally: print(SESSION.summary(), file=sys.stderr)
+    return status
+  why = _use_device(args.check)
+  if why is not None:
+    print(f"refimpl.tinygrad: cannot use tinygrad's {args.check}: {why}", file=sys.stderr)
+    return 2
+  with check_kernels(args.out, args.check.upper()) as session:
+    try: status = _run_script(argv)
+    finally: print(session.summary(), file=sys.stderr)
+  return 1 if session.disagreements or session.undefined else status
+
+
+def main(argv: list[str] | None = None) -> int:
+  ap = _parser()
+  args = ap.parse_args(argv)
+  script = _script(args, ap)
+  return capture_main(args, script) if args.command == "capture" else run_main(args, script)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

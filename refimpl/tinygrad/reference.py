@@ -1,0 +1,202 @@
+"""tinygrad on the reference: a tinygrad device whose kernels run on refimpl's emulator, and a checking mode.
+
+`install_reference_device()` adds the tinygrad device REFIMPL (tinygrad finds devices as modules
+`tinygrad.runtime.ops_<name>`; this one is put in sys.modules). Its renderer is tinygrad's PYTHON renderer, so it gets the
+kernels tinygrad's own emulator gets (the grid form), but instead of pickling them it translates each one with
+`from_tinygrad` and runs it with `refimpl.emulator.machine.emulate` in strict mode, in place on the buffers: undefined
+behaviour stops the script with `KernelUndefinedBehavior` (the tinygrad kernel name, the uop, the lane, the operands). A
+kernel refimpl cannot translate stops it with `TranslationError` naming the kernel and the uop.
+
+`check_kernels(out)` is the checking mode: while it is active, every compiled kernel that tinygrad runs on its own
+device also runs on the emulator (permissive mode) with the same inputs; elements the emulator calls exact must be the
+same bits. Each disagreement, and each kernel with undefined behaviour, is saved as a reproducer in `out` (a case file
+that `python -m refimpl.fuzz replay` reruns).
+
+`Session` counts kernels, distinct kernels, disagreements and undefined behaviour, prints progress to stderr and a summary
+at exit (`python -m refimpl.tinygrad run` uses both).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from refimpl.dtype import to_np
+from refimpl.emulator.machine import emulate
+from refimpl.errors import UndefinedBehavior
+from refimpl.ir import Program, program_from_json, program_to_json
+from refimpl.testing.compare import same_value
+from refimpl.tinygrad.capture import buffer_array
+from refimpl.tinygrad.cases import case_finding, save_case
+from refimpl.tinygrad.importer import TranslationError, from_tinygrad, translate
+
+DEVICE = "REFIMPL"
+
+
+class KernelUndefinedBehavior(UndefinedBehavior):
+  """Undefined behaviour in a tinygrad kernel run on the reference: UndefinedBehavior's fields plus the kernel name."""
+  def __init__(self, kernel: str, ub: UndefinedBehavior):
+    self.kernel = kernel
+    super().__init__(ub.op, ub.uop_index, ub.lane, ub.operands, ub.reason, ub.count)
+    self.args = (f"tinygrad kernel {kernel}: {ub}",)
+
+  def __str__(self) -> str: return self.args[0]
+
+
+# ***** session: counts, progress, summary *****
+
+@dataclass
+class Session:
+  """What a run of a tinygrad script on the reference (or under the check) saw."""
+  out: TextIO = sys.stderr
+  runs: int = 0
+  kernels: set = field(default_factory=set)
+  disagreements: list[str] = field(default_factory=list)
+  undefined: list[str] = field(default_factory=list)
+  untranslatable: dict[str, str] = field(default_factory=dict)
+  started: float = field(default_factory=time.perf_counter)
+  last_progress: float = 0.0
+
+  def ran(self, name: str) -> None:
+    self.runs += 1
+    self.kernels.add(name)
+    now = time.perf_counter()
+    if now - self.last_progress >= 2.0:
+      self.last_progress = now
+      print(f"refimpl: {self.runs} kernel runs, {len(self.kernels)} kernels, {len(self.disagreements)} disagreements, "
+            f"{len(self.undefined)} undefined ({now - self.started:.0f} s)", file=self.out, flush=True)
+
+  def summary(self) -> str:
+    lines = [f"refimpl: {self.runs} kernel runs of {len(self.kernels)} kernels in {time.perf_counter() - self.started:.1f} s; "
+             f"{len(self.disagreements)} disagreements, {len(self.undefined)} with undefined behaviour, "
+             f"{len(self.untranslatable)} not translatable"]
+    lines += [f"  disagreement: {d}" for d in self.disagreements] + [f"  undefined: {u}" for u in self.undefined]
+    lines += [f"  not translatable: {k}: {why}" for k, why in self.untranslatable.items()]
+    return "\n".join(lines)
+
+
+SESSION = Session()
+
+
+# ***** the REFIMPL device *****
+
+def _arrays(program: Program, bufs: tuple) -> list[np.ndarray]:
+  """The device's buffers (writable memoryviews) as numpy arrays of the kernel's buffer dtypes and declared sizes."""
+  out = []
+  for mv, k in zip(bufs, sorted(program.buffers)):
+    ptr = program.buffers[k]
+    out.append(np.frombuffer(mv, dtype=to_np(ptr.base))[:ptr.size])
+  return out
+
+
+class ReferenceProgram:
+  """A translated kernel (the program's JSON is the "binary"); a call runs it on the emulator, strict, in place."""
+  def __init__(self, name: str, lib: bytes):
+    self.name, self.program = name, program_from_json(lib.decode())
+
+  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
+    start = time.perf_counter()
+    p = dataclasses.replace(self.program, global_size=tuple(global_size), local_size=tuple(local_size))
+    try: emulate(p, _arrays(p, bufs), vals=tuple(vals), strict=True, inplace=True)
+    except UndefinedBehavior as e:
+      SESSION.undefined.append(f"{self.name}: {e}")
+      raise KernelUndefinedBehavior(self.name, e) from None
+    SESSION.ran(self.name)
+    return time.perf_counter() - start if wait else None
+
+
+def _device_class() -> type:
+  """The tinygrad Compiled subclass of the REFIMPL device (built on first use: tinygrad is imported only then)."""
+  from tinygrad.device import Compiled, Compiler
+  from tinygrad.runtime.ops_python import PythonAllocator, PythonRenderer
+
+  class ReferenceRenderer(PythonRenderer):
+    """tinygrad's PYTHON renderer's capabilities (so the kernels are the ones tinygrad's emulator gets); renders the
+    translated refimpl program as its JSON form."""
+    def render(self, name: str, uops: list) -> str:
+      try: return program_to_json(from_tinygrad(uops, name=name))
+      except TranslationError as e:
+        SESSION.untranslatable[name] = str(e)
+        raise TranslationError(e.index, e.op, f"{e.why} (tinygrad kernel {name})") from None
+
+  class ReferenceCompiler(Compiler):
+    def __init__(self): super().__init__(None)  # nothing to cache: "compiling" is encoding the JSON
+    def compile(self, src: str) -> bytes: return src.encode()
+
+  class RefimplDevice(Compiled):
+    def __init__(self, device: str):
+      super().__init__(device, PythonAllocator(), ReferenceRenderer(), ReferenceCompiler(), ReferenceProgram)
+
+  return RefimplDevice
+
+
+def install_reference_device(default: bool = False) -> str:
+  """Makes `Device["REFIMPL"]` a tinygrad device (and the default one when `default`); returns its name. REFIMPL=1 in
+  the environment also selects it, when tinygrad has not chosen its default device yet."""
+  from tinygrad.device import Device
+  name = f"tinygrad.runtime.ops_{DEVICE.lower()}"
+  if name not in sys.modules:
+    module = types.ModuleType(name, "refimpl's reference device for tinygrad (see refimpl.tinygrad.reference)")
+    module.RefimplDevice = _device_class()
+    sys.modules[name] = module
+  if DEVICE not in Device._devices: Device._devices.append(DEVICE)
+  if default: Device.DEFAULT = DEVICE
+  return DEVICE
+
+
+# ***** checking mode: tinygrad's own device against the emulator *****
+
+def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.ndarray], vals: tuple[int, ...]) -> str | None:
+  """None when `outputs` (what a device computed from `inputs`) agree with the emulator on every exact element, else
+  the first difference. UndefinedBehavior when the emulator finds the kernel undefined on these inputs."""
+  res = emulate(program, inputs, vals=vals, strict=False)
+  if res.events: raise res.events[0]
+  for k, (want, got, loose) in enumerate(zip(res.buffers, outputs, res.loose)):
+    bad = np.flatnonzero(~loose & ~same_value(got, want))
+    if len(bad): return (f"buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, device {got[bad[0]]!r} "
+                         f"({len(bad)} elements differ)")
+  return None
+
+
+@contextmanager
+def check_kernels(out: Path, device: str, session: Session = SESSION) -> Iterator[Session]:
+  """While active, every compiled kernel tinygrad runs is also run on the emulator and compared (module docstring)."""
+  from tinygrad.engine.realize import CompiledRunner, ExecItem
+  original = ExecItem.run
+
+  def run(self, _var_vals=None, *args: Any, **kwargs: Any):
+    if not isinstance(self.prg, CompiledRunner): return original(self, _var_vals, *args, **kwargs)
+    bufs = [b.ensure_allocated() for b in self.bufs]
+    before = [buffer_array(b) for b in bufs]
+    ret = original(self, _var_vals, *args, **kwargs)
+    var_vals = _var_vals or {}
+    p = self.prg.p
+    gs, ls = p.launch_dims(var_vals)
+    vals = tuple(var_vals[v] for v in p.vars)
+    try: program = translate(p, global_size=gs, local_size=ls).program
+    except (TranslationError, ValueError) as e:
+      session.untranslatable[p.function_name] = str(e)
+      return ret
+    after = [buffer_array(b) for b in bufs]
+    try: why = compare_run(program, before, after, vals)
+    except UndefinedBehavior as e:
+      path = save_case(out / "undefined", case_finding(program, before, vals, device, p.function_name, after, str(e)))
+      session.undefined.append(f"{p.function_name}: {e} (saved {path})")
+      why = None
+    if why is not None:
+      path = save_case(out / "disagreements", case_finding(program, before, vals, device, p.function_name, after, why))
+      session.disagreements.append(f"{p.function_name}: {why} (saved {path})")
+    session.ran(p.function_name)
+    return ret
+
+  ExecItem.run = run
+  try: yield session
+  finally: ExecItem.run = original
