@@ -70,9 +70,9 @@ def replay_main(argv: list[str]) -> int:
   findings = [load_finding(p) for p in args.files]
   refs = [BackendRef.parse(b) for b in _backends(args.backend) or []] or None
   failing = 0
-  for path, run in zip([p for p, f in zip(args.files, findings) for _ in (refs or [f.backend])],
-                       replay(findings, refs, timeout=args.timeout)):
-    r = run["result"]
+  path_of = {id(f): p for p, f in zip(args.files, findings)}
+  for run in replay(findings, refs, timeout=args.timeout):
+    path, r = path_of[id(run["finding"])], run["result"]
     if r.status == "ok": what = "passes (agrees with the spec)"
     elif r.status == "finding":
       failing += 1

@@ -95,6 +95,7 @@ def _save_captured(args: argparse.Namespace, kernels: list) -> None:
 
 def run_main(args: argparse.Namespace, argv: list[str]) -> int:
   from refimpl.tinygrad.reference import SESSION, check_kernels, install_reference_device
+  SESSION.progress = True
   if args.check is None:
     install_reference_device(default=True)
     try: status = _run_script(argv)

@@ -57,19 +57,20 @@ class KernelUndefinedBehavior(UndefinedBehavior):
 class Session:
   """What a run of a tinygrad script on the reference (or under the check) saw."""
   out: TextIO = sys.stderr
+  progress: bool = False  # a line on `out` every 2 s of running (python -m refimpl.tinygrad run sets it)
   runs: int = 0
   kernels: set = field(default_factory=set)
   disagreements: list[str] = field(default_factory=list)
   undefined: list[str] = field(default_factory=list)
   untranslatable: dict[str, str] = field(default_factory=dict)
   started: float = field(default_factory=time.perf_counter)
-  last_progress: float = 0.0
+  last_progress: float = field(default_factory=time.perf_counter)
 
   def ran(self, name: str) -> None:
     self.runs += 1
     self.kernels.add(name)
     now = time.perf_counter()
-    if now - self.last_progress >= 2.0:
+    if self.progress and now - self.last_progress >= 2.0:
       self.last_progress = now
       print(f"refimpl: {self.runs} kernel runs, {len(self.kernels)} kernels, {len(self.disagreements)} disagreements, "
             f"{len(self.undefined)} undefined ({now - self.started:.0f} s)", file=self.out, flush=True)

@@ -1,0 +1,118 @@
+"""tinygrad on the reference (refimpl.tinygrad.reference and `python -m refimpl.tinygrad`). Rules:
+- on the REFIMPL device a tinygrad program computes what tinygrad's own emulator computes, bit for bit, where both
+  define the result (its kernels are the ones tinygrad's PYTHON device gets; the float constants here are exact);
+- undefined behaviour stops the script with the tinygrad kernel's name, the uop and the lane;
+- `capture` writes cases that the fuzzer's replay command reruns;
+- the checking mode reports a disagreement exactly when tinygrad's device computed something the spec does not allow,
+  and saves a reproducer."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tinygrad")
+
+from tinygrad import Tensor, nn
+
+from refimpl.errors import UndefinedBehavior
+from refimpl.fuzz.corpus import load_finding
+from refimpl.tinygrad.reference import KernelUndefinedBehavior, install_reference_device
+
+REF = install_reference_device()
+
+
+def mlp_step(device: str) -> list[np.ndarray]:
+  """One SGD step (lr 2^-6) of a 8-16-4 ReLU MLP on a mean squared error; the parameters after it and the loss."""
+  rng = np.random.default_rng(0)
+  shapes = [(16, 8), (16,), (4, 16), (4,)]
+  params = [Tensor(rng.standard_normal(s).astype(np.float32), device=device, requires_grad=True) for s in shapes]
+  x, y = (Tensor(rng.standard_normal(s).astype(np.float32), device=device) for s in ((4, 8), (4, 4)))
+  opt = nn.optim.SGD(params, lr=2**-6)
+  with Tensor.train():
+    h = (x @ params[0].T + params[1]).relu()
+    loss = ((h @ params[2].T + params[3] - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+  return [p.numpy() for p in params] + [loss.numpy()]
+
+
+def cnn_forward(device: str) -> np.ndarray:
+  """conv 3x3 (padding 1) + ReLU, 2x2 max pool, conv 3x3 + ReLU, a linear layer, on a 2x3x8x8 batch."""
+  rng = np.random.default_rng(1)
+  x, w1, b1, w2, fc = (Tensor(rng.standard_normal(s).astype(np.float32), device=device)
+                       for s in ((2, 3, 8, 8), (4, 3, 3, 3), (4,), (4, 4, 3, 3), (16, 5)))
+  h = x.conv2d(w1, b1, padding=1).relu().max_pool2d().conv2d(w2).relu()
+  return (h.reshape(2, -1) @ fc).numpy()
+
+
+def test_an_mlp_training_step_on_the_reference_is_tinygrads_emulator_bit_for_bit():
+  for got, want in zip(mlp_step(REF), mlp_step("PYTHON")): assert got.tobytes() == want.tobytes()
+
+
+def test_a_cnn_forward_on_the_reference_is_tinygrads_emulator_bit_for_bit():
+  got, want = cnn_forward(REF), cnn_forward("PYTHON")
+  assert got.shape == (2, 5) and got.tobytes() == want.tobytes()
+
+
+def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
+  x = Tensor(np.arange(8, dtype=np.int32), device=REF)
+  d = Tensor(np.array([1, 2, 0, 1, 1, 1, 1, 1], dtype=np.int32), device=REF)
+  with pytest.raises(KernelUndefinedBehavior) as e: (x // d).numpy()
+  assert isinstance(e.value, UndefinedBehavior) and e.value.kernel.startswith("E_") and e.value.reason == "division by zero"
+  assert e.value.operands == (2, 0) and e.value.uop_index is not None
+  assert f"tinygrad kernel {e.value.kernel}: undefined behavior at uop {e.value.uop_index} (IDIV)" in str(e.value)
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+  path = tmp_path / "script.py"
+  path.write_text("import numpy as np\nfrom tinygrad import Tensor\n" + body)
+  return path
+
+
+def test_run_stops_a_script_at_undefined_behaviour_and_prints_the_summary(tmp_path):
+  script = _script(tmp_path, "x = Tensor(np.arange(4, dtype=np.int32))\nprint((x // (x - 2)).numpy())\n")
+  res = _cli("refimpl.tinygrad", "run", "--", str(script), cwd=tmp_path)
+  assert res.returncode != 0 and "KernelUndefinedBehavior: tinygrad kernel E_" in res.stderr and "division by zero" in res.stderr
+  assert "refimpl: 0 kernel runs of 0 kernels" in res.stderr and "1 with undefined behaviour" in res.stderr
+
+
+def test_capture_writes_cases_the_replay_command_reruns(tmp_path):
+  script = _script(tmp_path, "x = Tensor(np.arange(16, dtype=np.float32))\nprint(((x * 3).sum() + x.max()).numpy())\n")
+  res = _cli("refimpl.tinygrad", "capture", "--device", "PYTHON", "--out", "cases", "--", str(script), cwd=tmp_path)
+  assert res.returncode == 0, res.stderr
+  files = sorted((tmp_path / "cases").glob("*.json"))
+  assert files and f"{len(files)} saved" in res.stderr
+  f = load_finding(files[0])
+  assert f.found["device"] == "PYTHON" and f.found["kernel"] == files[0].stem and len(f.found["outputs"]) == len(f.case.inputs)
+  # PYTHON: the case's own backend, the emulator alone; with another backend, the emulator is its reference
+  for backends, shown in (("PYTHON", "PYTHON"), ("CLANG", "CLANG"), ("PYTHON,CLANG", "CLANG")):
+    res = _cli("refimpl.fuzz", "replay", *map(str, files), "--backend", backends, cwd=tmp_path)
+    want = sorted(f"{p} on {shown}: passes (agrees with the spec)" for p in files)
+    assert res.returncode == 0 and sorted(res.stdout.splitlines()) == want, res.stdout + res.stderr
+
+
+def test_the_check_reports_a_disagreement_exactly_when_tinygrads_clang_breaks_the_spec(tmp_path):
+  """a*b+c in float32 with a product that is not exact: an FMA (clang contracts a*b+c unless told not to, and tinygrad
+  passes no -ffp-contract flag) rounds once where the spec rounds twice. Whichever tinygrad's CLANG does here, the
+  check must say so: one disagreement with a saved reproducer exactly when its result is not the spec's."""
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  why = prepare_tinygrad()["CLANG"]
+  if why is not None: pytest.skip(f"tinygrad's CLANG does not run here: {why}")
+  a = np.float32(1 + 2**-12)
+  body = (f"a = Tensor(np.full(4, {float(a)!r}, np.float32))\nc = Tensor(np.full(4, {-1.0 - 2**-11!r}, np.float32))\n"
+          "out = (a * a + c).numpy()\nnp.save('out.npy', out)\n")
+  res = _cli("refimpl.tinygrad", "run", "--check", "CLANG", "--out", "check", "--", str(_script(tmp_path, body)), cwd=tmp_path)
+  spec = np.float32(np.float32(a * a) + np.float32(-1.0 - 2**-11))  # MUL rounds, then ADD rounds (no contraction)
+  broke = np.load(tmp_path / "out.npy")[0] != spec
+  reproducers = sorted((tmp_path / "check" / "disagreements").glob("*.json"))
+  assert res.returncode == (1 if broke else 0) and len(reproducers) == int(broke), res.stderr
+  assert f"{int(broke)} disagreements" in res.stderr
+  for path in reproducers: assert json.loads(path.read_text())["found"]["device"] == "CLANG"
