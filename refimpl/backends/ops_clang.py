@@ -124,6 +124,28 @@ def _cpu_id() -> str:
   return "\n".join(dict.fromkeys(ln for ln in lines if ln.split(":")[0].strip() in keep))
 
 
+def run_clang(args: list[str], src: str, timeout: float = COMPILE_TIMEOUT_S) -> bytes:
+  """The ELF object that clang `args` (a command and its flags, without source and output) builds from `src`. It runs on a
+  temporary file in its own process group (a timeout kills it and every child it started, e.g. zig's clang);
+  temporary files, not stdin: zig keeps a copy of every stdin in its cache. CompileError with clang's messages and the
+  numbered source; _Timeout past `timeout`."""
+  with tempfile.TemporaryDirectory(prefix="refimpl-clang-") as tmp:
+    source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
+    with open(source, "w") as f: f.write(src)
+    proc = subprocess.Popen([*args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try: _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+      raise _Timeout(f"CLANG: clang took more than {timeout} s") from e
+    out = pathlib.Path(obj).read_bytes() if proc.returncode == 0 and os.path.exists(obj) else b""
+  if proc.returncode != 0 or not out.startswith(b"\x7fELF"):
+    numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(src.splitlines(), 1))
+    raise CompileError(f"CLANG: clang failed (exit status {proc.returncode}):\n{err.decode(errors='replace').strip()}\n"
+                       f"--- source ---\n{numbered}")
+  return out
+
+
 class ClangCompiler(Compiler):
   """C source -> ELF relocatable object (bytes), through the disk cache. `compile_batch` builds many kernels in one call.
   `arch` (default: the host's) other than the host's gives objects for that machine, for inspection (tests), not to run."""
@@ -153,25 +175,7 @@ class ClangCompiler(Compiler):
                     stacklevel=2)
       return self._run(self.generic_args, src, COMPILE_TIMEOUT_S)
 
-  def _run(self, args: list[str], src: str, timeout: float) -> bytes:
-    """Runs clang on a temporary file in its own process group (a timeout kills it and every child it started, e.g.
-    zig's clang) and returns the object. Temporary files, not stdin: zig keeps a copy of every stdin in its cache."""
-    with tempfile.TemporaryDirectory(prefix="refimpl-clang-") as tmp:
-      source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
-      with open(source, "w") as f: f.write(src)
-      proc = subprocess.Popen([*args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True)
-      try: _, err = proc.communicate(timeout=timeout)
-      except subprocess.TimeoutExpired as e:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise _Timeout(f"CLANG: clang took more than {timeout} s") from e
-      out = pathlib.Path(obj).read_bytes() if proc.returncode == 0 and os.path.exists(obj) else b""
-    if proc.returncode != 0 or not out.startswith(b"\x7fELF"):
-      numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(src.splitlines(), 1))
-      raise CompileError(f"CLANG: clang failed (exit status {proc.returncode}):\n{err.decode(errors='replace').strip()}\n"
-                         f"--- source ---\n{numbered}")
-    return out
+  def _run(self, args: list[str], src: str, timeout: float) -> bytes: return run_clang(args, src, timeout)
 
   def compile_batch(self, srcs: list[str]) -> list[bytes]:
     """One object per source, compiling every uncached source in a single clang call (their kernels must have distinct

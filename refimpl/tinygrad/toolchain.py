@@ -21,9 +21,10 @@ CLANG. tinygrad's ClangJITCompiler.compile runs `clang` from PATH (stdin to stdo
     .text offset 0x20, silently overwriting 4 bytes of the kernel's code (measured on a 3-float kernel). Without unwind
     tables there is no .eh_frame.
   It compiles a temporary file to a temporary file (zig keeps a copy of every stdin in its cache), runs as an argument
-  list (no shell) in its own process group, and kills that group after COMPILE_TIMEOUT_S. The result is still
-  jit_loader(object), cached by tinygrad under its own key. The replacement is written against tinygrad 0.10.1's flags;
-  another tinygrad version is refused with a reason rather than patched.
+  list (no shell) in its own process group, and kills that group past refimpl's CLANG time limit (it is
+  refimpl.backends.ops_clang.run_clang). The result is still jit_loader(object), cached by tinygrad under its own key.
+  The replacement is written against tinygrad 0.10.1's flags; another tinygrad version is refused with a reason rather
+  than patched.
 
 LLVM. tinygrad 0.10.1's LLVM device does not use llvmlite: tinygrad.runtime.support.llvm loads the LLVM C library with
   ctypes (ctypes.util.find_library 'LLVM', then 'LLVM-14' .. 'LLVM-19'). llvmlite's libllvmlite.so exports only its own
@@ -51,15 +52,11 @@ import importlib.metadata
 import os
 import pathlib
 import platform
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
 TINYGRAD_VERSION = "0.10.1"
-COMPILE_TIMEOUT_S = 120
 ZIG_EXTRA_FLAGS = ("-g0", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables")
 CLANG_PROBE = "void tg_probe(int* restrict o) { o[0] = 1; }"
 CL_PROBE = "__kernel void tg_probe(__global int* o) { o[get_global_id(0)] = 1; }"
@@ -139,23 +136,15 @@ def _zig_compile(command: list[str]) -> Callable[[Any, str], bytes]:
   return compile
 
 
-def run_clang(args: list[str], src: str, timeout: float = COMPILE_TIMEOUT_S) -> bytes:
-  """The object `args` builds from `src`, through temporary files, in its own process group (killed after `timeout`).
-  tinygrad's CompileError with clang's messages on failure."""
+def run_clang(args: list[str], src: str) -> bytes:
+  """The object `args` builds from `src` (refimpl's run_clang: temporary files, its own process group, a time limit),
+  with tinygrad's CompileError on failure."""
   from tinygrad.device import CompileError
-  with tempfile.TemporaryDirectory(prefix="refimpl-tinygrad-clang-") as tmp:
-    source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
-    pathlib.Path(source).write_text(src)
-    proc = subprocess.Popen([*args, source, "-o", obj], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try: _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-      os.killpg(proc.pid, signal.SIGKILL)
-      proc.wait()
-      raise CompileError(f"CLANG: {args[0]} took more than {timeout} s") from e
-    out = pathlib.Path(obj).read_bytes() if proc.returncode == 0 and os.path.exists(obj) else b""
-  if not out.startswith(b"\x7fELF"):
-    raise CompileError(f"CLANG: {' '.join(args)} failed (exit status {proc.returncode}):\n{err.decode(errors='replace')}")
-  return out
+
+  from refimpl.backends import ops_clang
+  from refimpl.device import CompileError as RefimplCompileError
+  try: return ops_clang.run_clang(args, src)
+  except RefimplCompileError as e: raise CompileError(str(e)) from None
 
 
 def _probe_clang(tg: Any, command: list[str]) -> str | None:
