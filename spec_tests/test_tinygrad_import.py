@@ -198,3 +198,18 @@ def test_image_special_wmma_unknown_raise():
     from_tinygrad([_buf(), TgUOp(TgOps.SINK, tg_dtypes.void, ())])
 
 
+
+
+def test_a_translation_that_breaks_the_ir_names_the_tinygrad_uop():
+  """A uint32 shift count on an int32 value (possible in 0.10.1): refimpl's shifts take one dtype, so the translation is
+  refused, naming the tinygrad uop and the IR rule."""
+  g, c0 = _buf(), TgUOp(TgOps.CONST, tg_dtypes.int, (), 0)
+  noop_src = TgUOp(TgOps.CONST, tg_dtypes.int, (), 1)
+  noop = TgUOp(TgOps.NOOP, tg_dtypes.int, (noop_src,))  # an alias: refimpl's uop indices shift by one after it
+  gi = TgUOp(TgOps.DEFINE_GLOBAL, tg_dtypes.int.ptr(4), (), 1)
+  idx = TgUOp(TgOps.INDEX, gi.dtype, (gi, c0))
+  sh = TgUOp(TgOps.SHL, tg_dtypes.int, (noop, TgUOp(TgOps.CONST, tg_dtypes.uint, (), 3)))
+  uops = [g, c0, noop_src, noop, gi, idx, sh.src[1], sh, TgUOp(TgOps.STORE, tg_dtypes.void, (idx, sh))]
+  with pytest.raises(TranslationError, match=r"uop 7 SHL: its refimpl translation is not valid IR: uop 6 SHL: \[alu-dtypes\]") as e:
+    from_tinygrad(uops)
+  assert e.value.index == 7 and e.value.op == "SHL"

@@ -24,7 +24,8 @@ item's buffer numbers; the kernel is called with its buffers in that list order,
 What refimpl cannot express raises `TranslationError` naming the uop index, the op and why: VCONST, a STORE gated
 through an IF src, image dtypes, pointer CASTs other than rule 2, WMMA (tinygrad's warp-fragment arg form),
 SPECIALs other than (gidx0-2 / lidx0-2, int size), symbolic launch dims, unbounded buffers, and any op refimpl
-does not have. A translated program that still breaks an IR rule raises refimpl's `ProgramError` from `verify`.
+does not have. A translated program that still breaks an IR rule (e.g. a shift whose count is uint32 while the value is
+int32: refimpl's shifts take one dtype) raises TranslationError too, naming the tinygrad uop and the IR rule.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ import numpy as np
 from refimpl.dtype import DType, dtypes, truncate
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
-from refimpl.ir.verify import verify
+from refimpl.ir.verify import ProgramError, verify
 
 __all__ = ["RULES", "TranslationError", "from_tinygrad", "translate_dtype"]
 
@@ -294,7 +295,11 @@ def translate(spec_or_uops: Any, name: str | None = None, global_size: Sequence[
     if is_spec: return _dims(getattr(spec_or_uops, attr), attr, c.fired)
     return tuple(specials.get(f"{prefix}{d}", 1) for d in range(3))
   program = Program(name, tuple(c.out), dims(global_size, "global_size", "gidx"), dims(local_size, "local_size", "lidx"))
-  return Translation(verify(program), c.fired)
+  try: return Translation(verify(program), c.fired)
+  except ProgramError as e:  # say which tinygrad uop the refimpl uop came from
+    if e.index is None: raise
+    tg_index = min(i for i, r in c.to_ref.items() if r == e.index)
+    raise TranslationError(tg_index, uops[tg_index].op.name, f"its refimpl translation is not valid IR: {e}") from e
 
 
 def from_tinygrad(spec_or_uops: Any, name: str | None = None, global_size: Sequence[int] | None = None,
@@ -304,5 +309,5 @@ def from_tinygrad(spec_or_uops: Any, name: str | None = None, global_size: Seque
   spec_or_uops: a `tinygrad.renderer.ProgramSpec` (its `.uops`, `.global_size`/`.local_size`, `.function_name`) or
   the linearized list of tinygrad UOps itself (then the launch dims come from the SPECIALs). name, global_size,
   local_size override the spec's (pass the dims a CompiledRunner actually launched with). Raises TranslationError
-  for what refimpl cannot express, ProgramError (from `refimpl.ir.verify`) for a translation that breaks an IR rule."""
+  for what refimpl cannot express, a translation that breaks an IR rule (`refimpl.ir.verify`) included."""
   return translate(spec_or_uops, name, global_size, local_size).program
