@@ -88,11 +88,20 @@ def test_a_native_integer_division_by_zero_never_kills_the_caller():
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
   assert result.returncode == 0 and result.stdout.startswith("caught division by zero"), result.stderr
 
+def test_eval_op_takes_op_names_and_numpy_dtypes():
+  """`eval_op("ADD", ...)` is `eval_op(Ops.ADD, ...)`; a numpy dtype names the CAST target as a refimpl dtype does."""
+  x = np.array([1, 2, 3], np.int32)
+  assert eval_op("ADD", x, x).tolist() == eval_op("add", x, x).tolist() == eval_op(Ops.ADD, x, x).tolist() == [2, 4, 6]
+  assert eval_op("CAST", x, dtype=np.float16).dtype == np.float16 and eval_op(Ops.CAST, x, dtype="int8").tolist() == [1, 2, 3]
+
 @pytest.mark.parametrize("call,error", [
   (lambda: eval_op(Ops.ADD, np.array([1], np.int32)), "ADD takes 2 operands, got 1"),
   (lambda: eval_op(Ops.ADD, np.array([1], np.int32), np.array([1.0], np.float32)), "ADD needs operands of one dtype"),
   (lambda: eval_op(Ops.CAST, np.array([1], np.int32)), "CAST needs the target dtype"),
-  (lambda: eval_op(Ops.STORE, np.array([1], np.int32)), "evaluates ALU ops, CAST and BITCAST"),
+  (lambda: eval_op(Ops.STORE, np.array([1], np.int32)), "evaluates one ALU op, CAST or BITCAST .*STORE is none of them"),
+  (lambda: eval_op("ADDX", np.array([1], np.int32)), "'ADDX' is not an op; eval_op takes one of ADD, AND, BITCAST"),
+  (lambda: eval_op(3, np.array([1], np.int32)), "op must be an Ops member or its name"),
+  (lambda: eval_op("CAST", np.array([1], np.int32), dtype="U4"), "dtype must be a refimpl dtype"),
 ])
 def test_eval_op_rejects_misuse_clearly(call, error):
   with pytest.raises((TypeError, ValueError), match=error): call()

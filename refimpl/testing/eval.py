@@ -43,12 +43,32 @@ def _check_undefined(op: Ops, operand: DType, out: DType | None, arrays: list[np
   lane = int(bad[0])
   raise UndefinedBehavior(op, None, lane, tuple(a[lane].item() for a in arrays), outcome.reason, count=len(bad))
 
-def eval_op(op: Ops, *inputs, dtype: DType | None = None, device: str = "PYTHON") -> np.ndarray:
-  """`op` applied elementwise to `inputs` (numpy arrays or scalars, broadcast together; operand dtypes from the arrays,
-  ml_dtypes included). `dtype` is the target of CAST and BITCAST. Returns an array of the result dtype, the inputs' shape."""
-  if op not in GroupOp.ALU and op not in CONVERSIONS: raise ValueError(f"eval_op evaluates ALU ops, CAST and BITCAST, not {op}")
+EVALUABLE = sorted(o.name for o in Ops if o in GroupOp.ALU or o in CONVERSIONS)
+
+def _as_op(op: Ops | str) -> Ops:
+  """An Ops member, or its name as a string ("ADD", "add"); a clear error listing what eval_op takes otherwise."""
+  if isinstance(op, str):
+    if op.upper() not in Ops.__members__: raise ValueError(f"{op!r} is not an op; eval_op takes one of {', '.join(EVALUABLE)}")
+    op = Ops[op.upper()]
+  if not isinstance(op, Ops): raise TypeError(f"op must be an Ops member or its name, e.g. Ops.ADD or 'ADD'; got {op!r}")
+  if op not in GroupOp.ALU and op not in CONVERSIONS:
+    raise ValueError(f"eval_op evaluates one ALU op, CAST or BITCAST ({', '.join(EVALUABLE)}); {op.name} is none of them")
+  return op
+
+def _as_dtype(dtype) -> DType | None:
+  """A refimpl DType, or what numpy takes as a dtype (np.float16, "int8", ml_dtypes.bfloat16), or None."""
+  if dtype is None or isinstance(dtype, DType): return dtype
+  try: return from_np(dtype)
+  except ValueError as e: raise TypeError(f"dtype must be a refimpl dtype (dtypes.float16) or a numpy one: {e}") from None
+
+def eval_op(op: Ops | str, *inputs, dtype: DType | None = None, device: str = "PYTHON") -> np.ndarray:
+  """`op` (an Ops member or its name) applied elementwise to `inputs` (numpy arrays or scalars, broadcast together;
+  operand dtypes from the arrays, ml_dtypes included). `dtype` (a refimpl or numpy dtype) is the target of CAST and
+  BITCAST. Returns an array of the result dtype, the inputs' shape."""
+  op, dtype = _as_op(op), _as_dtype(dtype)
   if len(inputs) != _arity(op): raise TypeError(f"{op.name} takes {_arity(op)} operands, got {len(inputs)}")
-  if op in CONVERSIONS and dtype is None: raise TypeError(f"{op.name} needs the target dtype: eval_op(..., dtype=dtypes.X)")
+  if op in CONVERSIONS and dtype is None:
+    raise TypeError(f"{op.name} needs the target dtype: eval_op(..., dtype=dtypes.X or a numpy dtype)")
   arrays = [np.asarray(x) for x in inputs]
   shape = np.broadcast_shapes(*(a.shape for a in arrays))
   flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrays]
