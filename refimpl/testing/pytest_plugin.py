@@ -13,6 +13,7 @@ session's recorder). Devices that do not open are reported once, in the header a
 from __future__ import annotations
 
 import html
+import json
 import pathlib
 import re
 from collections import defaultdict
@@ -86,10 +87,32 @@ class Conformance:
     return ("<!doctype html><meta charset=utf-8><title>refimpl conformance</title><pre>" + html.escape(self.markdown()) +
             "</pre>")
 
+  def to_json(self) -> dict:
+    return {"results": [[b, c, s, d] for (b, c), (s, d) in self.results.items()], "examples": dict(self.examples)}
+
+  def merge(self, doc: dict) -> None:
+    """Adds another process's results (a pytest-xdist worker's `to_json`), by the same rule as `record`."""
+    for backend, case, status, detail in doc["results"]: self.record(backend, case, status, detail)
+    for backend, n in doc["examples"].items(): self.examples[backend] += n
+
 _CONFORMANCE = Conformance()
+_WORKER_KEY = "refimpl_conformance"
+
+class _XdistMerge:
+  """With pytest-xdist: each worker hands its conformance results to the controller, which merges them (the report is
+  written once, by the controller, with every worker's cases)."""
+  @pytest.hookimpl(optionalhook=True)
+  def pytest_testnodedown(self, node, error) -> None:
+    doc = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if doc is not None: _CONFORMANCE.merge(json.loads(doc))
 
 def pytest_configure(config: pytest.Config) -> None:
   config._refimpl_selection = select_backends(config.getoption("backend"))
+  if config.pluginmanager.hasplugin("xdist"): config.pluginmanager.register(_XdistMerge(), "refimpl-xdist-merge")
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+  workeroutput = getattr(session.config, "workeroutput", None)  # set in a pytest-xdist worker only
+  if workeroutput is not None: workeroutput[_WORKER_KEY] = json.dumps(_CONFORMANCE.to_json())
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
   selection: Selection = config._refimpl_selection
