@@ -6,7 +6,8 @@ cold     clang on one kernel's source (render done before; no cache), median ove
 cached   Compiler.compile_cached on a warm disk cache (read + sha256 check), median
 load     ClangProgram: ELF link (elf.py) + CPUProgram mapping, median
 batch B  compile_batch of B distinct kernels in one clang call, per kernel (wall time / B)
-run      o[i] = a[i]*b[i] + 1 on 1M float32 (DESIGN.md's reference kernel), median kernel time (CPUProgram, wait=True)
+run      o[i] = a[i]*b[i] + 1 on 1M float32 (the reference kernel: docs/architecture.md, "Performance budgets"), median
+         kernel time (CPUProgram, wait=True)
 """
 from __future__ import annotations
 

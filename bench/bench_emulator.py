@@ -1,4 +1,4 @@
-"""Emulator speed on a 1M-element elementwise kernel (DESIGN.md, "Performance budgets").
+"""Emulator speed on a 1M-element elementwise kernel (docs/architecture.md, "Performance budgets").
 
     python bench/bench_emulator.py [--n 1048576] [--naive-n 16384] [--repeat 20]
 

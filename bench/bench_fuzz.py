@@ -5,7 +5,8 @@
 For each backend (default: every one that opens but PYTHON) a campaign of --time seconds runs on that backend alone
 (seed 0, reductions off, findings to a temporary folder), then prints programs/s and the share of worker time spent
 generating (incl. the UB rewrites' emulator runs), emulating (the reference and the allowed-set variant), compiling
-(render + compile + load), running and comparing. Budget (DESIGN.md): at least 20 programs/s for CLANG on 2 cores.
+(render + compile + load), running and comparing. Budget (docs/architecture.md, "Performance budgets"): at least 20
+programs/s for CLANG on 2 cores.
 The machine's load average is printed too: the numbers are only comparable on an otherwise idle machine.
 """
 from __future__ import annotations

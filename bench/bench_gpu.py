@@ -8,8 +8,9 @@ load     CLProgram from the cached binary: clCreateProgramWithBinary + build + c
 first    the first launch of a loaded kernel (PoCL generates the work-group function for the local size here), median
 cached   Compiler.compile_cached on a warm disk cache (read + sha256 check), median
 Kernel   runner.Kernel(program) end to end on a warm cache (render + cached compile + load), median
-run      o[i] = a[i]*b[i] + 1 on 1M float32 (DESIGN.md's reference kernel): median kernel time on GPU (OpenCL profiling
-         counters) and on CLANG in the same run, and the GPU's wall time per launch (enqueue + wait)
+run      o[i] = a[i]*b[i] + 1 on 1M float32 (the reference kernel: docs/architecture.md, "Performance budgets"): median
+         kernel time on GPU (OpenCL profiling counters) and on CLANG in the same run, and the GPU's wall time per launch
+         (enqueue + wait)
 """
 from __future__ import annotations
 

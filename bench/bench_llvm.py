@@ -6,8 +6,9 @@ render   the renderer (Program -> LLVM IR / C source), median per kernel
 cold     compile of one kernel's rendered source, no cache: llvmlite (parse, verify, optimize, emit the object, in process)
          at O2 and O0 vs clang -O2 (a subprocess), median over the same distinct elementwise kernels (ops x dtypes)
 load     ELF link (elf.py) + CPUProgram mapping, median
-run      1M-element elementwise kernels, median kernel time (CPUProgram, wait=True): o = a*b + 1 on float32 (DESIGN.md's
-         reference kernel) and on float16 (LLVM and CLANG both compute narrow floats through bit manipulation)
+run      1M-element elementwise kernels, median kernel time (CPUProgram, wait=True): o = a*b + 1 on float32 (the
+         reference kernel: docs/architecture.md, "Performance budgets") and on float16 (LLVM and CLANG both compute
+         narrow floats through bit manipulation)
 Ratios are LLVM / CLANG (below 1: LLVM is faster).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dtype system: tinygrad 0.10.1's dtype contract (see SEED_CONTRACT.md), plus fp8 and a numpy mapping.
+"""The dtype system: tinygrad 0.10.1's dtype contract (see docs/contract.md, "dtype.py"), plus fp8 and a numpy mapping.
 
 Decisions beyond the contract (each is tested in spec_tests/test_dtype.py):
 

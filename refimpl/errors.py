@@ -5,7 +5,7 @@ from typing import Any
 
 
 class UndefinedBehavior(Exception):
-  """A program violated a precondition of the spec (DESIGN.md, "Semantics model": the *undefined* rows).
+  """A program violated a precondition of the spec (docs/semantics.md, "Undefined behaviour").
 
   Raised by the emulator in strict mode, and by `refimpl.testing.eval_op` before native code would run on such inputs.
   Carries where and why: the op, the uop index in the program (None for a single-op evaluation), the first offending

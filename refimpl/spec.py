@@ -1,5 +1,5 @@
 """Per-op semantics metadata: arity, the dtypes each op takes, the result kind per dtype (exact / tolerance with its ULP
-bound / allowed set), the undefined domains, and a one-line rationale per decision of DESIGN.md's table.
+bound / allowed set), the undefined domains, and a one-line rationale per decision (docs/semantics.md, "Decisions").
 
 The rules themselves live in refimpl/emulator/alu.py (RULES: op -> rule function, docstring = the rule); this module
 holds the data around them, and `python -m refimpl.spec` prints SPEC.md from both. SPEC.md at the repo root is exactly

@@ -1,4 +1,4 @@
-"""The dtype contract (SEED_CONTRACT.md, "dtype.py") and refimpl's additions: fp8, exact truncate, numpy mapping."""
+"""The dtype contract (docs/contract.md, "dtype.py") and refimpl's additions: fp8, exact truncate, numpy mapping."""
 import copy
 import itertools
 import math

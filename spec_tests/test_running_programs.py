@@ -51,7 +51,7 @@ def test_a_kernel_compiles_once_and_runs_many_times():
 # *** eval_op ***
 
 def test_eval_op_applies_the_int_wraparound_rule():
-  # DESIGN.md: int ADD wraps in two's complement, so 127 + 1 in int8 is -128
+  # docs/semantics.md, "Integer arithmetic wraps": int ADD wraps in two's complement, so 127 + 1 in int8 is -128
   assert eval_op(Ops.ADD, np.array([127, -128], np.int8), np.array([1, -1], np.int8)).tolist() == [-128, 127]
 
 def test_eval_op_broadcasts_and_keeps_the_input_shape():
@@ -59,7 +59,7 @@ def test_eval_op_broadcasts_and_keeps_the_input_shape():
   assert out.shape == (2, 3) and out.tolist() == [[0, 2, 4], [6, 8, 10]]
 
 def test_eval_op_casts_to_the_requested_dtype():
-  # DESIGN.md: CAST float -> int truncates toward zero
+  # docs/semantics.md, "Casts": CAST float -> int truncates toward zero
   assert eval_op(Ops.CAST, np.array([-2.75, 2.75], np.float32), dtype=dtypes.int32).tolist() == [-2, 2]
 
 def test_eval_op_on_python_raises_undefined_behavior_with_the_lane_and_operands():

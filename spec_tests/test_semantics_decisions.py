@@ -1,5 +1,6 @@
-"""One test per row of DESIGN.md's decision table that the ALU rules own (LOAD/STORE, races and uninitialised locals
-are the executor's: spec_tests/test_emulator_*.py), with values derived from the row's rule; then the interface."""
+"""One test per row of the decision table (docs/semantics.md, "Decisions") that the ALU rules own (LOAD/STORE, races and
+uninitialised locals are the executor's: spec_tests/test_emulator_*.py), with values derived from the row's rule; then the
+interface."""
 from __future__ import annotations
 
 import itertools

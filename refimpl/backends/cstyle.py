@@ -1,6 +1,6 @@
 """The C-family renderer: a verified Program -> C source (CLANG) or, with another language table, OpenCL C (GPU).
 
-Every rule of the spec (DESIGN.md, "Semantics model") must hold in the generated code whatever the optimizer does, so
+Every rule of the spec (docs/semantics.md, "Decisions") must hold in the generated code whatever the optimizer does, so
 nothing is left to C's undefined or unspecified corners:
 
   values      one C variable per uop, in program order (CONST is an inline literal; VECTORIZE, GEP and INDEX are only

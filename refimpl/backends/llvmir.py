@@ -1,6 +1,6 @@
 """The LLVM IR renderer: a verified loop-form Program -> one LLVM IR module (text) holding the kernel function.
 
-The spec (DESIGN.md, "Semantics model") holds in the IR whatever LLVM's optimizer does, because every op is written
+The spec (docs/semantics.md, "Decisions") holds in the IR whatever LLVM's optimizer does, because every op is written
 with LLVM's own defined semantics, and no instruction carries a fast-math flag (nnan ninf nsz arcp contract afn reassoc
 fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which cannot wrap (r < end <= 2^31-1).
 

@@ -10,7 +10,7 @@ vectors are just more array dimensions, so every rule is elementwise. Undefined 
 reason of the first one (in C order), never raised: strict or permissive is the executor's choice. Their values are 0.
 An op/dtype pair that the verifier rejects raises ValueError; operands of the wrong numpy dtype raise TypeError.
 
-Looseness (DESIGN.md, "Tracking looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
+Looseness (docs/semantics.md, "Looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
 pattern: tolerance ops (EXP2 LOG2 SIN off their special values), allowed-set lanes where the choices differ (MULACC fused
 vs unfused, MAX of +0/-0), and every float NaN an op or cast produces (its payload is unspecified). WHERE and BITCAST move
 bits and are never loose; the executor carries looseness of operands forward itself.

@@ -1,4 +1,4 @@
-"""The kernel IR: tinygrad 0.10.1's linearized kernel language (see DESIGN.md, "The kernel IR").
+"""The kernel IR: tinygrad 0.10.1's linearized kernel language (see docs/ir.md).
 
   ops.py        Ops (every op, with its src convention) and GroupOp (op families)
   program.py    UOp, Program (uops + launch dims + derived buffer/var signatures), the text listing, INDEX_DTYPE

@@ -62,7 +62,7 @@ class Ops(Enum):
 
 
 class GroupOp:
-  """Op families. The dtype families are the spec's table (DESIGN.md, "Semantics model"):
+  """Op families. The dtype families are the spec's (docs/ir.md, "Ops"; docs/semantics.md, "Decisions"):
   FloatOnly ops take float dtypes only; IntOnly ops take integer dtypes only (never bool, never float);
   IntOrBool ops take integers or bool; NotBool ops are rejected on bool; THREEFRY takes uint64 only.
   Every other ALU op takes any dtype that arithmetic is defined on (ints, floats, bool; fp8 is storage only)."""
