@@ -212,7 +212,8 @@ def exactly(v: float):
 def rounded_once(dt, exact_op, *xs) -> np.ndarray:
   """The IEEE rule for a basic operation: the exact result (an oracle op of test_semantics_oracle) rounded once to dt."""
   lanes = zip(*(as_floats(x) for x in xs))
-  return np.array([rne_any(exact_op(*v), FMT[dt]) for v in lanes], np.float64).astype(to_np(dt))  # exact: values of dt
+  exact = np.array([rne_any(exact_op(*v), FMT[dt]) for v in lanes], np.float64)
+  with np.errstate(invalid="ignore"): return exact.astype(to_np(dt))  # exact: values of dt (NaN stays NaN)
 
 @functools.cache
 def float16_square_roots_and_reciprocals() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
