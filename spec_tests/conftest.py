@@ -1,12 +1,6 @@
-"""Shared configuration of the spec suite: the refimpl pytest plugin (--backend, --conformance-report) and hypothesis
-profiles: `ci` (the default), `dev` (quick), `thorough` (long). Choose with --hypothesis-profile or REFIMPL_HYPOTHESIS_PROFILE."""
-import os
+"""Shared configuration of the spec suite. The refimpl pytest plugin (--backend, --conformance-report, --xfail, ...) is
+loaded through refimpl's pytest11 entry point; hypothesis profiles `ci` (the default), `dev` (quick), `thorough` (long):
+choose with --hypothesis-profile or REFIMPL_HYPOTHESIS_PROFILE."""
+from refimpl.testing.pytest_plugin import load_hypothesis_profile
 
-from hypothesis import HealthCheck, settings
-
-pytest_plugins = ["refimpl.testing.pytest_plugin"]
-
-settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("REFIMPL_HYPOTHESIS_PROFILE", "ci"))
+load_hypothesis_profile()

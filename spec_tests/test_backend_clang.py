@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from refimpl.conformance import PROGRAMS_DIR
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes
 from refimpl.ir import Ops, Program, ProgramBuilder, elementwise, verify
@@ -151,7 +152,7 @@ def test_no_libm_or_compiler_runtime_call_remains():
 
 # ***** compiles that must not hang; which clang is used *****
 
-PROGRAMS = pathlib.Path(__file__).parent / "programs"
+PROGRAMS = PROGRAMS_DIR
 HUNG_CLANG_22 = sorted(PROGRAMS.glob("clang-hang-*.json"))  # tinygrad 0.10.1 max reductions over a local array
 
 @pytest.mark.parametrize("path", HUNG_CLANG_22, ids=lambda p: p.stem)

@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 import pytest
-import test_backend_rules as rules
 
 from refimpl import spec
+from refimpl.conformance import test_rules as rules
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_semantics_oracle import FMT, UINT, as_floats, edge_values, random_bits, rne, same
 
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.alu import exec_alu, exec_bitcast, exec_cast
 from refimpl.ir.dtype_text import dtype_to_str
 from refimpl.ir.ops import Ops
+from refimpl.testing.oracle import FMT, UINT, as_floats, edge_values, random_bits, rne, same
 
 INTS = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
 FLOATS = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_semantics_oracle import (
+
+from refimpl.dtype import dtypes
+from refimpl.emulator.alu import allowed_results, exec_alu
+from refimpl.ir.dtype_text import dtype_to_str
+from refimpl.ir.ops import Ops
+from refimpl.testing.oracle import (
   ARITH_FLOATS,
   FMT,
   UINT,
@@ -30,11 +35,6 @@ from test_semantics_oracle import (
   sqrt,
   sub,
 )
-
-from refimpl.dtype import dtypes
-from refimpl.emulator.alu import allowed_results, exec_alu
-from refimpl.ir.dtype_text import dtype_to_str
-from refimpl.ir.ops import Ops
 
 ORACLE = {Ops.ADD: add, Ops.SUB: sub, Ops.MUL: mul, Ops.FDIV: div, Ops.SQRT: sqrt, Ops.RECIP: lambda x: div(1.0, x),
           Ops.NEG: lambda x: -x}

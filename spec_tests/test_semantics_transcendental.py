@@ -10,13 +10,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_semantics_oracle import FMT, as_floats, edge_values, exponent, random_bits, rne, same
 
 from refimpl.dtype import dtypes
 from refimpl.emulator import reference
 from refimpl.emulator.alu import exec_alu
 from refimpl.ir.ops import Ops
 from refimpl.spec import ULP_BOUNDS, kind, ulp_bound
+from refimpl.testing.oracle import FMT, as_floats, edge_values, exponent, random_bits, rne, same
 
 OPS = (Ops.EXP2, Ops.LOG2, Ops.SIN)
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)

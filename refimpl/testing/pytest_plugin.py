@@ -7,13 +7,23 @@
   --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported / relaxed (an op the
                             device declares inexact, Renderer.inexact_ops), as markdown (PATH) and HTML (PATH with .html)
 
+  --xfail PATTERN           a known failure: matching tests are expected to fail (repeatable); --xfail-file FILE reads
+                            one pattern per line (# comments); --only PATTERN keeps only matching tests, --skip PATTERN
+                            leaves matching ones out. A pattern (fnmatch) matches a backend test's parametrization id,
+                            e.g. "MY-IDIV-i8", "*-IDIV-*", "*-f16*", or its name. EXPECTATIONS takes the same in Python.
+
 Tests take the `backend` fixture (parametrized over the selected devices that open) and the `conformance` fixture (the
-session's recorder). Devices that do not open are reported once, in the header and the summary, never as one skip per test.
+session's recorder). Devices that do not open are reported once, after collection and in the summary, never as one skip
+per test. pytest loads this plugin through refimpl's `pytest11` entry point; it does nothing (opens no device) in a run
+that has no test taking `backend`. Hypothesis profiles `ci` (200 examples), `dev` (30) and `thorough` (5000) are
+registered here; the suites' conftest files load REFIMPL_HYPOTHESIS_PROFILE (default ci).
 """
 from __future__ import annotations
 
+import fnmatch
 import html
 import json
+import os
 import pathlib
 import re
 from collections import defaultdict
@@ -24,12 +34,69 @@ import pytest
 from refimpl.device import ALL_DEVICES, Device, load_object
 
 _THIRD_PARTY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+PROFILES = {"ci": 200, "dev": 30, "thorough": 5000}
+
+def _register_hypothesis_profiles() -> None:
+  """Registers PROFILES (so that --hypothesis-profile dev works from the start); nothing without hypothesis."""
+  try:
+    from hypothesis import HealthCheck, settings
+  except ImportError: return
+  for name, examples in PROFILES.items():
+    settings.register_profile(name, max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+_register_hypothesis_profiles()
+
+def load_hypothesis_profile() -> None:
+  """Loads REFIMPL_HYPOTHESIS_PROFILE (default ci); --hypothesis-profile still wins. Called by the suites' conftest
+  files (a pytest run of another project keeps its own profile)."""
+  from hypothesis import settings
+  settings.load_profile(os.environ.get("REFIMPL_HYPOTHESIS_PROFILE", "ci"))
 
 def pytest_addoption(parser: pytest.Parser) -> None:
   group = parser.getgroup("refimpl", "refimpl spec suite")
   group.addoption("--backend", action="append", default=[], metavar="NAME[,NAME]|module:Class",
                   help="devices to test (default: every device that opens here)")
   group.addoption("--conformance-report", default=None, metavar="PATH", help="write the op x dtype x backend report here")
+  group.addoption("--xfail", action="append", default=[], metavar="PATTERN", help="tests expected to fail (known failures)")
+  group.addoption("--xfail-file", default=None, metavar="FILE", help="known failures, one pattern per line")
+  group.addoption("--only", action="append", default=[], metavar="PATTERN", help="run only the matching backend tests")
+  group.addoption("--skip", action="append", default=[], metavar="PATTERN", help="leave the matching backend tests out")
+
+
+@dataclass
+class Expectations:
+  """A porter's declarations (fnmatch patterns over backend tests' ids and names): known failures, and which tests to
+  run. E.g. in a conftest.py: `EXPECTATIONS.xfail("MYDEV-IDIV-*", reason="floor division")`."""
+  xfails: dict[str, str] = field(default_factory=dict)
+  only_patterns: list[str] = field(default_factory=list)
+  skip_patterns: list[str] = field(default_factory=list)
+
+  def xfail(self, *patterns: str, reason: str = "declared a known failure") -> None:
+    for p in patterns: self.xfails[p] = reason
+  def only(self, *patterns: str) -> None: self.only_patterns += patterns
+  def skip(self, *patterns: str) -> None: self.skip_patterns += patterns
+
+  @staticmethod
+  def matches(item: pytest.Item, patterns) -> bool:
+    """Whether one of `patterns` matches the item's parametrization id, its name or its function's name."""
+    callspec = getattr(item, "callspec", None)
+    names = [callspec.id if callspec is not None else None, item.name, getattr(item, "originalname", item.name)]
+    return any(n is not None and fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+
+  def leaves_out(self, item: pytest.Item) -> bool:
+    if self.only_patterns and not self.matches(item, self.only_patterns): return True
+    return self.matches(item, self.skip_patterns)
+
+  def xfail_reason(self, item: pytest.Item) -> str | None:
+    return next((reason for p, reason in self.xfails.items() if self.matches(item, [p])), None)
+
+EXPECTATIONS = Expectations()
+
+def read_xfail_file(path: str) -> list[str]:
+  """The patterns of an --xfail-file: one per line; blank lines and # comments ignored."""
+  try: text = pathlib.Path(path).read_text()
+  except OSError as e: raise pytest.UsageError(f"--xfail-file {path}: {e}") from None
+  return [ln.split("#", 1)[0].strip() for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
 
 def register_third_party(spec: str) -> str:
   """Registers a `module:Class` backend with the device registry; returns its device name."""
@@ -186,29 +253,58 @@ class _XdistMerge:
     if doc is not None: _CONFORMANCE.merge(json.loads(doc))
 
 def pytest_configure(config: pytest.Config) -> None:
-  config._refimpl_selection = select_backends(config.getoption("backend"))
   if config.pluginmanager.hasplugin("xdist"): config.pluginmanager.register(_XdistMerge(), "refimpl-xdist-merge")
+  EXPECTATIONS.xfail(*config.getoption("xfail"), reason="declared with --xfail")
+  if config.getoption("xfail_file"): EXPECTATIONS.xfail(*read_xfail_file(config.getoption("xfail_file")),
+                                                        reason=f"declared in {config.getoption('xfail_file')}")
+  EXPECTATIONS.only(*config.getoption("only"))
+  EXPECTATIONS.skip(*config.getoption("skip"))
+
+def selection_of(config: pytest.Config) -> Selection:
+  """The backends under test, chosen (and opened) the first time a test asks for the `backend` fixture."""
+  if not hasattr(config, "_refimpl_selection"): config._refimpl_selection = select_backends(config.getoption("backend"))
+  return config._refimpl_selection
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+  """Applies EXPECTATIONS to the backend tests: --only / --skip deselect, --xfail marks expected failures."""
+  keep, dropped = [], []
+  for item in items:
+    backend_test = "backend" in getattr(item, "fixturenames", ())
+    if backend_test and EXPECTATIONS.leaves_out(item):
+      dropped.append(item)
+      continue
+    keep.append(item)
+    reason = EXPECTATIONS.xfail_reason(item) if backend_test else None
+    if reason is not None: item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+  if dropped:
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
   workeroutput = getattr(session.config, "workeroutput", None)  # set in a pytest-xdist worker only
   if workeroutput is not None: workeroutput[_WORKER_KEY] = json.dumps(_CONFORMANCE.to_json())
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+def pytest_report_collectionfinish(config: pytest.Config, start_path, items) -> list[str]:
+  if not hasattr(config, "_refimpl_selection"): return []
   selection: Selection = config._refimpl_selection
   lines = [f"refimpl backends under test: {', '.join(selection.available) or 'none'}"]
   lines += [f"refimpl backend not tested: {reason}" for reason in selection.unavailable.values()]
   return lines
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-  if "backend" in metafunc.fixturenames:
-    metafunc.parametrize("backend", metafunc.config._refimpl_selection.available)
+  if "backend" in metafunc.fixturenames: metafunc.parametrize("backend", selection_of(metafunc.config).available)
 
 @pytest.fixture(scope="session")
 def conformance() -> Conformance: return _CONFORMANCE
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-  selection: Selection = config._refimpl_selection
+  if not hasattr(config, "_refimpl_selection") and not _CONFORMANCE.results: return  # not a refimpl suite run
+  selection = selection_of(config)
   for name, reason in selection.unavailable.items(): terminalreporter.write_line(f"refimpl: {name} not tested: {reason}")
+  for backend in sorted({b for b, _ in _CONFORMANCE.results}):
+    statuses = [s for (b, _), (s, _) in _CONFORMANCE.results.items() if b == backend]
+    counts = ", ".join(f"{statuses.count(s)} {'FAIL' if s == 'fail' else s}" for s in STATUSES)
+    terminalreporter.write_line(f"refimpl conformance of {backend}: {len(statuses)} op cases: {counts}")
   counts = ", ".join(f"{b}: {n:,} lanes" for b, n in sorted(_CONFORMANCE.examples.items()))
   if counts: terminalreporter.write_line(f"refimpl: op-level lanes checked against the spec: {counts}")
   path = config.getoption("conformance_report")

@@ -11,7 +11,6 @@ correctly rounded float32 division) checks the device for it and is skipped wher
 import dataclasses
 import functools
 import math
-import pathlib
 import random
 import subprocess
 import sys
@@ -21,9 +20,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_differential_programs import accumulator_loop_bound, vars_declared_first  # programs shared with the program-level suite
-from test_semantics_oracle import FMT, add, as_floats, div, mul, rne_any, sqrt, sub
 
+from refimpl.conformance import PROGRAMS_DIR
+from refimpl.conformance.test_programs import accumulator_loop_bound, vars_declared_first  # shared with the program tests
 from refimpl.device import Device
 from refimpl.dtype import dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_cast
@@ -33,6 +32,7 @@ from refimpl.ir.strategies import RandomChooser, random_program
 from refimpl.runner import Kernel
 from refimpl.testing.compare import compare
 from refimpl.testing.differential import Case
+from refimpl.testing.oracle import FMT, add, as_floats, div, mul, rne_any, sqrt, sub
 from refimpl.testing.programs import (
   a,
   assert_allowed,
@@ -734,7 +734,7 @@ def test_grid_with_vector_loads_gated_stores_and_a_var(backend):
 
 # ***** real kernels, any name *****
 
-@pytest.mark.parametrize("path", sorted((pathlib.Path(__file__).parent / "programs").glob("clang-hang-*.json")),
+@pytest.mark.parametrize("path", sorted(PROGRAMS_DIR.glob("clang-hang-*.json")),
                          ids=lambda p: p.stem)
 def test_tinygrad_max_reductions_over_a_local_array_match_the_emulator(backend, path):
   """Two max reductions tinygrad 0.10.1 generates (a softmax max and an argmax's max, staged through a local array);

@@ -1,0 +1,55 @@
+"""python -m refimpl.conformance: run the packaged conformance suite on backends and write the report.
+
+  python -m refimpl.conformance [--backend NAME|module:Class ...] [--report PATH.html] [--quick] [-n N]
+                                [--xfail PATTERN ...] [--xfail-file FILE] [--only PATTERN ...] [--skip PATTERN ...]
+                                [-- extra pytest arguments]
+
+Without --backend, every device that opens here is tested (refimpl's own: CLANG, LLVM, GPU, PYTHON). The report is
+written as PATH (HTML) and beside it as markdown (default: conformance-report.html). --quick draws 30 hypothesis examples
+per property instead of 200 (the `dev` profile), which makes the run a few minutes on 2 cores. It prints, per backend,
+how many op cases pass, FAIL, are unsupported or relaxed. Exit status: pytest's (0 when everything passed or was declared
+a known failure with --xfail).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.conformance", description=__doc__.split("\n")[0])
+  ap.add_argument("--backend", action="append", default=[], help="a device name or module:Class (repeat or comma-separate)")
+  ap.add_argument("--report", type=Path, default=Path("conformance-report.html"), help="the HTML report (markdown beside)")
+  ap.add_argument("--quick", action="store_true", help="30 hypothesis examples per property instead of 200")
+  ap.add_argument("-n", dest="workers", default=None, help="pytest-xdist worker processes (e.g. auto)")
+  for name, what in (("--xfail", "known failures"), ("--only", "run only these tests"), ("--skip", "leave these out")):
+    ap.add_argument(name, action="append", default=[], metavar="PATTERN", help=f"{what} (fnmatch over test ids)")
+  ap.add_argument("--xfail-file", metavar="FILE", help="known failures, one pattern per line")
+  ap.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then more pytest arguments")
+  return ap
+
+
+def pytest_arguments(args: argparse.Namespace) -> list[str]:
+  """The pytest command line that runs the packaged suite as `args` ask."""
+  out = ["--pyargs", "refimpl.conformance", "-q", "-p", "no:cacheprovider", "-W", "ignore:Non-empty compiler output",
+         "--conformance-report", str(args.report.with_suffix(".md"))]
+  for b in args.backend: out += ["--backend", b]
+  for opt in ("xfail", "only", "skip"):
+    for pattern in getattr(args, opt): out += [f"--{opt}", pattern]
+  if args.xfail_file: out += ["--xfail-file", args.xfail_file]
+  if args.workers: out += ["-n", args.workers]
+  extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+  return out + extra
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parser().parse_args(argv)
+  if args.quick: os.environ["REFIMPL_HYPOTHESIS_PROFILE"] = "dev"
+  import pytest
+  return int(pytest.main(pytest_arguments(args)))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

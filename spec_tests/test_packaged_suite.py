@@ -1,0 +1,76 @@
+"""The porting workflow from an installed package: a porter's project outside this checkout, with refimpl installed
+as a package (not this checkout), runs the packaged conformance suite on its backend and gets the report. Rules: it
+needs nothing but the installed package; a correct backend passes; a known failure declared with --xfail (a pattern,
+or a file of patterns) does not fail the run; `pytest --pyargs refimpl.conformance` runs the same suite."""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
+DEVICE = '''
+from refimpl.backends.ops_clang import ClangCompiler, ClangProgram, ClangRenderer
+from refimpl.device import Compiled, MallocAllocator
+
+class MyDevice(Compiled):
+  """The porter's backend: refimpl's CLANG pipeline under another name."""
+  subprocess_safe = True
+  def __init__(self, device="MY"):
+    super().__init__(device, MallocAllocator, ClangRenderer(device), ClangCompiler(), ClangProgram)
+'''
+
+
+@pytest.fixture(scope="module")
+def porter(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str]]:
+  """(the porter's project directory, the environment in which refimpl is an installed copy, not this checkout)."""
+  root = tmp_path_factory.mktemp("porter")
+  site = root / "site"
+  res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                        str(site), str(CHECKOUT)], capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0, res.stderr[-3000:]
+  project = root / "project"
+  (project / "my_backend").mkdir(parents=True)
+  (project / "my_backend" / "__init__.py").write_text("")
+  (project / "my_backend" / "device.py").write_text(textwrap.dedent(DEVICE))
+  return project, {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(project)])}
+
+
+def run(porter, *args: str) -> subprocess.CompletedProcess:
+  project, env = porter
+  return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=1200, cwd=project, env=env)
+
+
+def test_refimpl_is_the_installed_copy(porter):
+  res = run(porter, "-c", "import refimpl, refimpl.conformance; print(refimpl.__file__)")
+  assert res.returncode == 0 and "site" in pathlib.Path(res.stdout.strip()).parts, res.stdout + res.stderr
+  assert CHECKOUT not in pathlib.Path(res.stdout.strip()).parents
+
+
+def test_a_correct_backend_passes_the_packaged_suite_and_gets_the_report(porter):
+  res = run(porter, "-m", "refimpl.conformance", "--backend", "my_backend.device:MyDevice", "--quick", "--report",
+            "reports/my.html")
+  assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+  assert "refimpl conformance of MY: 445 op cases: 445 pass, 0 FAIL" in res.stdout
+  page = (porter[0] / "reports" / "my.html").read_text()
+  assert "<th>MY</th>" in page and (porter[0] / "reports" / "my.md").exists()
+
+
+def test_declared_known_failures_do_not_fail_the_run(porter):
+  """A planted floor-division backend fails IDIV on signed ints; declared known (a pattern on the command line, or
+  a file), the run passes and pytest reports the failures as expected ones."""
+  (porter[0] / "known.txt").write_text("# floor division, to be fixed\n*-IDIV-i*\n")
+  args = ["--backend", "refimpl.fuzz.planted:FloorDivClang", "--quick", "--only", "*-IDIV-*", "--report", "reports/floor.html"]
+  undeclared = run(porter, "-m", "refimpl.conformance", *args)
+  assert undeclared.returncode == 1 and "FAIL" in undeclared.stdout
+  for declare in (["--xfail", "*-IDIV-i*"], ["--xfail-file", "known.txt"]):
+    res = run(porter, "-m", "refimpl.conformance", *args, *declare)
+    assert res.returncode == 0 and " xfailed" in res.stdout, res.stdout[-3000:]
+
+
+def test_pytest_pyargs_runs_the_same_suite(porter):
+  res = run(porter, "-m", "pytest", "--pyargs", "refimpl.conformance", "--backend", "my_backend.device:MyDevice", "-q",
+            "-p", "no:cacheprovider", "--only", "*-ADD-*", "--hypothesis-profile", "dev")
+  assert res.returncode == 0 and " passed" in res.stdout and "refimpl conformance of MY" in res.stdout, res.stdout[-3000:]
