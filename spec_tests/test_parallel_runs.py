@@ -21,7 +21,7 @@ def test_a_parallel_run_reports_every_workers_cases(tmp_path):
   rows = {}
   for workers in ("0", "2"):
     report = tmp_path / f"n{workers}.md"
-    args = [sys.executable, "-m", "pytest", str(HERE / "test_differential_ops.py"), "-q", "-p", "no:cacheprovider", "-n", workers,
+    args = [sys.executable, "-m", "pytest", str(HERE / "test_conformance_ops.py"), "-q", "-p", "no:cacheprovider", "-n", workers,
             "-k", "sweep and (IDIV or ADD or CAST)", "--backend", "PYTHON,CLANG", "--conformance-report", str(report)]
     res = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=HERE.parent)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
