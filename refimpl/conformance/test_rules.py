@@ -1,9 +1,10 @@
 """The spec's rules, checked on every backend (the `backend` fixture: every device that opens, PYTHON included; select
-with --backend). What is specific to one backend (toolchains, flags, caches, ELF / IR / OpenCL details) lives in its own
-test_backend_<name>.py; test_backend_llvm.py also runs these tests unoptimized, on LLVM:O0.
+with --backend). Part of the packaged conformance suite (refimpl.conformance). What is specific to one of refimpl's own
+backends (toolchains, flags, caches, ELF / IR / OpenCL details) lives in refimpl's spec_tests/test_backend_<name>.py;
+spec_tests/test_backend_llvm.py also runs these tests unoptimized, on LLVM:O0.
 
 Expected values come from the rule each test names, computed with Python ints / fractions, IEEE floats, the exact
-rational oracle of test_semantics_oracle (one correct rounding of the exact result), or the emulator's op semantics
+rational oracle of refimpl.testing.oracle (one correct rounding of the exact result), or the emulator's op semantics
 (refimpl.emulator) as the oracle for the broad op x dtype and cast sweeps and whole programs. Inputs the spec leaves
 undefined are replaced by defined ones before a launch. A test that needs a capability (a dtype, subnormals,
 correctly rounded float32 division) checks the device for it and is skipped where it is missing.
@@ -210,7 +211,7 @@ def exactly(v: float):
   return Fraction(v) if math.isfinite(v) and v != 0 else v
 
 def rounded_once(dt, exact_op, *xs) -> np.ndarray:
-  """The IEEE rule for a basic operation: the exact result (an oracle op of test_semantics_oracle) rounded once to dt."""
+  """The IEEE rule for a basic operation: the exact result (an oracle op of refimpl.testing.oracle) rounded once to dt."""
   lanes = zip(*(as_floats(x) for x in xs))
   exact = np.array([rne_any(exact_op(*v), FMT[dt]) for v in lanes], np.float64)
   with np.errstate(invalid="ignore"): return exact.astype(to_np(dt))  # exact: values of dt (NaN stays NaN)
