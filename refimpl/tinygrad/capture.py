@@ -4,7 +4,7 @@
     (Tensor([1., 2.], device="PYTHON") * 2).numpy()
   for k in kernels: emulate(k.program, k.inputs, vals=k.vals)   # should give k.outputs
 
-It wraps `tinygrad.engine.realize.ExecItem.run` while the block runs: for each run of a compiled kernel
+It watches kernel runs with `kernel_runs` (which `refimpl.tinygrad.reference`'s check uses too): for each run of a compiled kernel
 (a CompiledRunner; copies and views are skipped) it copies every buffer before the run (`inputs`) and after it
 (`outputs`) as numpy arrays in the kernel's buffer order, and translates the kernel with `from_tinygrad` using the
 launch dims it ran with. Kernels are deduplicated by program: the first run of each distinct Program is kept.
@@ -12,9 +12,10 @@ A kernel that does not translate is recorded with `program` None and `error` set
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,12 +48,23 @@ def buffer_array(buf) -> np.ndarray:
   return np.frombuffer(raw, dtype=to_np(dt)).copy()
 
 
+@dataclass
+class KernelRun:
+  """One run of a compiled tinygrad kernel: its ProgramSpec, the translation (None, with `error`, when there is none),
+  the var values and every buffer before and after the run."""
+  spec: Any
+  translation: Translation | None
+  error: Exception | None
+  vals: tuple[int, ...]
+  before: list[np.ndarray]
+  after: list[np.ndarray]
+
+
 @contextmanager
-def capture() -> Iterator[list[CapturedKernel]]:
-  """Record every compiled kernel run inside the block (see the module docstring); yields the list it fills."""
+def kernel_runs(on_run: Callable[[KernelRun], None]) -> Iterator[None]:
+  """While active, `on_run` sees every run of a compiled kernel (copies and views are not kernels): tinygrad's
+  `ExecItem.run` is wrapped, the buffers copied around the run and the kernel translated with the dims it ran with."""
   from tinygrad.engine.realize import CompiledRunner, ExecItem
-  kernels: list[CapturedKernel] = []
-  seen: set[Program] = set()
   original = ExecItem.run
 
   def run(self, _var_vals=None, *args, **kwargs):
@@ -63,18 +75,28 @@ def capture() -> Iterator[list[CapturedKernel]]:
     var_vals = {} if _var_vals is None else _var_vals
     p = self.prg.p
     gs, ls = p.launch_dims(var_vals)
-    try:
-      t: Translation | None = translate(p, global_size=gs, local_size=ls)
-      err = None
-    except (TranslationError, ValueError) as e:
-      t, err = None, e
-    program = None if t is None else t.program
-    if program is None or program not in seen:
-      if program is not None: seen.add(program)
-      kernels.append(CapturedKernel(p.function_name, p.name, program, {} if t is None else t.fired, before,
-                                    [buffer_array(b) for b in bufs], tuple(var_vals[v] for v in p.vars), p, err))
+    try: t, err = translate(p, global_size=gs, local_size=ls), None
+    except (TranslationError, ValueError) as e: t, err = None, e
+    on_run(KernelRun(p, t, err, tuple(var_vals[v] for v in p.vars), before, [buffer_array(b) for b in bufs]))
     return ret
 
   ExecItem.run = run
-  try: yield kernels
+  try: yield
   finally: ExecItem.run = original
+
+
+@contextmanager
+def capture() -> Iterator[list[CapturedKernel]]:
+  """Record every compiled kernel run inside the block (see the module docstring); yields the list it fills."""
+  kernels: list[CapturedKernel] = []
+  seen: set[Program] = set()
+
+  def record(r: KernelRun) -> None:
+    program = None if r.translation is None else r.translation.program
+    if program is not None and program in seen: return
+    if program is not None: seen.add(program)
+    fired = {} if r.translation is None else r.translation.fired
+    kernels.append(CapturedKernel(r.spec.function_name, r.spec.name, program, fired, r.before, r.after, r.vals, r.spec,
+                                  r.error))
+
+  with kernel_runs(record): yield kernels

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
@@ -34,9 +34,9 @@ from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Program, program_from_json, program_to_json
 from refimpl.testing.compare import same_value
-from refimpl.tinygrad.capture import buffer_array
+from refimpl.tinygrad.capture import KernelRun, kernel_runs
 from refimpl.tinygrad.cases import case_finding, save_case
-from refimpl.tinygrad.importer import TranslationError, from_tinygrad, translate
+from refimpl.tinygrad.importer import TranslationError, from_tinygrad
 
 DEVICE = "REFIMPL"
 
@@ -170,34 +170,20 @@ def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.nda
 @contextmanager
 def check_kernels(out: Path, device: str, session: Session = SESSION) -> Iterator[Session]:
   """While active, every compiled kernel tinygrad runs is also run on the emulator and compared (module docstring)."""
-  from tinygrad.engine.realize import CompiledRunner, ExecItem
-  original = ExecItem.run
-
-  def run(self, _var_vals=None, *args: Any, **kwargs: Any):
-    if not isinstance(self.prg, CompiledRunner): return original(self, _var_vals, *args, **kwargs)
-    bufs = [b.ensure_allocated() for b in self.bufs]
-    before = [buffer_array(b) for b in bufs]
-    ret = original(self, _var_vals, *args, **kwargs)
-    var_vals = _var_vals or {}
-    p = self.prg.p
-    gs, ls = p.launch_dims(var_vals)
-    vals = tuple(var_vals[v] for v in p.vars)
-    try: program = translate(p, global_size=gs, local_size=ls).program
-    except (TranslationError, ValueError) as e:
-      session.untranslatable[p.function_name] = str(e)
-      return ret
-    after = [buffer_array(b) for b in bufs]
-    try: why = compare_run(program, before, after, vals)
+  def check(r: KernelRun) -> None:
+    name = r.spec.function_name
+    if r.translation is None:
+      session.untranslatable[name] = str(r.error)
+      return
+    program = r.translation.program
+    try: why = compare_run(program, r.before, r.after, r.vals)
     except UndefinedBehavior as e:
-      path = save_case(out / "undefined", case_finding(program, before, vals, device, p.function_name, after, str(e)))
-      session.undefined.append(f"{p.function_name}: {e} (saved {path})")
+      path = save_case(out / "undefined", case_finding(program, r.before, r.vals, device, name, r.after, str(e)))
+      session.undefined.append(f"{name}: {e} (saved {path})")
       why = None
     if why is not None:
-      path = save_case(out / "disagreements", case_finding(program, before, vals, device, p.function_name, after, why))
-      session.disagreements.append(f"{p.function_name}: {why} (saved {path})")
-    session.ran(p.function_name)
-    return ret
+      path = save_case(out / "disagreements", case_finding(program, r.before, r.vals, device, name, r.after, why))
+      session.disagreements.append(f"{name}: {why} (saved {path})")
+    session.ran(name)
 
-  ExecItem.run = run
-  try: yield session
-  finally: ExecItem.run = original
+  with kernel_runs(check): yield session
