@@ -55,6 +55,9 @@ BUILTIN_DEVICES: dict[str, str] = {
   "LLVM": "refimpl.backends.ops_llvm:LLVMDevice",
   "GPU": "refimpl.backends.ops_gpu:GPUDevice",
 }
+# Opt-in devices: opened only when named (TINYGRAD:CLANG ...), never the default nor among the devices a run tries
+# when none is named. Lazy like the table above: importing refimpl does not import tinygrad.
+OPT_IN_DEVICES: dict[str, str] = {"TINYGRAD": "refimpl.tinygrad.backend:TinygradDevice"}
 ENTRY_POINT_GROUP = "refimpl.backends"
 
 def load_object(spec: str) -> Any:
@@ -89,7 +92,7 @@ class _Device:
   A device may be opened outside the main process (fuzzer workers, pytest-xdist) only when its class sets
   `subprocess_safe = True`; every built-in backend does, since refimpl's workers are spawned, never forked."""
   def __init__(self) -> None:
-    self._specs: dict[str, str | type] = dict(BUILTIN_DEVICES)
+    self._specs: dict[str, str | type] = {**BUILTIN_DEVICES, **OPT_IN_DEVICES}
     with contextlib.suppress(Exception):
       for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP): self._specs.setdefault(ep.name.upper(), ep.value)
     for name, spec in _inherited_registrations().items(): self._specs[name] = spec
@@ -97,7 +100,7 @@ class _Device:
     self._opened_devices: set[str] = set()
 
   @property
-  def _devices(self) -> list[str]: return sorted(self._specs)
+  def _devices(self) -> list[str]: return sorted(k for k in self._specs if k not in OPT_IN_DEVICES)
 
   def register(self, name: str, spec: str | type) -> str:
     """Adds a device: `spec` is a Compiled subclass or "module:Class". Returns the canonical name.
@@ -119,7 +122,8 @@ class _Device:
     return re.sub(r":0$", "", kind.upper() + sep + rest)
 
   def _unknown(self, name: str) -> UnknownDevice:
-    return UnknownDevice(f"unknown device {name!r}; known devices: {', '.join(self._devices)}")
+    return UnknownDevice(f"unknown device {name!r}; known devices: {', '.join(self._devices)}; opt-in: "
+                         f"{', '.join(f'{k}:...' for k in OPT_IN_DEVICES)}")
 
   def __getitem__(self, name: str) -> Compiled:
     canonical = self.canonicalize(name)
