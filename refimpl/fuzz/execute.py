@@ -45,7 +45,8 @@ class BackendRef:
   def parse(text: str) -> BackendRef:
     """"CLANG" or "package.module:Class", named as the spec suite names it: the class's `device_name`, else its name
     without a "Device" suffix, upper-cased."""
-    if ":" in text and not text.split(":", 1)[1].isdigit():
+    kind, _, rest = text.partition(":")
+    if rest and not rest.isdigit() and kind.upper() not in Device._specs:  # TINYGRAD:CLANG is a device name
       cls = load_object(text)
       return BackendRef(getattr(cls, "device_name", None) or cls.__name__.removesuffix("Device").upper(), text)
     return BackendRef(Device.canonicalize(text))

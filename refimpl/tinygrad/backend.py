@@ -137,6 +137,17 @@ class CheckedProgram:
     return self.prg(*bufs, global_size=tuple(global_size), local_size=tuple(local_size), vals=tuple(vals), wait=wait)
 
 
+TINYGRAD_CLASSES = {"CLANG": "ClangDevice", "LLVM": "LLVMDevice", "GPU": "CLDevice", "PYTHON": "PythonDevice"}
+
+
+def _open_tinygrad(backend: str) -> Any:
+  """tinygrad's device `backend`, built as tinygrad.device.Device[backend] builds it, minus its main-process-only assert
+  (refimpl's fuzzer opens devices in spawned workers)."""
+  import importlib
+  module = importlib.import_module(f"tinygrad.runtime.ops_{backend.lower()}")
+  return getattr(module, TINYGRAD_CLASSES[backend])(backend)
+
+
 class TinygradDevice(Compiled):
   """TINYGRAD:<backend>: tinygrad 0.10.1's own renderer, compiler, runtime and allocator (module docstring)."""
   device_name = KIND
@@ -155,8 +166,7 @@ class TinygradDevice(Compiled):
       if self.backend == "CLANG":
         from refimpl.backends.ops_clang import find_clang
         identity = " ".join(find_clang()[0])
-    from tinygrad.device import Device as TinygradDevices
-    self.tg = TinygradDevices[self.backend]
+    self.tg = _open_tinygrad(self.backend)
     if self.backend == "GPU": identity = f"{self.tg.device_name} {self.tg.driver_version}"
     tgr = self.tg.renderer
     grid = self.backend in ("GPU", "PYTHON")
