@@ -8,6 +8,10 @@
       naming the kernel, the uop and the lane); with --check DEVICE, on tinygrad's DEVICE with each kernel also run on the
       emulator, every disagreement and undefined behaviour saved as a reproducer in DIR
 
+  python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,PYTHON]
+      the conformance report of tinygrad 0.10.1's own backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
+      campaign and every disagreement class's reproducer on each TINYGRAD:<backend>; writes tinygrad-0.10.1.md / .html
+
 Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
 """
 from __future__ import annotations
@@ -29,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--check", metavar="DEVICE", help="run on tinygrad's DEVICE and compare every kernel with the emulator")
   run.add_argument("--out", type=Path, default=Path("tinygrad-check"), help="where reproducers go (default tinygrad-check/)")
   for p in (cap, run): p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py [args...]")
+  rep = sub.add_parser("report", help="the conformance report of tinygrad's own backends (docs/conformance)")
+  rep.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
+  rep.add_argument("--fuzz-seconds", type=float, default=600.0, help="fuzz campaign per backend (default 600)")
+  rep.add_argument("--backends", default="CLANG,LLVM,GPU,PYTHON", help="comma-separated (default CLANG,LLVM,GPU,PYTHON)")
   return ap
 
 
@@ -114,6 +122,11 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
   ap = _parser()
   args = ap.parse_args(argv)
+  if args.command == "report":
+    from refimpl.tinygrad.conformance_report import main as report_main
+    given = sys.argv[1:] if argv is None else list(argv)
+    return report_main(args.out, [b.strip().upper() for b in args.backends.split(",") if b.strip()], args.fuzz_seconds,
+                       " ".join(["python -m refimpl.tinygrad", *given]))
   script = _script(args, ap)
   return capture_main(args, script) if args.command == "capture" else run_main(args, script)
 
