@@ -164,19 +164,33 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 # ***** the thread grid *****
 
 class Grid:
-  """The launch as six axes (AXES order). A lane is a thread; lane numbers are C-order positions in `shape`."""
+  """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop after them
+  (`extend`). A lane is a thread, or a (thread, iteration) pair; lane numbers are C-order positions in `shape`, so a
+  thread's iterations are consecutive and a workgroup's lanes still are."""
   def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
     g, lo = global_size, local_size
     self.shape: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
-    self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # threads in the launch, threads per workgroup
+    self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # lanes, lanes per workgroup
     self.workgroups = self.lanes // self.group
+    self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
     self._ids: np.ndarray | None = None
+
+  def extend(self, n: int) -> Grid:
+    """This grid with one more (innermost) axis of n iterations: each lane becomes n lanes."""
+    out = Grid.__new__(Grid)
+    out.shape, out.lanes, out.group, out.workgroups = self.shape + (n,), self.lanes * n, self.group * n, self.workgroups
+    out.inner, out._ids = self.inner * n, None
+    return out
 
   @property
   def ids(self) -> np.ndarray:
     """Every lane number, int64 (cached)."""
     if self._ids is None: self._ids = np.arange(self.lanes, dtype=np.int64)
     return self._ids
+
+  def tids(self, lanes: np.ndarray) -> np.ndarray:
+    """The thread of each lane, as its lane number in the launch without loop axes (what race tracking records)."""
+    return lanes // self.inner if self.inner > 1 else lanes
 
   def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
     """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
@@ -187,15 +201,20 @@ class Grid:
   def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
     """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane."""
     x: np.ndarray | int = off
+    k = len(self.shape)
     for d, (c, n) in enumerate(zip(coef, self.shape)):
-      if c and n > 1: x = x + (np.arange(n, dtype=np.int64) * c).reshape((1,) * d + (n,) + (1,) * (5 - d))
+      if c and n > 1: x = x + (np.arange(n, dtype=np.int64) * c).reshape((1,) * d + (n,) + (1,) * (k - 1 - d))
     if isinstance(x, int): return np.array([x], dtype=np.int64)
     return np.broadcast_to(x, self.shape).reshape(self.lanes)
 
   def thread(self, lane: int) -> tuple[int, ...]:
     """The thread of a lane: (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2)."""
-    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane), self.shape))
+    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane) // self.inner, self.shape[:6]))
     return (g0, g1, g2, l0, l1, l2)
+
+  def iteration(self, lanes: np.ndarray) -> np.ndarray:
+    """The position of each lane in the loop axes, flat in C order (0 when there are none)."""
+    return lanes % self.inner
 
   def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6)) -> bool:
     """True when off + sum(coef[d] * id_d for d in axes) + w, w in [0, extent), is one-to-one in (ids, w).
@@ -207,7 +226,6 @@ class Grid:
       if c <= reach: return False
       reach += c * (n - 1)
     return True
-
 
 def thread_form(aff: Affine) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...], int]:
   """An affine form split for run time: (coefficients of the six thread axes, (RANGE uop, coeff) pairs, constant)."""

@@ -81,9 +81,10 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.dtype import dtypes, to_np
+from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
+from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -159,6 +160,13 @@ def _val(v: np.ndarray, undef: np.ndarray | None = None, loose: np.ndarray | Non
     return np.broadcast_to(_lanewise(x, v.ndim), (x.shape[0],) + v.shape[1:])
   return Val(v, fit(undef), fit(loose))
 
+def _repeat(x: Val, lanes: int) -> Val:
+  """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
+  k = lanes // x.v.shape[0]
+  def rep(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else np.repeat(np.broadcast_to(a, x.v.shape), k, axis=0)
+  return Val(rep(x.v), rep(x.undef), rep(x.loose))
+
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
   if isinstance(x, np.ndarray): return tuple(_py(y) for y in x)
@@ -169,6 +177,8 @@ def _at(arr: np.ndarray, lane: int) -> Any: return _py(arr[lane if arr.shape[0] 
 
 
 # ***** the machine *****
+
+LANE_MEMORY = 1 << 30  # bytes: a loop runs as lanes in chunks whose lanes' values fit in this
 
 class Plan:
   """Everything a run knows before it starts. It depends only on (program, vals), and programs are immutable, so it
@@ -181,8 +191,6 @@ class Plan:
     self.signature = [program.buffers[k] for k in sorted(program.buffers)]
     self.infos = analyze(program, vals)
     self.forms = {i: thread_form(info.aff) for i, info in self.infos.items() if info.aff is not None}
-    # the thread part's min and max over the launch, for bounds: lo, hi = offset + span
-    self.spans = {i: self.grid.span(coef, 0) for i, (coef, _, _) in self.forms.items()}
     self.free = race_free(program, self.infos, self.grid)
     self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _ in acc)}
     self.alias = [u.src[0] if u.op is Ops.ASSIGN else i for i, u in enumerate(uops)]
@@ -194,6 +202,15 @@ class Plan:
     # accumulators defined before a block and assigned inside it (spoiled when a lane's control is undefined)
     self.assigned = {b: {uops[j].src[0] for j in range(b, e) if uops[j].op is Ops.ASSIGN and uops[j].src[0] < b}
                      for b, e in self.block_end.items()}
+    self.lane_loops = lane_loops(program, self.infos)
+    self.enclosing: list[tuple[int, ...]] = []  # per uop: the RANGEs around it, outermost first
+    ranges: list[int] = []
+    for i, u in enumerate(uops):
+      if u.op is Ops.ENDRANGE: ranges.pop()
+      self.enclosing.append(tuple(ranges))
+      if u.op is Ops.RANGE: ranges.append(i)
+    # what one lane's values take, at most (value bytes of every uop, twice for masks and temporaries)
+    self.lane_bytes = max(1, 2 * sum(u.dtype.itemsize for u in uops if not isinstance(u.dtype, PtrDType)))
     # an int value with an affine form is computed only when needed (RANGE runs its loop, the form is its counter)
     self.handlers = [_lazy if i in self.forms and u.op is not Ops.RANGE else HANDLERS[u.op] for i, u in enumerate(uops)]
 
@@ -214,9 +231,10 @@ class Plan:
 class Machine:
   """The state of one run: values (env), memories, the active mask, loop counters and the events found."""
   def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
-    self.uops, self.strict, self.grid = plan.uops, strict, plan.grid
-    self.infos, self.forms, self.spans, self.alias = plan.infos, plan.forms, plan.spans, plan.alias
-    self.block_end, self.assigned = plan.block_end, plan.assigned
+    self.uops, self.strict, self.grid, self.launch = plan.uops, strict, plan.grid, plan.grid
+    self.infos, self.forms, self.alias = plan.infos, plan.forms, plan.alias
+    self.block_end, self.assigned, self.lane_loops = plan.block_end, plan.assigned, plan.lane_loops
+    self.enclosing, self.lane_bytes = plan.enclosing, plan.lane_bytes
     self.plan = plan.handlers
     self.env: list[Any] = [None] * len(self.uops)
     self.globals: list[Memory] = []
@@ -238,8 +256,10 @@ class Machine:
     self.phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run (see "Control rule")
     self.ctl_loose: np.ndarray | None = None  # per-lane: control of the region is loose / undefined
     self.ctl_undef: np.ndarray | None = None
-    self.loops: dict[int, int] = {}        # RANGE uop -> its counter now
-    self.events: dict[tuple[int, str], list] = {}
+    self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
+    self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
+    self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)
+    self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event]
 
   def run(self, lo: int, hi: int) -> None:
     """Executes uops lo..hi-1 (block handlers return the index after their block)."""
@@ -249,17 +269,36 @@ class Machine:
       i = i + 1 if nxt is None else nxt
 
   def val(self, j: int) -> Val:
-    """The value of uop j now (an ASSIGN reads as its register; an affine value is computed on first use)."""
+    """The value of uop j now (an ASSIGN reads as its register; an affine value is computed on first use; inside a
+    loop run as lanes, a value from before it is repeated for the loop's lanes)."""
     j = self.alias[j]
-    if self.env[j] is LAZY:
-      coef, loops, const = self.forms[j]
-      off = const + sum(c * self.loops[r] for r, c in loops)
-      self.env[j] = Val(self.grid.evaluate(coef, off).astype(np.int32))
+    x = self.env[j]
+    if x is LAZY: self.keep(j, Val(self.grid.evaluate(*self.place(self.forms[j])).astype(np.int32)))
+    elif self.regions and isinstance(x, Val) and x.v.shape[0] not in (1, self.grid.lanes):
+      self.keep(j, _repeat(x, self.grid.lanes))
     return self.env[j]
+
+  def keep(self, j: int, x: Val) -> None:
+    """Sets uop j's value; one from before the innermost loop run as lanes is put back when that loop ends."""
+    if self.regions and j < self.regions[-1][0]: self.regions[-1][1].setdefault(j, self.env[j])
+    self.env[j] = x
+
+  def place(self, form: tuple) -> tuple[tuple[int, ...], int]:
+    """An affine form on the current grid: (a coefficient per grid axis, offset), loop counters filled in."""
+    coef, loops, off = form
+    if not loops and len(self.grid.shape) == 6: return coef, off
+    full = list(coef) + [0] * (len(self.grid.shape) - 6)
+    for r, c in loops:
+      if r in self.axes:
+        axis, start = self.axes[r]
+        full[axis] += c
+        off += c * start
+      else: off += c * self.loops[r]
+    return tuple(full), off
 
   def result(self) -> Emulation:
     def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return np.zeros(like.size, bool) if x is None else x
-    evs = [UndefinedBehavior(*e) for e in self.events.values()]
+    evs = [UndefinedBehavior(*e) for _, e in sorted(self.events.values(), key=lambda entry: entry[0])]
     return Emulation([g.data for g in self.globals], [mask(g.undef, g.data) for g in self.globals],
                      [mask(g.loose, g.data) for g in self.globals], evs)
 
@@ -267,16 +306,41 @@ class Machine:
 
   def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple[str, tuple]]) -> None:
     """Undefined behaviour of uop i on `lanes` (lane numbers, ascending): raise (strict) or record an event.
-    describe(k) -> (reason, operands) of lanes[k]; only the first lane is described."""
+    describe(k) -> (reason, operands) of lanes[k]; only the lane that comes first in the sequential order is
+    described. Inside a loop run as lanes, strict mode records too, and raises the first event when the loop ends."""
     if len(lanes) == 0: return
-    key = (i, kind)
-    if key in self.events:
-      self.events[key][-1] += len(lanes)
-      return
-    reason, operands = describe(0)
-    ev = [self.uops[i].op, i, self.grid.thread(lanes[0]), operands, reason, len(lanes)]
-    if self.strict: raise UndefinedBehavior(*ev)
-    self.events[key] = ev
+    k = self.first_lane(lanes)
+    key, entry = self.order_key(i, int(lanes[k])), self.events.get((i, kind))
+    if self.strict:  # the lanes of the first execution of the uop that has it: those in the iteration of lanes[k]
+      it = self.grid.iteration(lanes)
+      count = len(lanes) if self.grid.inner == 1 else int(np.count_nonzero(it == it[k]))
+      if entry is not None and entry[0] <= key: return
+    else:
+      count = len(lanes) + (0 if entry is None else entry[1][-1])
+      if entry is not None and entry[0] <= key:
+        entry[1][-1] = count
+        return
+    reason, operands = describe(k)
+    ev = [self.uops[i].op, i, self.grid.thread(lanes[k]), operands, reason, count]
+    if self.strict and not self.regions: raise UndefinedBehavior(*ev)
+    self.events[(i, kind)] = [key, ev]
+
+  def first_lane(self, lanes: np.ndarray) -> int:
+    """The position in `lanes` of the lane that the sequential order reaches first: the earliest iteration of the
+    loops run as lanes, then the lowest thread."""
+    g = self.grid
+    if g.inner == 1: return 0
+    return int(np.argmin(g.iteration(lanes) * (g.lanes // g.inner) + g.tids(lanes)))
+
+  def order_key(self, i: int, lane: int) -> tuple[int, ...]:
+    """Where uop i on `lane` comes in the sequential order: (loop, counter) for each RANGE around it, the uop, the
+    thread. Keys compare like the order in which the sequential rule executes."""
+    key: list[int] = []
+    coords = np.unravel_index(lane, self.grid.shape) if self.axes else ()
+    for r in self.enclosing[i]:
+      if r in self.axes: key += [r, self.axes[r][1] + int(coords[self.axes[r][0]])]
+      else: key += [r, self.loops.get(r, 0)]
+    return (*key, i, int(self.grid.tids(np.int64(lane))))
 
   def ub_elements(self, i: int, kind: str, lanes: np.ndarray, e: np.ndarray, bad: np.ndarray,
                   describe: Callable[[int, int], tuple[str, tuple]]) -> None:
@@ -330,8 +394,7 @@ class Machine:
     mem, grid = ref.mem, self.grid
     form = self.forms.get(ref.idx)
     if form is not None:
-      coef, loops, const = form
-      idx, ok = grid.evaluate(coef, const + sum(c * self.loops[r] for r, c in loops)), lanes
+      idx, ok = grid.evaluate(*self.place(form)), lanes
     else:
       x = self.val(ref.idx)
       idx, ok = x.v, lanes if x.undef is None else lanes & ~x.undef
@@ -359,10 +422,11 @@ class Machine:
     form = self.forms.get(ref.idx)
     bad = None
     if form is not None:
-      coef, loops, const = form
-      off = const + sum(c * self.loops[r] for r, c in loops)
-      lo, hi = (off + x for x in self.spans[ref.idx])
-      if lo >= 0 and hi <= limit: return Site(mem, count, live, view=(tuple(map(sum, zip(coef, mem.base_coef))), off)), None
+      coef, off = self.place(form)
+      lo, hi = grid.span(coef, off)
+      if lo >= 0 and hi <= limit:
+        base = mem.base_coef + (0,) * (len(coef) - 6)
+        return Site(mem, count, live, view=(tuple(a + b for a, b in zip(coef, base)), off)), None
       idx, checked = grid.evaluate(coef, off), False
     else:
       x = self.val(ref.idx)
@@ -391,7 +455,9 @@ class Machine:
     if not mem.local: return f"element {e} of {mem.name}"
     return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size})"
 
-  def thread_name(self, lane: int) -> str: return str(self.grid.thread(lane)) if lane >= 0 else "several threads"
+  def thread_name(self, tid: int) -> str:
+    """A thread that race tracking recorded (its lane number in the launch)."""
+    return str(self.launch.thread(tid)) if tid >= 0 else "several threads"
 
 
 # ***** handlers: (machine, uop index, uop) -> None, or the index to continue at (blocks) *****
@@ -407,7 +473,9 @@ def _define_acc(m: Machine, i: int, u: UOp) -> None: m.env[i] = m.val(u.src[0])
 
 def _assign(m: Machine, i: int, u: UOp) -> None:
   """ASSIGN: the register takes the value on active lanes."""
-  acc, new = u.src[0], m.val(u.src[1])
+  _set_register(m, u.src[0], m.val(u.src[1]))
+
+def _set_register(m: Machine, acc: int, new: Val) -> None:
   if m.real is None and m.ctl_loose is None:
     m.env[acc] = new
     return
@@ -419,9 +487,17 @@ def _assign(m: Machine, i: int, u: UOp) -> None:
                     _or(_sel(wide, new.loose, old.loose), None if loose is None else _lanewise(loose, v.ndim)))
 
 def _range(m: Machine, i: int, u: UOp) -> int:
-  """RANGE: uniform bounds run the body end - start times; per-lane bounds run it with a mask per counter value."""
+  """RANGE: uniform bounds run the body end - start times; per-lane bounds run it with a mask per counter value.
+  A loop that loops.py proves may run as lanes runs its iterations at once (in chunks that fit LANE_MEMORY)."""
   end = m.block_end[i]
   s, e = m.val(u.src[0]), m.val(u.src[1])
+  loop = m.lane_loops.get(i)
+  exact = all(x.v.shape[0] == 1 and x.undef is None and x.loose is None for x in (s, e))
+  if loop is not None and exact and m.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
+    per = LANE_MEMORY // (m.grid.lanes * m.lane_bytes)
+    if per >= 2:
+      for start in range(int(s.v[0]), int(e.v[0]), per): _lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
+      return end + 1
   loose = _or(s.loose, e.loose)
   if loose is not None:
     loose = loose if m.active is None else loose & m.active
@@ -442,6 +518,62 @@ def _range(m: Machine, i: int, u: UOp) -> int:
     act = live & (sv <= r) & (r < ev)
     if act.any(): iteration(r, act)
   return end + 1
+
+def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
+  """Iterations start .. start+n-1 of RANGE i at once: a grid axis of n more lanes per lane, then the folds of the
+  accumulators it carries. Strict mode raises, at the end, the first undefined behaviour in the sequential order."""
+  if n == 1:
+    m.loops[i], m.env[i] = start, LAZY
+    m.block(i, m.active)
+    return
+  end, lanes = m.block_end[i], m.grid.lanes
+  saved = m.grid, m.active, m.real, m.ctl_loose, m.ctl_undef, m.plan
+  m.grid = m.grid.extend(n)
+  def rep(mask: np.ndarray | None) -> np.ndarray | None:
+    return None if mask is None or mask.shape[0] == 1 else np.repeat(mask, n, axis=0)
+  m.active, m.real, m.ctl_loose, m.ctl_undef = (rep(x) for x in saved[1:5])
+  m.axes[i] = (len(m.grid.shape) - 1, start)
+  m.env[i] = LAZY
+  if loop.folded: m.plan = [_skip if j in loop.folded else h for j, h in enumerate(m.plan)]
+  m.regions.append((i, {}))
+  try:
+    m.run(i + 1, end)
+    terms = [[m.val(step.term) for step in scan.steps] for scan in loop.scans]
+  finally:
+    _, restore = m.regions.pop()
+    for j in range(i + 1, end): m.env[j] = None  # dead after the loop (loops.py)
+    for j, x in restore.items(): m.env[j] = x
+    del m.axes[i]
+    m.grid, m.active, m.real, m.ctl_loose, m.ctl_undef, m.plan = saved
+  m.regions.append((i, {}))  # the folds' findings join the loop's
+  try:
+    for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes)
+  finally: m.regions.pop()
+  if m.strict and not m.regions and m.events:
+    raise UndefinedBehavior(*min(m.events.values(), key=lambda entry: entry[0])[1])
+
+def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, lanes: int) -> None:
+  """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
+  masks as the looseness and undefined rules say for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
+  if not scan.steps: return
+  acc = m.env[scan.acc]
+  tail = acc.v.shape[1:]
+  def chain(arrs: list[np.ndarray | None]) -> np.ndarray | None:
+    """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
+    if all(a is None for a in arrs): return None
+    full = [np.broadcast_to(False if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
+    return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
+  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=1)
+  dt = m.uops[scan.steps[0].node].dtype.scalar()
+  out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
+             [step.acc_first for step in scan.steps])
+  if out.undefined_step is not None:
+    s, lane, reason, operands = out.undefined_step
+    m.loops[i] = start + s // len(scan.steps)
+    m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (reason, tuple(map(_py, operands))))
+  undef = _or(acc.undef, any_step(chain([t.undef for t in terms])), out.undef)
+  loose = _or(acc.loose, any_step(chain([t.loose for t in terms])), out.loose)
+  _set_register(m, scan.acc, _val(out.values, undef, loose))
 
 def _if(m: Machine, i: int, u: UOp) -> int:
   """IF: the body runs on the active lanes whose gate is true (not at all when there are none)."""
@@ -494,7 +626,7 @@ def _load(m: Machine, i: int, u: UOp) -> None:
         f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
       found |= unset
     if mem.tracked:
-      for kind, (hit, other) in track_load(mem, lanes, e).items():
+      for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
         m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (
           f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
           f"{m.grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
@@ -541,7 +673,7 @@ def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, co
   raced = None
   if mem.tracked or mem.local: lanes, e = elements(site, m.grid)
   if mem.tracked:
-    for kind, (hit, other) in track_store(mem, lanes, e).items():
+    for kind, (hit, other) in track_store(mem, grid.tids(lanes), e).items():
       verb = "both write" if kind == "write/write" else "reads and another writes"
       m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (
         f"{kind} race: threads {m.grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
@@ -559,9 +691,19 @@ def _settle(m: Machine, i: int, xs: list[Val], out: Any, undef: np.ndarray | Non
   if out.undefined is not None:
     bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
-    m.ub(i, "alu", lanes, lambda k: (out.reason, tuple(_at(x.v, lanes[k]) for x in xs)))
+    m.ub(i, "alu", lanes, lambda k: (_reason(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
     undef = _or(undef, bad)
   m.env[i] = _val(out.values, undef, _or(loose, out.loose))
+
+def _reason(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> str:
+  """Why uop i is undefined on `lane`: its rule run again on that lane's operands (an Outcome's reason is its first
+  undefined element's, which need not be the lane reported)."""
+  u, ops = m.uops[i], [x.v[lane:lane + 1] if x.v.shape[0] > 1 else x.v for x in xs]
+  src = m.uops[u.src[-1]].dtype.scalar()
+  if u.op is Ops.CAST: return alu.exec_cast(ops[0], src, u.dtype.scalar()).reason
+  if u.op is Ops.BITCAST: return alu.exec_bitcast(ops[0], src, u.dtype.scalar()).reason
+  if u.op in GroupOp.ALU: return alu.exec_alu(u.op, src, *ops).reason
+  return out.reason
 
 def _alu(m: Machine, i: int, u: UOp) -> None:
   """Every ALU op: alu.exec_alu with the operands' scalar dtype; masks from every operand."""

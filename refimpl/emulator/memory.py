@@ -101,7 +101,7 @@ def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
   tail = site.tail()
   if site.view is not None:
     view = site.strided(flat, grid)
-    lead = grid.shape if values.shape[0] == grid.lanes and grid.lanes > 1 else (1,) * 6
+    lead = grid.shape if values.shape[0] == grid.lanes and grid.lanes > 1 else (1,) * len(grid.shape)
     v = values.reshape(lead + tail)
     if site.live is None: view[...] = v
     else: np.copyto(view, v, where=site.live.reshape(grid.shape + (1,) * len(tail)))

@@ -1,0 +1,236 @@
+"""Loops that run as lanes: which RANGEs the emulator may run with every iteration at once, and the in-order fold.
+
+The rule of a RANGE is sequential: its body runs for start, start + 1, ..., end - 1 in turn (machine.py). When no
+iteration can observe another, running them all at once, each iteration one more lane like a thread, computes the
+same thing. `lane_loops(program, infos)` finds the RANGEs where that is provably so:
+
+  parallel  nothing is carried from one iteration to the next:
+              - no ASSIGN in the body writes an accumulator defined before the loop;
+              - no uop after the loop reads a value made in the body;
+              - no BARRIER in the body;
+              - every buffer (or local) the body stores to is accessed in the body only through affine indices that
+                agree on every term but this loop's counter and the counters of loops nested in it, and one iteration's
+                elements, over those nested counters, constants and vector widths, are fewer than the counter's
+                coefficient: so each iteration has its own elements of that buffer, and no iteration reads what
+                another one wrote.
+  scan      the same, except that accumulators defined before the loop are carried, each one only as a chain
+            acc = acc OP t1 OP t2 ... (OP one of ADD MUL MAX AND OR XOR, acc on either side of each OP) in ASSIGNs
+            directly in the body, where no term depends on an accumulator of the loop and acc is read nowhere else
+            in the body. The terms of every iteration are computed at once; `fold` then applies the chain's OP to the
+            accumulator and the terms in program order (iteration by iteration, term by term), exactly as the
+            sequential rule would, with alu's rule for every step.
+Everything else runs sequentially.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from refimpl.dtype import DType
+from refimpl.emulator import alu
+from refimpl.emulator.indexing import IntInfo, thread_form
+from refimpl.ir import GroupOp, Ops, Program
+
+SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR)
+# numpy ufuncs whose `accumulate` computes a chain of the op in order; `fold` checks every step against alu's rule
+_ACCUMULATE = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.AND: np.bitwise_and,
+               Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}
+
+
+@dataclass(frozen=True)
+class Step:
+  """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first."""
+  node: int
+  term: int
+  acc_first: bool
+
+@dataclass(frozen=True)
+class Scan:
+  """An accumulator a scan loop carries: its chain op and the steps of one iteration, in program order."""
+  acc: int
+  op: Ops
+  steps: tuple[Step, ...]
+
+@dataclass(frozen=True)
+class LaneLoop:
+  """A RANGE that may run as lanes: the accumulators it carries (none: a parallel loop), and the uops a lane run
+  leaves to `fold` (the chains' nodes and ASSIGNs)."""
+  scans: tuple[Scan, ...]
+  folded: frozenset[int]
+
+
+def lane_loops(program: Program, infos: dict[int, IntInfo]) -> dict[int, LaneLoop]:
+  """RANGE uop -> LaneLoop for every loop that may run as lanes (see the module docstring)."""
+  uops, ends, opened = program.uops, {}, []
+  for i, u in enumerate(uops):
+    if u.op in GroupOp.BlockStart: opened.append(i)
+    elif u.op in GroupOp.BlockEnd: ends[opened.pop()] = i
+  users: dict[int, list[int]] = {}
+  for j, u in enumerate(uops):
+    for s in u.src: users.setdefault(s, []).append(j)
+  out = {}
+  for i, u in enumerate(uops):
+    if u.op is not Ops.RANGE: continue
+    loop = _lane_loop(program, infos, i, ends, users)
+    if loop is not None: out[i] = loop
+  return out
+
+
+def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[int, int],
+               users: dict[int, list[int]]) -> LaneLoop | None:
+  uops, end = program.uops, ends[i]
+  body = range(i + 1, end)
+  if any(uops[j].op is Ops.BARRIER for j in body): return None
+  carried = {uops[j].src[0] for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] < i}
+  for k in range(end + 1, len(uops)):  # values made in the body are dead after it (a carried register is not)
+    for s in uops[k].src:
+      if i < s < end and not (uops[s].op is Ops.ASSIGN and uops[s].src[0] in carried): return None
+  if not _iterations_disjoint(program, infos, i, end, ends): return None
+  scans = []
+  for acc in sorted(carried):
+    scan = _scan(program, i, end, acc, carried, ends, users)
+    if scan is None: return None
+    scans.append(scan)
+  folded = {s.node for scan in scans for s in scan.steps}
+  folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
+  return LaneLoop(tuple(scans), frozenset(folded))
+
+
+def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
+  """Each buffer the body of RANGE i stores to: every access in the body is affine, they agree on every term but the
+  counters of i and of the loops inside it, and one iteration's elements span fewer than i's coefficient."""
+  uops = program.uops
+  inner = {j for j in range(i + 1, end) if uops[j].op is Ops.RANGE}
+  access = [j for j in range(i + 1, end) if uops[j].op in (Ops.LOAD, Ops.STORE)]
+  stored = {uops[uops[j].src[0]].src[0] for j in access if uops[j].op is Ops.STORE}
+  for buf in stored:
+    shape, lo, hi, step = None, None, None, None
+    for j in access:
+      buf_j, idx = uops[uops[j].src[0]].src
+      if buf_j != buf: continue
+      info = infos.get(idx)
+      if info is None or info.aff is None: return False
+      if any(r in inner and r not in infos for r, _ in thread_form(info.aff)[1]): return False
+      coef, loops, const = thread_form(info.aff)
+      c = dict(loops).get(i, 0)
+      fixed = (coef, tuple(sorted((r, k) for r, k in loops if r != i and r not in inner)))
+      count = uops[j].dtype.count if uops[j].op is Ops.LOAD else uops[uops[j].src[1]].dtype.count
+      a = const + sum(min(k * infos[r].lo, k * infos[r].hi) for r, k in loops if r in inner)
+      b = const + sum(max(k * infos[r].lo, k * infos[r].hi) for r, k in loops if r in inner) + count - 1
+      if shape is None: shape, step, lo, hi = fixed, c, a, b
+      elif fixed != shape or c != step: return False
+      lo, hi = min(lo, a), max(hi, b)
+    if step == 0 or abs(step) <= hi - lo: return False
+  return True
+
+
+def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends: dict[int, int],
+          users: dict[int, list[int]]) -> Scan | None:
+  """The chain by which loop i carries accumulator `acc`, or None when it is carried any other way."""
+  uops = program.uops
+  depth = _depths(program, i, end, ends)
+  assigns = [j for j in range(i + 1, end) if uops[j].op is Ops.ASSIGN and uops[j].src[0] == acc]
+  if any(depth[j] != 0 for j in assigns): return None
+  roots = {acc, *assigns}
+  dependent = _dependent(program, i, end, carried)
+  op, steps, chained = None, [], set()
+  for a in assigns:
+    node, chain = uops[a].src[1], []
+    while node not in roots:
+      u = uops[node]
+      if not i < node < end or u.op not in SCAN_OPS or (op is not None and u.op is not op): return None
+      if len(users.get(node, ())) != 1: return None
+      op = u.op
+      p, q = u.src
+      p_acc, q_acc = p in roots or p in dependent, q in roots or q in dependent
+      if p_acc == q_acc: return None
+      term = q if p_acc else p
+      if term in dependent or term in carried: return None
+      chain.append(Step(node, term, p_acc))
+      chained.add(node)
+      node = p if p_acc else q
+    steps.extend(reversed(chain))
+  for r in roots:  # the accumulator is read in the body only by its chain
+    if any(i < k < end and k not in chained and k not in assigns for k in users.get(r, ())): return None
+  return Scan(acc, op if op is not None else Ops.ADD, tuple(steps))
+
+
+def _depths(program: Program, i: int, end: int, ends: dict[int, int]) -> dict[int, int]:
+  """How many blocks inside loop i's body each body uop is nested in (0: directly in the body; a block's own start
+  and end uops count as outside it)."""
+  out, open_ends = {}, []
+  for j in range(i + 1, end):
+    if open_ends and j == open_ends[-1]: open_ends.pop()
+    out[j] = len(open_ends)
+    if j in ends: open_ends.append(ends[j])
+  return out
+
+
+def _dependent(program: Program, i: int, end: int, carried: set[int]) -> set[int]:
+  """The body uops whose value depends on a carried accumulator (through any chain of sources)."""
+  uops, dep = program.uops, set()
+  for j in range(i + 1, end):
+    if any(s in carried or s in dep for s in uops[j].src): dep.add(j)
+  return dep
+
+
+# ***** the fold *****
+
+@dataclass
+class Folded:
+  """The accumulator after a fold, per outer lane, with its masks; `undefined_step`: the first step in order that alu
+  leaves undefined on some lane, as (step, lane, reason, operands), or None."""
+  values: np.ndarray
+  undef: np.ndarray | None
+  loose: np.ndarray | None
+  undefined_step: tuple[int, int, str, tuple] | None = None
+
+
+def fold(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
+  """acc (L, *vec) OP'd with terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first operand
+  when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's in-order
+  `accumulate` is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls the
+  lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
+  chain = np.concatenate([np.broadcast_to(acc[:, None], (terms.shape[0], 1) + terms.shape[2:]), terms], axis=1)
+  try:
+    with np.errstate(all="ignore"): prefix = _ACCUMULATE[op].accumulate(chain, axis=1)
+  except TypeError: prefix = None  # a numpy dtype without that loop
+  if prefix is not None and prefix.dtype == chain.dtype:
+    out = _steps(op, dtype, prefix[:, :-1], terms, acc_first)
+    same = _bits(out.values) == _bits(prefix[:, 1:])
+    if out.loose is not None: same |= out.loose
+    if out.undefined is None and same.all():
+      return Folded(prefix[:, -1], None, None if out.loose is None else out.loose.any(axis=1))
+  return _fold_stepwise(op, dtype, acc, terms, acc_first)
+
+
+def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
+  """The fold's definition, one alu step at a time."""
+  values, loose, undef, first = acc, None, None, None
+  for s in range(terms.shape[1]):
+    x = terms[:, s]
+    operands = (values, x) if acc_first[s % len(acc_first)] else (x, values)
+    o = alu.exec_alu(op, dtype, *operands)
+    if o.loose is not None: loose = o.loose if loose is None else loose | o.loose
+    if o.undefined is not None:
+      if first is None:
+        lane = int(np.argmax(o.undefined.reshape(o.undefined.shape[0], -1).any(axis=1)))
+        first = (s, lane, o.reason, tuple(np.broadcast_to(a, o.values.shape)[lane] for a in operands))
+      undef = o.undefined if undef is None else undef | o.undefined
+    values = o.values
+  return Folded(values, undef, loose, first)
+
+
+def _steps(op: Ops, dtype: DType, prev: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> alu.Outcome:
+  """alu's rule on every step of a chain at once, operands in each step's order."""
+  if all(acc_first): return alu.exec_alu(op, dtype, prev, terms)
+  if not any(acc_first): return alu.exec_alu(op, dtype, terms, prev)
+  first = np.resize(np.asarray(acc_first), terms.shape[1]).reshape((1, -1) + (1,) * (terms.ndim - 2))
+  return alu.exec_alu(op, dtype, np.where(first, prev, terms), np.where(first, terms, prev))
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+  """The bit patterns of an array, so that NaNs and signed zeros compare exactly."""
+  return x.view(f"u{x.dtype.itemsize}")
