@@ -23,6 +23,8 @@ Everything else runs sequentially.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,30 +102,46 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
 
 def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
   """Each buffer the body of RANGE i stores to: every access in the body is affine, they agree on every term but the
-  counters of i and of the loops inside it, and one iteration's elements span fewer than i's coefficient."""
+  counters of i and of the loops inside it, and no element is reached in two iterations (`_apart`)."""
   uops = program.uops
   inner = {j for j in range(i + 1, end) if uops[j].op is Ops.RANGE}
   access = [j for j in range(i + 1, end) if uops[j].op in (Ops.LOAD, Ops.STORE)]
   stored = {uops[uops[j].src[0]].src[0] for j in access if uops[j].op is Ops.STORE}
+  trips = infos[i].hi - infos[i].lo + 1
   for buf in stored:
-    shape, lo, hi, step = None, None, None, None
+    shape, step, parts = None, None, []
     for j in access:
       buf_j, idx = uops[uops[j].src[0]].src
       if buf_j != buf: continue
       info = infos.get(idx)
       if info is None or info.aff is None: return False
-      if any(r in inner and r not in infos for r, _ in thread_form(info.aff)[1]): return False
       coef, loops, const = thread_form(info.aff)
-      c = dict(loops).get(i, 0)
+      if any(r in inner and r not in infos for r, _ in loops): return False
       fixed = (coef, tuple(sorted((r, k) for r, k in loops if r != i and r not in inner)))
+      if shape is None: shape, step = fixed, dict(loops).get(i, 0)
+      elif fixed != shape or dict(loops).get(i, 0) != step: return False
       count = uops[j].dtype.count if uops[j].op is Ops.LOAD else uops[uops[j].src[1]].dtype.count
-      a = const + sum(min(k * infos[r].lo, k * infos[r].hi) for r, k in loops if r in inner)
-      b = const + sum(max(k * infos[r].lo, k * infos[r].hi) for r, k in loops if r in inner) + count - 1
-      if shape is None: shape, step, lo, hi = fixed, c, a, b
-      elif fixed != shape or c != step: return False
-      lo, hi = min(lo, a), max(hi, b)
-    if step == 0 or abs(step) <= hi - lo: return False
+      parts.append((const, [(k, infos[r].lo, infos[r].hi) for r, k in loops if r in inner], count))
+    if not step or not _apart(parts, abs(step), trips): return False
   return True
+
+
+def _apart(parts: list[tuple[int, list[tuple[int, int, int]], int]], step: int, trips: int) -> bool:
+  """Whether the offsets one iteration reaches, shifted by step per iteration, never meet across `trips` iterations.
+  parts: per access (constant, (coefficient, lo, hi) of each inner counter, elements). Exact when the offsets are few
+  enough to list; otherwise their hull must be narrower than the step."""
+  if math.prod(hi - lo + 1 for part in parts for _, lo, hi in part[1]) * sum(p[2] for p in parts) > 4096:
+    lo = min(c + sum(min(k * a, k * b) for k, a, b in terms) for c, terms, _ in parts)
+    hi = max(c + sum(max(k * a, k * b) for k, a, b in terms) + n - 1 for c, terms, n in parts)
+    return hi - lo < step
+  offsets: set[int] = set()
+  for const, terms, count in parts:
+    sums = {const}
+    for k, a, b in terms: sums = {x + k * v for x in sums for v in range(a, b + 1)}
+    offsets |= {x + w for x in sums for w in range(count)}
+  by_residue: dict[int, list[int]] = {}
+  for x in sorted(offsets): by_residue.setdefault(x % step, []).append(x)
+  return all(b - a >= step * trips for xs in by_residue.values() for a, b in itertools.pairwise(xs))
 
 
 def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends: dict[int, int],

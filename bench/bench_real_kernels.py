@@ -1,0 +1,155 @@
+"""The emulator on real kernels: every kernel of the tinygrad 0.10.1 corpus and six large ones, against refimpl CLANG.
+
+    python bench/bench_real_kernels.py [--repeat 3] [--only NAME] [--tinygrad] [--capture]
+
+Kernels:
+  - corpus/tinygrad-0.10.1/{CLANG,GPU,PYTHON}/*.json, with the inputs their cases hold;
+  - bench/kernels/*.json, six kernels tinygrad 0.10.1 generated for large shapes, in the two forms (loop: CLANG, one
+    thread; grid: GPU): elementwise a*b+1 over 2^20 float32, a 1024x1024 row sum, a 128^3 matmul (loop form), and
+    elementwise 2^20, a 2^20 sum, a 256^3 matmul (grid form). Inputs: standard normal float32 (seed 0).
+    `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
+Times (best of --repeat, warm, buffers already on the device): the PYTHON device (the emulator, in place, strict) and
+CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
+`--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram) on the uops tinygrad generated, for the
+six and for the corpus kernels of the PYTHON folder (recaptured by running the corpus workload), one run each.
+Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
+Ratios are from one run; the machine is noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere in a checkout
+
+from refimpl.dtype import to_np  # noqa: E402
+from refimpl.emulator.machine import emulate  # noqa: E402
+from refimpl.fuzz.corpus import load_finding  # noqa: E402
+from refimpl.ir import Program, program_from_json, program_to_json  # noqa: E402
+from refimpl.runner import Kernel  # noqa: E402
+
+KERNELS = ROOT / "bench" / "kernels"
+CORPUS = ROOT / "corpus" / "tinygrad-0.10.1"
+# name -> (tinygrad device, shapes of the inputs, the tinygrad expression over Tensors a, b)
+SIX = {
+  "loop_elementwise_1M": ("CLANG", [(1 << 20,), (1 << 20,)], lambda a, b: a * b + 1),
+  "loop_rowsum_1024x1024": ("CLANG", [(1024, 1024)], lambda a: a.sum(axis=1)),
+  "loop_matmul_128": ("CLANG", [(128, 128), (128, 128)], lambda a, b: a @ b),
+  "grid_elementwise_1M": ("GPU", [(1 << 20,), (1 << 20,)], lambda a, b: a * b + 1),
+  "grid_reduce_1M": ("GPU", [(1 << 20,)], lambda a: a.sum()),
+  "grid_matmul_256": ("GPU", [(256, 256), (256, 256)], lambda a, b: a @ b),
+}
+
+
+def six_inputs(program: Program) -> list[np.ndarray]:
+  """Zeros for the output (buffer 0), standard normal values for the others."""
+  rng = np.random.default_rng(0)
+  out = []
+  for k in sorted(program.buffers):
+    dt = program.buffers[k]
+    if k == 0: out.append(np.zeros(dt.size, to_np(dt.base)))
+    else: out.append(rng.standard_normal(dt.size).astype(to_np(dt.base)))
+  return out
+
+
+def capture_six() -> dict[str, list]:
+  """Runs the six in tinygrad; writes bench/kernels/<name>[_k].json (one per kernel, the last is the interesting one
+  for a split reduce) and returns name -> tinygrad ProgramSpecs."""
+  from tinygrad import Tensor
+
+  from refimpl.tinygrad import capture
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  ready = prepare_tinygrad()
+  KERNELS.mkdir(exist_ok=True)
+  specs = {}
+  for name, (device, shapes, fn) in SIX.items():
+    if ready.get(device): raise SystemExit(f"cannot capture {name}: tinygrad {device}: {ready[device]}")
+    rng = np.random.default_rng(0)
+    args = [Tensor(rng.standard_normal(s).astype(np.float32), device=device).realize() for s in shapes]
+    with capture() as kernels: fn(*args).realize()
+    specs[name] = []
+    for k, kern in enumerate(kernels):
+      stem = name if len(kernels) == 1 else f"{name}_{k}"
+      (KERNELS / f"{stem}.json").write_text(program_to_json(kern.program))
+      specs[name].append((stem, kern.spec))
+  return specs
+
+
+def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]]]:
+  """(group, name, program, inputs, vals) of every kernel benchmarked."""
+  out = []
+  for path in sorted(KERNELS.glob("*.json")):
+    p = program_from_json(path.read_text())
+    out.append(("six", path.stem, p, six_inputs(p), ()))
+  for path in sorted(CORPUS.glob("*/*.json")):
+    case = load_finding(path).case
+    out.append((f"corpus {path.parent.name}", f"{path.parent.name}/{path.stem}", case.program, case.inputs, case.vals))
+  return out
+
+
+def best(kernel: Kernel, bufs: list[np.ndarray], vals: tuple[int, ...], repeat: int) -> float:
+  times = []
+  for _ in range(repeat):
+    kernel(*bufs, vals=vals)
+    times.append(kernel.last_time)
+  return min(times)
+
+
+def tinygrad_emulator_seconds(spec) -> float:
+  """One run of tinygrad's own emulator (PythonProgram) on a kernel's uops, on zeroed buffers."""
+  from tinygrad.runtime.ops_python import PythonProgram, PythonRenderer
+  from tinygrad.ops import Ops as TinygradOps
+  prg = PythonProgram(spec.function_name, PythonRenderer().render(spec.function_name, spec.uops).encode())
+  bufs = [memoryview(bytearray(u.dtype.size * u.dtype.itemsize)) for u in spec.uops if u.op is TinygradOps.DEFINE_GLOBAL]
+  vals = tuple(0 for _ in spec.vars)
+  start = time.perf_counter()
+  prg(*bufs, global_size=tuple(spec.global_size or (1, 1, 1)), local_size=tuple(spec.local_size or (1, 1, 1)), vals=vals,
+      wait=True)
+  return time.perf_counter() - start
+
+
+def main() -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--repeat", type=int, default=3)
+  ap.add_argument("--only", default="", help="only kernels whose name contains this")
+  ap.add_argument("--tinygrad", action="store_true", help="also time tinygrad's own emulator (the six)")
+  ap.add_argument("--capture", action="store_true", help="regenerate bench/kernels with tinygrad first")
+  args = ap.parse_args()
+  specs = capture_six() if args.capture or args.tinygrad else {}
+  tg_time = {stem: tinygrad_emulator_seconds(spec) for name in specs for stem, spec in specs[name]} if args.tinygrad else {}
+  rows, groups = [], {}
+  print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s}" +
+        (f" {'tinygrad emu':>13s} {'speedup':>8s}" if tg_time else ""))
+  for group, name, program, bufs, vals in kernels():
+    if args.only not in name: continue
+    emu, clang = Kernel(program, "PYTHON"), Kernel(program, "CLANG")
+    want = emulate(program, [b.copy() for b in bufs], vals, strict=False)
+    got = clang(*[b.copy() for b in bufs], vals=vals)
+    for k, (w, g) in enumerate(zip(want.buffers, got)):
+      exact = ~(want.loose[k] | want.undefined[k])
+      if not np.array_equal(w.view(np.uint8).reshape(w.size, -1)[exact], g.view(np.uint8).reshape(g.size, -1)[exact]):
+        print(f"{name}: buffer {k} differs between the emulator and CLANG")
+    e, c = best(emu, [b.copy() for b in bufs], vals, args.repeat), best(clang, [b.copy() for b in bufs], vals, args.repeat)
+    size = max(b.size for b in bufs)
+    line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x"
+    if name in tg_time: line += f" {tg_time[name]:11.3f}s {tg_time[name] / e:7.0f}x"
+    print(line)
+    rows.append((group, e / c))
+    groups.setdefault(group, []).append(e / c)
+  print()
+  for group, ratios in groups.items():
+    print(f"{group:20s} {len(ratios):4d} kernels  geometric mean {math.exp(np.mean(np.log(ratios))):7.1f}x CLANG  "
+          f"worst {max(ratios):8.1f}x")
+  corpus = [r for g, r in rows if g.startswith("corpus")]
+  if corpus: print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
