@@ -90,7 +90,7 @@ from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 from refimpl.runner import check_arguments
 
-__all__ = ["Emulation", "emulate"]
+__all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
 
 
 @dataclass
@@ -112,9 +112,18 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)
+  need = plan.grid.lanes * plan.lane_bytes
+  if need > LANE_MEMORY:
+    raise LaunchTooLarge(f"{program.name}: a launch of {plan.grid.lanes} threads needs about {need / 2**30:.1f} GiB for its "
+                         f"values (about {plan.lane_bytes} bytes per thread), more than the emulator's bound of "
+                         f"{LANE_MEMORY / 2**30:g} GiB (refimpl.emulator.machine.LANE_MEMORY); split it into smaller launches")
   m = Machine(plan, buffers, strict, inplace)
   m.run(0, len(program.uops))
   return m.result()
+
+
+class LaunchTooLarge(ValueError):
+  """A launch whose lane state would not fit in LANE_MEMORY: refused before anything runs."""
 
 
 # ***** values *****
@@ -178,7 +187,10 @@ def _at(arr: np.ndarray, lane: int) -> Any: return _py(arr[lane if arr.shape[0] 
 
 # ***** the machine *****
 
-LANE_MEMORY = 1 << 30  # bytes: a loop runs as lanes in chunks whose lanes' values fit in this
+# bytes: the most the values of one run's lanes may take. A launch that needs more is refused up front; a loop runs as
+# lanes in chunks of iterations that fit (sequentially when not even two do).
+LANE_MEMORY = 1 << 30
+LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 
 class Plan:
   """Everything a run knows before it starts. It depends only on (program, vals), and programs are immutable, so it
@@ -493,7 +505,7 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   s, e = m.val(u.src[0]), m.val(u.src[1])
   loop = m.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.undef is None and x.loose is None for x in (s, e))
-  if loop is not None and exact and m.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
+  if LOOPS_AS_LANES and loop is not None and exact and m.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
     per = LANE_MEMORY // (m.grid.lanes * m.lane_bytes)
     if per >= 2:
       for start in range(int(s.v[0]), int(e.v[0]), per): _lanes(m, i, loop, start, min(per, int(e.v[0]) - start))

@@ -1,0 +1,126 @@
+"""Loops run as lanes (refimpl/emulator/loops.py): the RANGE rule is sequential, and running a loop's iterations at
+once must never show. Each test names the rule its expected value comes from."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refimpl.dtype import dtypes
+from refimpl.emulator import machine
+from refimpl.emulator.machine import LaunchTooLarge, Plan, emulate
+from refimpl.errors import UndefinedBehavior
+from refimpl.fuzz.generate import Profile, generate
+from refimpl.ir import Ops, ProgramBuilder
+from refimpl.lower.grid_to_loops import lower_grid_to_loops
+
+F32, I32 = dtypes.float32, dtypes.int32
+
+
+def _sum_loop(n: int, dt=F32):
+  """out[0] = in[0] + in[1] + ... + in[n-1], in order, through an accumulator (tinygrad's reduce loop)."""
+  b = ProgramBuilder("sum")
+  out, x = b.global_buf(dt, 1), b.global_buf(dt, n)
+  acc = b.acc(b.const(0, dt))
+  with b.loop(n) as r: b.assign(acc, b.alu(Ops.ADD, acc, b.load(x, r)))
+  b.store(out, b.const(0, I32), acc)
+  return b.build()
+
+
+def test_range_rule_in_order_sum_under_lanes():
+  """RANGE runs iterations in order and ADD rounds each step to nearest even: 2^24 + 1 is a tie and rounds back to 2^24,
+  so fifteen 1.0s added one at a time to 2^24 leave it 2^24 (a pairwise sum would give 2^24 + 16)."""
+  p = _sum_loop(16)
+  assert Plan.of(p, ()).lane_loops, "the reduce loop should run as lanes"
+  x = np.array([2.0**24] + [1.0] * 15, np.float32)
+  got = emulate(p, [np.zeros(1, np.float32), x]).buffers[0]
+  assert got[0] == np.float32(2.0**24)
+
+
+def test_range_rule_iterations_that_communicate_stay_sequential():
+  """RANGE: iteration r sees what iteration r-1 stored. out[r+1] = out[r] * 2 from out[0] = 1 gives out[r] = 2^r."""
+  b = ProgramBuilder("doubling")
+  out = b.global_buf(I32, 9)
+  with b.loop(8) as r:
+    nxt = b.alu(Ops.ADD, r, b.const(1, I32))
+    b.store(out, nxt, b.alu(Ops.MUL, b.load(out, r), b.const(2, I32)))
+  p = b.build()
+  assert not Plan.of(p, ()).lane_loops
+  got = emulate(p, [np.array([1] + [0] * 8, np.int32)]).buffers[0]
+  np.testing.assert_array_equal(got, 2 ** np.arange(9))
+
+
+def test_undefined_behavior_rule_first_in_sequential_order():
+  """Strict mode reports the first undefined op the sequential rule reaches: iteration 2's shift by 40 (SHL's count
+  outside [0, 32)) comes before iteration 5's division by zero, although the division is the earlier uop."""
+  b = ProgramBuilder("ub_order")
+  out, d, s = b.global_buf(I32, 8), b.global_buf(I32, 8), b.global_buf(I32, 8)
+  with b.loop(8) as r:
+    q = b.alu(Ops.IDIV, b.const(7, I32), b.load(d, r))
+    b.store(out, r, b.alu(Ops.SHL, q, b.load(s, r)))
+  p = b.build()
+  assert Plan.of(p, ()).lane_loops
+  divisors, shifts = np.ones(8, np.int32), np.zeros(8, np.int32)
+  divisors[5], shifts[2] = 0, 40
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(8, np.int32), divisors, shifts])
+  assert e.value.op is Ops.SHL and e.value.operands == (7, 40) and e.value.count == 1
+  events = emulate(p, [np.zeros(8, np.int32), divisors, shifts], strict=False).events
+  assert [ev.op for ev in events] == [Ops.SHL, Ops.IDIV]  # permissive: in the order the sequential rule meets them
+
+
+def test_looseness_rule_nan_in_a_max_chain():
+  """MAX of NaN is NaN, and a NaN result is loose (its payload is unspecified); looseness follows the chain to the end."""
+  b = ProgramBuilder("max_chain")
+  out, x = b.global_buf(F32, 1), b.global_buf(F32, 8)
+  acc = b.acc(b.const(float("-inf"), F32))
+  with b.loop(8) as r: b.assign(acc, b.alu(Ops.MAX, b.load(x, r), acc))
+  b.store(out, b.const(0, I32), acc)
+  p = b.build()
+  x = np.arange(8, dtype=np.float32)
+  x[3] = np.nan
+  em = emulate(p, [np.zeros(1, np.float32), x], strict=False)
+  assert np.isnan(em.buffers[0][0]) and em.loose[0][0]
+
+
+def test_lane_memory_bound_chunks_a_loop(monkeypatch):
+  """A loop whose lanes do not fit in LANE_MEMORY runs in chunks of iterations, in order: the in-order sum rule above
+  still holds with chunks of a few iterations."""
+  p = _sum_loop(64)
+  monkeypatch.setattr(machine, "LANE_MEMORY", 5 * Plan.of(p, ()).lane_bytes)
+  x = np.array([2.0**24] + [1.0] * 63, np.float32)
+  assert emulate(p, [np.zeros(1, np.float32), x]).buffers[0][0] == np.float32(2.0**24)
+
+
+def test_lane_memory_bound_refuses_a_huge_launch():
+  """A launch whose lanes' values exceed LANE_MEMORY is refused before anything is allocated."""
+  b = ProgramBuilder("huge")
+  out = b.global_buf(I32, 1)
+  b.store(out, b.const(0, I32), b.gidx(0, 1 << 30))
+  with pytest.raises(LaunchTooLarge, match="split it into smaller launches"):
+    emulate(b.build(), [np.zeros(1, np.int32)])
+
+
+def _outcome(p, inputs, vals, strict):
+  try:
+    e = emulate(p, inputs, vals, strict=strict)
+    return [x.tobytes() for x in e.buffers + e.undefined + e.loose], [str(ev) for ev in e.events]
+  except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
+  """Fuzzer programs (grid form and lowered to loops, undefined behaviour left in): running loops as lanes gives the
+  outputs, masks, events and strict-mode report of the sequential rule (LOOPS_AS_LANES=False) exactly."""
+  checked = 0
+  for index in range(40):
+    g, arrays, vals = generate(seed, index, Profile(barrier=True))
+    grid = g.program(check=False)
+    inputs = [arrays[id(buf)] for buf in g.globals()]
+    for p in (grid, lower_grid_to_loops(grid)):
+      if not Plan.of(p, tuple(vals)).lane_loops: continue
+      for strict in (True, False):
+        monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+        lanes = _outcome(p, inputs, vals, strict)
+        monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+        assert lanes == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+        checked += 1
+  assert checked >= 20
