@@ -10,8 +10,8 @@ Kernels:
     `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
 Times (best of --repeat, warm, buffers already on the device): the PYTHON device (the emulator, in place, strict) and
 CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
-`--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram) on the uops tinygrad generated, for the
-six and for the corpus kernels of the PYTHON folder (recaptured by running the corpus workload), one run each.
+`--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram) on the uops tinygrad generated for the
+six (recaptured, so it implies --capture), one run each on zeroed buffers.
 Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
 Ratios are from one run; the machine is noisy.
 """

@@ -207,28 +207,28 @@ class Folded:
 
 
 def fold(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
-  """acc (L, *vec) OP'd with terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first operand
+  """acc (L, *vec) OP'd with terms (S, L, *vec) in order s = 0 .. S-1; step s has the accumulator as its first operand
   when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's in-order
   `accumulate` is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls the
   lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
-  chain = np.concatenate([np.broadcast_to(acc[:, None], (terms.shape[0], 1) + terms.shape[2:]), terms], axis=1)
+  chain = np.concatenate([np.broadcast_to(acc, (1,) + terms.shape[1:]), terms])
   try:
-    with np.errstate(all="ignore"): prefix = _ACCUMULATE[op].accumulate(chain, axis=1)
+    with np.errstate(all="ignore"): prefix = _ACCUMULATE[op].accumulate(chain, axis=0)
   except TypeError: prefix = None  # a numpy dtype without that loop
   if prefix is not None and prefix.dtype == chain.dtype:
-    out = _steps(op, dtype, prefix[:, :-1], terms, acc_first)
-    same = _bits(out.values) == _bits(prefix[:, 1:])
+    out = _steps(op, dtype, prefix[:-1], terms, acc_first)
+    same = _bits(out.values) == _bits(prefix[1:])
     if out.loose is not None: same |= out.loose
     if out.undefined is None and same.all():
-      return Folded(prefix[:, -1], None, None if out.loose is None else out.loose.any(axis=1))
+      return Folded(prefix[-1], None, None if out.loose is None else out.loose.any(axis=0))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
 
 
 def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
   """The fold's definition, one alu step at a time."""
   values, loose, undef, first = acc, None, None, None
-  for s in range(terms.shape[1]):
-    x = terms[:, s]
+  for s in range(terms.shape[0]):
+    x = terms[s]
     operands = (values, x) if acc_first[s % len(acc_first)] else (x, values)
     o = alu.exec_alu(op, dtype, *operands)
     if o.loose is not None: loose = o.loose if loose is None else loose | o.loose
@@ -245,7 +245,7 @@ def _steps(op: Ops, dtype: DType, prev: np.ndarray, terms: np.ndarray, acc_first
   """alu's rule on every step of a chain at once, operands in each step's order."""
   if all(acc_first): return alu.exec_alu(op, dtype, prev, terms)
   if not any(acc_first): return alu.exec_alu(op, dtype, terms, prev)
-  first = np.resize(np.asarray(acc_first), terms.shape[1]).reshape((1, -1) + (1,) * (terms.ndim - 2))
+  first = np.resize(np.asarray(acc_first), terms.shape[0]).reshape((-1,) + (1,) * (terms.ndim - 1))
   return alu.exec_alu(op, dtype, np.where(first, prev, terms), np.where(first, terms, prev))
 
 

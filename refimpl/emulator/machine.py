@@ -71,6 +71,20 @@ Speed. indexing.py analyses the int32 index arithmetic before the run: an affine
 runs only on buffers where two threads could meet (memory.py). That analysis and the verification are done once per
 (program, vals) and reused by later runs (`Plan`). A loop whose bounds differ per thread costs one pass over all lanes
 per counter value from the smallest start to the largest end.
+
+Loops as lanes. A RANGE with bounds that are one exact number on every lane, whose iterations loops.py proves cannot
+observe each other (parallel), or observe each other only through accumulator chains (scan), runs all its iterations
+at once: the grid gets one more axis, innermost, so each lane becomes one lane per iteration (a thread's iterations
+are consecutive lanes, and race tracking still records threads). A value from before the loop is repeated for the
+loop's lanes; the body's values die with the loop. A scan's chains are not run in the body: loops.fold applies them
+afterwards in the sequential order, and ASSIGN's rule writes the result. What the sequential rule would report is
+reported unchanged: every finding is keyed by its place in the sequential order ((loop, counter) of each RANGE
+around it, the uop, the thread), a permissive run lists its events in that order and describes each by its first
+lane in it, and strict mode raises, when the loop ends, the first finding, with the count of its own iteration.
+
+Memory bound. The values of a run's lanes take at most LANE_MEMORY bytes (estimated per lane from the program's uop
+dtypes, twice for masks and temporaries): a launch that needs more is refused up front (LaunchTooLarge), and a loop
+runs as lanes in chunks of iterations that fit, in order (sequentially when not even two iterations do).
 """
 from __future__ import annotations
 
@@ -571,11 +585,11 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
   acc = m.env[scan.acc]
   tail = acc.v.shape[1:]
   def chain(arrs: list[np.ndarray | None]) -> np.ndarray | None:
-    """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
+    """Each step's per-lane arrays as one (iteration * step, outer lane, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
     full = [np.broadcast_to(False if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
-    return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
-  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=1)
+    return np.moveaxis(np.stack(full, axis=2), 0, 2).reshape((n * len(arrs), lanes) + tail)
+  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=0)
   dt = m.uops[scan.steps[0].node].dtype.scalar()
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
