@@ -103,8 +103,8 @@ def best(kernel: Kernel, bufs: list[np.ndarray], vals: tuple[int, ...], repeat: 
 
 def tinygrad_emulator_seconds(spec) -> float:
   """One run of tinygrad's own emulator (PythonProgram) on a kernel's uops, on zeroed buffers."""
-  from tinygrad.runtime.ops_python import PythonProgram, PythonRenderer
   from tinygrad.ops import Ops as TinygradOps
+  from tinygrad.runtime.ops_python import PythonProgram, PythonRenderer
   prg = PythonProgram(spec.function_name, PythonRenderer().render(spec.function_name, spec.uops).encode())
   bufs = [memoryview(bytearray(u.dtype.size * u.dtype.itemsize)) for u in spec.uops if u.op is TinygradOps.DEFINE_GLOBAL]
   vals = tuple(0 for _ in spec.vars)
@@ -147,7 +147,8 @@ def main() -> int:
     print(f"{group:20s} {len(ratios):4d} kernels  geometric mean {math.exp(np.mean(np.log(ratios))):7.1f}x CLANG  "
           f"worst {max(ratios):8.1f}x")
   corpus = [r for g, r in rows if g.startswith("corpus")]
-  if corpus: print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
+  if corpus:
+    print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
   return 0
 
 
