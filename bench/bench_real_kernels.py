@@ -104,8 +104,9 @@ def best(kernel: Kernel, bufs: list[np.ndarray], vals: tuple[int, ...], repeat: 
 def tinygrad_emulator_seconds(spec) -> float:
   """One run of tinygrad's own emulator (PythonProgram) on a kernel's uops, on zeroed buffers."""
   from tinygrad.ops import Ops as TinygradOps
-  from tinygrad.runtime.ops_python import PythonProgram, PythonRenderer
-  prg = PythonProgram(spec.function_name, PythonRenderer().render(spec.function_name, spec.uops).encode())
+  from tinygrad.runtime.ops_python import PythonCompiler, PythonProgram, PythonRenderer
+  lib = PythonCompiler().compile(PythonRenderer().render(spec.function_name, spec.uops))  # made here, not read from a file
+  prg = PythonProgram(spec.function_name, lib)
   bufs = [memoryview(bytearray(u.dtype.size * u.dtype.itemsize)) for u in spec.uops if u.op is TinygradOps.DEFINE_GLOBAL]
   vals = tuple(0 for _ in spec.vars)
   start = time.perf_counter()
