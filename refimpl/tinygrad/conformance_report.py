@@ -160,7 +160,7 @@ def run_fuzz(backend: str, seconds: float, out: Path) -> dict:
   t = time.perf_counter()
   res = subprocess.run(args, capture_output=True, text=True, check=False)
   findings = []
-  for t in where.glob("test_*.py") if where.exists() else []: t.unlink()  # the JSON replays: python -m refimpl.fuzz replay
+  for stale in where.glob("test_*.py") if where.exists() else []: stale.unlink()  # JSON replays (fuzz replay)
   for f in sorted(where.glob("*.json")) if where.exists() else []:
     doc = json.loads(f.read_text())
     detail = str(doc.get("detail", ""))
