@@ -88,6 +88,7 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
   carried = {uops[j].src[0] for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] < i}
   for k in range(end + 1, len(uops)):  # values made in the body are dead after it (a carried register is not)
     for s in uops[k].src:
+      if s == i and k != end: return None  # the counter itself
       if i < s < end and not (uops[s].op is Ops.ASSIGN and uops[s].src[0] in carried): return None
   if not _iterations_disjoint(program, infos, i, end, ends): return None
   scans = []
