@@ -173,7 +173,7 @@ class TinygradDevice(Compiled):
     sources: dict = {}
     renderer = TinygradRenderer(
       device=f"{KIND}:{self.backend}", has_local=True if not grid else bool(tgr.has_local),
-      has_shared=True if not grid else bool(tgr.has_shared),
+      has_shared=self.backend == "CLANG" if not grid else bool(tgr.has_shared),  # tinygrad's LLVM renders no DEFINE_LOCAL
       global_max=tuple(tgr.global_max) if grid and tgr.global_max else NATIVE_GRID,
       local_max=tuple(tgr.local_max) if grid and tgr.local_max else (NATIVE_GRID if not grid else None),
       tg=tgr, loops=not grid, sources=sources)

@@ -204,7 +204,9 @@ def write(out: Path, results: dict, fuzz_seconds: float, command: str) -> Path:
             "C renderers' code_for_op: render error), vector types of unsigned C types (`unsigned long4`, a compile "
             "error).", "", "## Fuzz campaigns", "",
             f"One campaign of {fuzz_seconds:.0f} s per backend (`python -m refimpl.fuzz --backend TINYGRAD:B --time "
-            f"{fuzz_seconds:.0f} --jobs 1`), findings deduplicated by signature (op, dtypes, kind).", ""]
+            f"{fuzz_seconds:.0f} --jobs 1`), findings deduplicated by signature (op, dtypes, kind)."
+            + ("" if fuzz_seconds >= 600 else " Shorter than the 10-minute campaign; the full one: `python -m "
+               "refimpl.tinygrad report --out docs/conformance --fuzz-seconds 600`."), ""]
   for b, r in results.items():
     f = r.get("fuzz")
     if f is None: continue
