@@ -39,6 +39,9 @@ SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR)
 # numpy ufuncs whose `accumulate` computes a chain of the op in order; `fold` checks every step against alu's rule
 _ACCUMULATE = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.AND: np.bitwise_and,
                Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}
+# from this many elements per step on, one ufunc call per step beats `accumulate` along axis 0 (one inner loop per lane)
+ROW_STEPS_FROM = 256
+TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 
 
 @dataclass(frozen=True)
@@ -207,22 +210,40 @@ class Folded:
   undefined_step: tuple[int, int, str, tuple] | None = None
 
 
-def fold(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
-  """acc (L, *vec) OP'd with terms (S, L, *vec) in order s = 0 .. S-1; step s has the accumulator as its first operand
-  when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's in-order
-  `accumulate` is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls the
-  lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
-  chain = np.concatenate([np.broadcast_to(acc, (1,) + terms.shape[1:]), terms])
+def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
+  """acc (L, *vec) OP'd with the terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first
+  operand when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's
+  in-order ufuncs is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls
+  the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
+  terms = steps_first(lane_terms)
   try:
-    with np.errstate(all="ignore"): prefix = _ACCUMULATE[op].accumulate(chain, axis=0)
+    with np.errstate(all="ignore"): prefix = _prefix(_ACCUMULATE[op], acc, terms)
   except TypeError: prefix = None  # a numpy dtype without that loop
-  if prefix is not None and prefix.dtype == chain.dtype:
+  if prefix is not None and prefix.dtype == terms.dtype:
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
     same = _bits(out.values) == _bits(prefix[1:])
     if out.loose is not None: same |= out.loose
     if out.undefined is None and same.all():
       return Folded(prefix[-1], None, None if out.loose is None else out.loose.any(axis=0))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
+
+
+def steps_first(a: np.ndarray) -> np.ndarray:
+  """(L, S, *vec) as a C-contiguous (S, L, *vec) array, copied in blocks of lanes (a plain transposing copy strides
+  through memory)."""
+  out = np.empty((a.shape[1], a.shape[0]) + a.shape[2:], a.dtype)
+  for b in range(0, a.shape[0], TRANSPOSE_BLOCK): out[:, b:b + TRANSPOSE_BLOCK] = a[b:b + TRANSPOSE_BLOCK].swapaxes(0, 1)
+  return out
+
+
+def _prefix(fn: np.ufunc, acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
+  """acc, then acc fn terms[0], then that fn terms[1], ...: (S + 1, L, *vec), each step one rounding in numpy's dtype."""
+  if terms[0].size < ROW_STEPS_FROM:
+    return fn.accumulate(np.concatenate([np.broadcast_to(acc, (1,) + terms.shape[1:]), terms]), axis=0)
+  out = np.empty((terms.shape[0] + 1,) + terms.shape[1:], terms.dtype)
+  out[0] = acc
+  for s in range(terms.shape[0]): fn(out[s], terms[s], out=out[s + 1])
+  return out
 
 
 def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:

@@ -585,11 +585,11 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
   acc = m.env[scan.acc]
   tail = acc.v.shape[1:]
   def chain(arrs: list[np.ndarray | None]) -> np.ndarray | None:
-    """Each step's per-lane arrays as one (iteration * step, outer lane, *vector) array, None when all are None."""
+    """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
     full = [np.broadcast_to(False if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
-    return np.moveaxis(np.stack(full, axis=2), 0, 2).reshape((n * len(arrs), lanes) + tail)
-  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=0)
+    return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
+  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=1)
   dt = m.uops[scan.steps[0].node].dtype.scalar()
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
@@ -760,7 +760,7 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
-  def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else a[:, sel]
+  def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else np.ascontiguousarray(a[:, sel])
   m.env[i] = Val(pick(x.v), pick(x.undef), pick(x.loose))
 
 def _wmma(m: Machine, i: int, u: UOp) -> None:
