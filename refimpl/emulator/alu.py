@@ -300,7 +300,8 @@ RULES: dict[Ops, Callable] = {
   Ops.MAX: maximum, Ops.CMPLT: compare, Ops.CMPNE: compare, Ops.WHERE: where, Ops.MULACC: mulacc,
   **{op: transcendental for op in GroupOp.Transcendental}, Ops.THREEFRY: threefry, Ops.CAST: cast, Ops.BITCAST: bitcast}
 """op -> its rule. ALU rules take (op, dtype, *operands), arrays of >= 1 dimension that broadcast; CAST and BITCAST
-take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome."""
+take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome
+(the emulator, whose programs are verified, calls run_alu / run_conversion)."""
 assert set(RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
 
 # ---- the interface ----
@@ -346,11 +347,26 @@ def exec_alu(op: Ops, dtype: DType, *operands) -> Outcome:
   shape, xs = _lanes(dts, operands)
   with np.errstate(all="ignore"): return _shaped(RULES[op](op, dtype, *xs), shape)
 
+def _fitted(out: Outcome, xs: tuple[np.ndarray, ...]) -> Outcome:
+  """An Outcome with the operands' broadcast shape (copied only where a rule gave fewer lanes)."""
+  shape = xs[0].shape if all(x.shape == xs[0].shape for x in xs) else np.broadcast_shapes(*(x.shape for x in xs))
+  masks_fit = all(m is None or m.shape == shape for m in (out.undefined, out.loose))
+  return out if out.values.shape == shape and masks_fit else _shaped(out, shape)
+
+def run_alu(op: Ops, dtype: DType, *xs: np.ndarray) -> Outcome:
+  """exec_alu for a caller that has checked everything: a verified program's op, operands that are arrays of at least
+  one dimension of the dtypes' numpy types, and floating-point warnings off (np.errstate(all="ignore"))."""
+  return _fitted(RULES[op](op, dtype, *xs), xs)
+
 def exec_cast(x, src: DType, dst: DType) -> Outcome:
   """CAST of lanes x of scalar dtype src to scalar dtype dst (see `cast`)."""
   _scalar_dtype(src, "CAST's source"), _scalar_dtype(dst, "CAST's target")
   shape, (a,) = _lanes((src,), (x,))
   with np.errstate(all="ignore"): return _shaped(cast(a, src, dst), shape)
+
+def run_conversion(op: Ops, x: np.ndarray, src: DType, dst: DType) -> Outcome:
+  """exec_cast / exec_bitcast (op CAST / BITCAST) for a caller that has checked everything, as run_alu says."""
+  return _fitted(RULES[op](x, src, dst), (x,))
 
 def exec_bitcast(x, src: DType, dst: DType) -> Outcome:
   """BITCAST of lanes x of scalar dtype src to scalar dtype dst of the same size, neither bool (see `bitcast`)."""

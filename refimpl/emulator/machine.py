@@ -132,7 +132,7 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
                          f"values (about {plan.lane_bytes} bytes per thread), more than the emulator's bound of "
                          f"{LANE_MEMORY / 2**30:g} GiB (refimpl.emulator.machine.LANE_MEMORY); split it into smaller launches")
   m = Machine(plan, buffers, strict, inplace)
-  m.run(0, len(program.uops))
+  with np.errstate(all="ignore"): m.run(0, len(program.uops))  # the rules say what inf, NaN and overflow give
   return m.result()
 
 
@@ -732,23 +732,22 @@ def _reason(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> str:
   return out.reason
 
 def _alu(m: Machine, i: int, u: UOp) -> None:
-  """Every ALU op: alu.exec_alu with the operands' scalar dtype; masks from every operand."""
+  """Every ALU op: alu's rule with the operands' scalar dtype; masks from every operand."""
   xs = [m.val(j) for j in u.src]
-  out = alu.exec_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
+  out = alu.run_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
   _settle(m, i, xs, out, _or(*(x.undef for x in xs)), _or(*(x.loose for x in xs)))
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: like any ALU op, but the masks follow the chosen value (and the condition)."""
   xs = [m.val(j) for j in u.src]
-  out = alu.exec_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
+  out = alu.run_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
   c = xs[0].v
   _settle(m, i, xs, out, _or(xs[0].undef, _sel(c, xs[1].undef, xs[2].undef)), _or(xs[0].loose, _sel(c, xs[1].loose, xs[2].loose)))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule elementwise over the scalar dtypes."""
   x = m.val(u.src[0])
-  fn = alu.exec_cast if u.op is Ops.CAST else alu.exec_bitcast
-  _settle(m, i, [x], fn(x.v, m.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()), x.undef, x.loose)
+  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()), x.undef, x.loose)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
   xs = [m.val(j) for j in u.src]
