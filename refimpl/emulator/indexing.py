@@ -166,20 +166,45 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 class Grid:
   """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop after them
   (`extend`). A lane is a thread, or a (thread, iteration) pair; lane numbers are C-order positions in `shape`, so a
-  thread's iterations are consecutive and a workgroup's lanes still are."""
+  thread's iterations are consecutive and a workgroup's lanes still are. A grid may be one chunk of the launch
+  (`chunks`): a box of whole workgroups at `origin` (a position per thread axis) whose threads are the launch's threads
+  base .. base + threads - 1; lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the launch's."""
   def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
     g, lo = global_size, local_size
     self.shape: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
     self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # lanes, lanes per workgroup
     self.workgroups = self.lanes // self.group
     self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
+    self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
     self._ids: np.ndarray | None = None
+
+  def _like(self, shape: tuple[int, ...], group: int, inner: int) -> Grid:
+    out = Grid.__new__(Grid)
+    out.shape, out.lanes, out.group, out.inner = shape, math.prod(shape), group, inner
+    out.workgroups = out.lanes // group
+    out.launch, out.origin, out.base, out._ids = self.launch, self.origin, self.base, None
+    return out
 
   def extend(self, n: int) -> Grid:
     """This grid with one more (innermost) axis of n iterations: each lane becomes n lanes."""
-    out = Grid.__new__(Grid)
-    out.shape, out.lanes, out.group, out.workgroups = self.shape + (n,), self.lanes * n, self.group * n, self.workgroups
-    out.inner, out._ids = self.inner * n, None
+    return self._like(self.shape + (n,), self.group * n, self.inner * n)
+
+  def chunks(self, most: int) -> list[Grid]:
+    """The launch as boxes of whole workgroups of at most `most` lanes each, in workgroup order: a range along one
+    workgroup axis with the axes outside it fixed and the axes inside it whole, so each box is a run of consecutive
+    threads. Empty when one workgroup has more than `most` lanes."""
+    if self.group > most: return []
+    for d in range(3):  # the outermost workgroup axis whose inner workgroup axes, whole, fit
+      if math.prod(self.shape[d + 1:]) <= most: break
+    k = min(self.shape[d], most // math.prod(self.shape[d + 1:]))
+    out = []
+    for fixed in np.ndindex(*self.shape[:d]):
+      for start in range(0, self.shape[d], k):
+        n = min(k, self.shape[d] - start)
+        box = self._like((1,) * d + (n,) + self.shape[d + 1:6], self.group, 1)
+        box.origin = tuple(fixed) + (start,) + (0,) * (5 - d)
+        box.base = int(np.ravel_multi_index(box.origin, self.launch))
+        out.append(box)
     return out
 
   @property
@@ -190,7 +215,7 @@ class Grid:
 
   def tids(self, lanes: np.ndarray) -> np.ndarray:
     """The thread of each lane, as its lane number in the launch without loop axes (what race tracking records)."""
-    return lanes // self.inner if self.inner > 1 else lanes
+    return (lanes // self.inner if self.inner > 1 else lanes) + self.base
 
   def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
     """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
@@ -209,8 +234,12 @@ class Grid:
 
   def thread(self, lane: int) -> tuple[int, ...]:
     """The thread of a lane: (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2)."""
-    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane) // self.inner, self.shape[:6]))
+    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane) // self.inner + self.base, self.launch))
     return (g0, g1, g2, l0, l1, l2)
+
+  def shifted(self, coef: tuple[int, ...], off: int) -> int:
+    """The offset of an affine form (coefficients on this grid's axes) in this chunk's coordinates."""
+    return off + sum(c * o for c, o in zip(coef, self.origin))
 
   def iteration(self, lanes: np.ndarray) -> np.ndarray:
     """The position of each lane in the loop axes, flat in C order (0 when there are none)."""

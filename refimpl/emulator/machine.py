@@ -83,8 +83,11 @@ around it, the uop, the thread), a permissive run lists its events in that order
 lane in it, and strict mode raises, when the loop ends, the first finding, with the count of its own iteration.
 
 Memory bound. The values of a run's lanes take at most LANE_MEMORY bytes (estimated per lane from the program's uop
-dtypes, twice for masks and temporaries): a launch that needs more is refused up front (LaunchTooLarge), and a loop
-runs as lanes in chunks of iterations that fit, in order (sequentially when not even two iterations do).
+dtypes, twice for masks and temporaries). A launch that needs more runs in chunks of whole workgroups, each a run of
+consecutive threads taking at most LANE_MEMORY / CHUNK_SHARE, one after another: thread ids, race tracking and event
+lanes are the launch's, and strict mode raises, after the last chunk, the finding that comes first in the sequential
+order (with the lanes of every chunk counted). A launch whose one workgroup does not fit in a chunk is refused up front
+(LaunchTooLarge). A loop runs as lanes in chunks of iterations that fit, in order (sequentially when not even two do).
 """
 from __future__ import annotations
 
@@ -126,18 +129,24 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)
-  need = plan.grid.lanes * plan.lane_bytes
-  if need > LANE_MEMORY:
-    raise LaunchTooLarge(f"{program.name}: a launch of {plan.grid.lanes} threads needs about {need / 2**30:.1f} GiB for its "
-                         f"values (about {plan.lane_bytes} bytes per thread), more than the emulator's bound of "
-                         f"{LANE_MEMORY / 2**30:g} GiB (refimpl.emulator.machine.LANE_MEMORY); split it into smaller launches")
+  chunks = None
+  if plan.grid.lanes * plan.lane_bytes > LANE_MEMORY:
+    chunks = plan.grid.chunks(max(1, LANE_MEMORY // CHUNK_SHARE // plan.lane_bytes))
+    if not chunks:
+      need = plan.grid.group * plan.lane_bytes
+      raise LaunchTooLarge(f"{program.name}: one workgroup of {plan.grid.group} threads needs about {need / 2**30:.2f} GiB "
+                           f"for its values (about {plan.lane_bytes} bytes per thread), more than the emulator's share for "
+                           f"a chunk of workgroups, {LANE_MEMORY / CHUNK_SHARE / 2**30:g} GiB "
+                           f"(refimpl.emulator.machine.LANE_MEMORY / CHUNK_SHARE); use smaller workgroups")
   m = Machine(plan, buffers, strict, inplace)
-  with np.errstate(all="ignore"): m.run(0, len(program.uops))  # the rules say what inf, NaN and overflow give
+  with np.errstate(all="ignore"):  # the rules say what inf, NaN and overflow give
+    if chunks is None: m.run(0, len(program.uops))
+    else: m.run_chunks(chunks)
   return m.result()
 
 
 class LaunchTooLarge(ValueError):
-  """A launch whose lane state would not fit in LANE_MEMORY: refused before anything runs."""
+  """A launch whose single workgroup's lane state would not fit in a chunk: refused before anything runs."""
 
 
 # ***** values *****
@@ -201,9 +210,10 @@ def _at(arr: np.ndarray, lane: int) -> Any: return _py(arr[lane if arr.shape[0] 
 
 # ***** the machine *****
 
-# bytes: the most the values of one run's lanes may take. A launch that needs more is refused up front; a loop runs as
-# lanes in chunks of iterations that fit (sequentially when not even two do).
+# bytes: the most the values of one run's lanes may take. A launch that needs more runs in chunks of workgroups; a loop
+# runs as lanes in chunks of iterations that fit (sequentially when not even two do).
 LANE_MEMORY = 1 << 30
+CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 
 class Plan:
@@ -261,21 +271,29 @@ class Machine:
     self.infos, self.forms, self.alias = plan.infos, plan.forms, plan.alias
     self.block_end, self.assigned, self.lane_loops = plan.block_end, plan.assigned, plan.lane_loops
     self.enclosing, self.lane_bytes = plan.enclosing, plan.lane_bytes
-    self.plan = plan.handlers
-    self.env: list[Any] = [None] * len(self.uops)
-    self.globals: list[Memory] = []
-    self.locals: list[Memory] = []
+    self.plan, self.free, self.stored = plan.handlers, plan.free, plan.stored
+    self.globals: dict[int, Memory] = {}
     for i, u in enumerate(self.uops):
       if u.op is Ops.DEFINE_GLOBAL:
         given = np.asarray(buffers[u.arg])
         data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
-        self.env[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, False, i not in plan.free,
-                             i in plan.stored)
-        self.globals.append(self.env[i])
-      elif u.op is Ops.DEFINE_LOCAL:
-        data = np.zeros(u.dtype.size * self.grid.workgroups, dtype=to_np(u.dtype.base))
-        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, True, i not in plan.free,
-                             i in plan.stored)
+        self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, False, i not in plan.free,
+                                 i in plan.stored)
+    self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event]
+    self.chunked = False  # the launch runs in chunks of workgroups: strict mode raises the first finding at the end
+    self.start(self.grid)
+
+  def start(self, grid: Grid) -> None:
+    """Ready to run the program on `grid` (the launch, or a chunk of its workgroups): no values yet, fresh locals."""
+    self.grid = grid
+    self.env: list[Any] = [None] * len(self.uops)
+    for i, mem in self.globals.items(): self.env[i] = mem
+    self.locals: list[Memory] = []
+    for i, u in enumerate(self.uops):
+      if u.op is Ops.DEFINE_LOCAL:
+        data = np.zeros(u.dtype.size * grid.workgroups, dtype=to_np(u.dtype.base))
+        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in self.free,
+                             i in self.stored)
         self.locals.append(self.env[i])
     self.active: np.ndarray | None = None  # None: every lane
     self.real: np.ndarray | None = None    # the active lanes that really run (not phantom); None: every lane
@@ -285,7 +303,6 @@ class Machine:
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
     self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
     self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)
-    self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event]
 
   def run(self, lo: int, hi: int) -> None:
     """Executes uops lo..hi-1 (block handlers return the index after their block)."""
@@ -312,6 +329,7 @@ class Machine:
   def place(self, form: tuple) -> tuple[tuple[int, ...], int]:
     """An affine form on the current grid: (a coefficient per grid axis, offset), loop counters filled in."""
     coef, loops, off = form
+    off = self.grid.shifted(coef, off)
     if not loops and len(self.grid.shape) == 6: return coef, off
     full = list(coef) + [0] * (len(self.grid.shape) - 6)
     for r, c in loops:
@@ -325,8 +343,8 @@ class Machine:
   def result(self) -> Emulation:
     def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return np.zeros(like.size, bool) if x is None else x
     evs = [UndefinedBehavior(*e) for _, e in sorted(self.events.values(), key=lambda entry: entry[0])]
-    return Emulation([g.data for g in self.globals], [mask(g.undef, g.data) for g in self.globals],
-                     [mask(g.loose, g.data) for g in self.globals], evs)
+    mems = list(self.globals.values())
+    return Emulation([g.data for g in mems], [mask(g.undef, g.data) for g in mems], [mask(g.loose, g.data) for g in mems], evs)
 
   # ***** undefined behaviour *****
 
@@ -340,7 +358,9 @@ class Machine:
     if self.strict:  # the lanes of the first execution of the uop that has it: those in the iteration of lanes[k]
       it = self.grid.iteration(lanes)
       count = len(lanes) if self.grid.inner == 1 else int(np.count_nonzero(it == it[k]))
-      if entry is not None and entry[0] <= key: return
+      if entry is not None and entry[0] <= key:
+        if entry[0][:-1] == key[:-1]: entry[1][-1] += count  # the same execution, in a later chunk of workgroups
+        return
     else:
       count = len(lanes) + (0 if entry is None else entry[1][-1])
       if entry is not None and entry[0] <= key:
@@ -348,8 +368,20 @@ class Machine:
         return
     reason, operands = describe(k)
     ev = [self.uops[i].op, i, self.grid.thread(lanes[k]), operands, reason, count]
-    if self.strict and not self.regions: raise UndefinedBehavior(*ev)
+    if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev)
     self.events[(i, kind)] = [key, ev]
+
+  def raise_first(self) -> None:
+    """Strict mode, after a part of the run that collected its findings: raise the first in the sequential order."""
+    if self.events: raise UndefinedBehavior(*min(self.events.values(), key=lambda entry: entry[0])[1])
+
+  def run_chunks(self, grids: list[Grid]) -> None:
+    """The program on each chunk of the launch's workgroups in turn (memories and race tracking kept across them)."""
+    self.chunked = True
+    for grid in grids:
+      self.start(grid)
+      self.run(0, len(self.uops))
+    if self.strict: self.raise_first()
 
   def first_lane(self, lanes: np.ndarray) -> int:
     """The position in `lanes` of the lane that the sequential order reaches first: the earliest iteration of the
@@ -479,7 +511,7 @@ class Machine:
 
   def element_name(self, mem: Memory, e: int) -> str:
     if not mem.local: return f"element {e} of {mem.name}"
-    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size})"
+    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.grid.base // self.grid.group})"
 
   def thread_name(self, tid: int) -> str:
     """A thread that race tracking recorded (its lane number in the launch)."""
@@ -575,8 +607,7 @@ def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
   try:
     for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes)
   finally: m.regions.pop()
-  if m.strict and not m.regions and m.events:
-    raise UndefinedBehavior(*min(m.events.values(), key=lambda entry: entry[0])[1])
+  if m.strict and not m.regions and not m.chunked: m.raise_first()
 
 def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, lanes: int) -> None:
   """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
