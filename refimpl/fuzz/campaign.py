@@ -64,6 +64,7 @@ class Config:
   reduce: bool = True
   reduce_time: float = 60.0               # seconds of reduction per finding at most
   max_steps: int = 24
+  mode: str = "mix"                       # generation mode: random, tinygrad, corpus, or mix (generate.MODES, MIX)
 
 
 @dataclass
@@ -207,10 +208,10 @@ def resolve_backends(names: list[str] | None) -> list[BackendRef]:
   return [BackendRef(n) for n in Device.get_available_devices() if n != EMULATOR]
 
 
-def profile_for(devices: dict, max_steps: int = 24) -> Profile:
-  """The dtypes every backend supports; BARRIER when one of them has workgroups."""
+def profile_for(devices: dict, max_steps: int = 24, mode: str = "mix") -> Profile:
+  """The dtypes every backend supports; BARRIER when one of them has workgroups; the generation mode."""
   dts = tuple(d for d in ALL_DTYPES if all(dev.supports_dtype(d) for dev in devices.values()))
-  return Profile(dts, any(dev.renderer.has_local for dev in devices.values()), max_steps)
+  return Profile(dts, any(dev.renderer.has_local for dev in devices.values()), max_steps, mode)
 
 
 class Campaign:
@@ -221,7 +222,7 @@ class Campaign:
     self.refs = [r for r in self.refs if r.name in devices]
     self.names = tuple(r.name for r in self.refs)
     self.by_name = {r.name: r for r in self.refs}
-    self.profile = profile_for(devices, cfg.max_steps)
+    self.profile = profile_for(devices, cfg.max_steps, cfg.mode)
     self.summary = Summary(cfg, backends={n: BackendStats() for n in self.names}, unavailable=bad,
                            keys=all_keys(self.profile))
     self.known: dict[Signature, Record] = {}

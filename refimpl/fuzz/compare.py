@@ -257,6 +257,10 @@ def compare(program: Program, expected: list[np.ndarray], undefined: list[np.nda
   return first, tally
 
 
+# the srcs of each op that decide control or addresses: an IF gate, RANGE bounds, an index, a LOAD/STORE gate
+CONTROL_SRCS = {Ops.IF: slice(0, 1), Ops.RANGE: slice(None), Ops.INDEX: slice(1, None), Ops.LOAD: slice(2, None),
+                Ops.STORE: slice(2, None)}
+
 def control_taint(program: Program, sources: set[int]) -> bool:
   """Whether a value computed from the uops `sources` (undefined somewhere) reaches control: an IF gate, a RANGE bound,
   an index or a LOAD/STORE gate (through data, accumulators and memory). Such a program is never run natively: its
@@ -273,7 +277,4 @@ def control_taint(program: Program, sources: set[int]) -> bool:
       if u.op is Ops.STORE and u.src[1] in tainted: tainted.add(uops[u.src[0]].src[0])
       if u.op is Ops.LOAD and uops[u.src[0]].src[0] in tainted: tainted.add(i)
     if len(tainted) == before: break
-  for u in uops:
-    ctrl = {Ops.IF: u.src[:1], Ops.RANGE: u.src, Ops.INDEX: u.src[1:], Ops.LOAD: u.src[2:], Ops.STORE: u.src[2:]}.get(u.op, ())
-    if any(j in tainted for j in ctrl): return True
-  return False
+  return any(j in tainted for u in uops if u.op in CONTROL_SRCS for j in u.src[CONTROL_SRCS[u.op]])

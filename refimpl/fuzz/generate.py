@@ -38,6 +38,7 @@ import numpy as np
 
 from refimpl.dtype import DType, dtypes, to_np, truncate
 from refimpl.emulator.machine import Emulation, emulate
+from refimpl.fuzz.bias import CHAINS, double_rounding_values, halfway_values, tiny_factors
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramError, alu_allows
 from refimpl.ir.verify import FP8
@@ -51,10 +52,11 @@ ARITH_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 @dataclass(frozen=True)
 class Profile:
   """What the selected backends can run: the scalar dtypes every one supports, and whether programs may use BARRIER
-  (only backends with workgroups run those; the others skip them as unsupported)."""
+  (only backends with workgroups run those; the others skip them as unsupported), and the generation mode (MODES)."""
   dtypes: tuple[DType, ...] = ALL_DTYPES
   barrier: bool = False
   max_steps: int = 24
+  mode: str = "random"
 
 
 def alu_pairs(dts: tuple[DType, ...]) -> list[tuple[Ops, DType]]:
@@ -115,6 +117,7 @@ class _Gen:
     self.inputs: dict[DType, list[tuple[Node, int]]] = {}
     self.outs: dict[DType, _Out] = {}
     self.local: tuple[Node, DType, int] | None = None
+    self.fill: dict[int, tuple] = {}  # id(input buffer) -> what fills it (see _input), when not the default mix
     self.synced = False
     self.gsize, self.lsize = [1, 1, 1], [1, 1, 1]
 
@@ -167,6 +170,7 @@ class _Gen:
   def scalar_value(self, s: DType):
     """A Python value of scalar dtype s: an edge value, a small one, or random bits."""
     if s == dtypes.bool: return self.chance(0.5)
+    if self.chance(0.08) and len(halfway_values(s)): return self.pick(halfway_values(s))
     r = self.rng.random()
     if dtypes.is_float(s) and r < 0.2: return float(np.array(self.rng.choice(SPECIALS), np.float32).astype(to_np(s)))
     if r < 0.6:
@@ -177,6 +181,11 @@ class _Gen:
       return self.rng.randint(lo, hi)
     if r < 0.9: return float(truncate[s](self.rng.uniform(-8, 8)))
     return float(from_bits([self.rng.getrandbits(8 * s.itemsize)], s)[0])
+
+  def pick(self, values: np.ndarray):
+    """One element of a numpy array as a Python scalar (drawn with the generator's rng)."""
+    v = values[self.rng.randrange(len(values))]
+    return bool(v) if values.dtype == np.bool_ else int(v) if values.dtype.kind in "iu" else float(v)
 
   def const(self, dt: DType) -> Node:
     s = dt.scalar()
@@ -218,6 +227,14 @@ class _Gen:
       bufs = [(self.emit(Ops.DEFINE_GLOBAL, s.ptr(size)), size)]
       self.inputs.setdefault(s, []).extend(bufs)
     buf, size = self.rng.choice(bufs)
+    return self.pool(self.load(buf, self.index(size - n + 1), s.vec(n) if n > 1 else s))
+
+  def load_filled(self, s: DType, fill: tuple, n: int = 1) -> Node:
+    """A load of n lanes from a new input buffer of s whose contents are `fill` (see _input)."""
+    size = max(n, self.rng.choice((2, 5, 8, 16)))
+    buf = self.emit(Ops.DEFINE_GLOBAL, s.ptr(size))
+    self.inputs.setdefault(s, []).append((buf, size))
+    self.fill[id(buf)] = fill
     return self.pool(self.load(buf, self.index(size - n + 1), s.vec(n) if n > 1 else s))
 
   def load(self, buf: Node, idx: Node, dt: DType) -> Node:
@@ -272,6 +289,39 @@ class _Gen:
   def step_store(self) -> None:
     cands = self.leaves[-1] or [x for k, v in self.scopes[-1].items() if isinstance(k, DType) for x in v]
     if cands: self.store(self.rng.choice(cands))
+
+  def step_mul_add(self) -> None:
+    """A float MUL feeding an ADD or SUB (either operand order; contraction into an FMA shows here), operands sometimes
+    kernel constants; in a quarter of them the factors come from a buffer of tiny_factors and the product, subnormal,
+    is stored too (where flushing shows)."""
+    floats = [d for d in ARITH_FLOATS if d in self.dts]
+    if not floats: return
+    s = self.rng.choice(floats)
+    n = self.rng.choice((1, 1, 1, 2, 4))
+    dt = s.vec(n) if n > 1 else s
+    tiny = self.chance(0.25)
+    if tiny: a, b = self.load_filled(s, ("tiny",), n), self.load_filled(s, ("tiny",), n)
+    else: a, b = (self.const(dt) if self.chance(0.25) else self.value(dt)), self.value(dt)
+    c = self.const(dt) if self.chance(0.3) else self.value(dt, [a, b])
+    m = self.emit(Ops.MUL, dt, [a, b])
+    if tiny: self.store(m)
+    self.pool(self.emit(self.rng.choice((Ops.ADD, Ops.SUB)), dt, [m, c] if self.chance(0.5) else [c, m]))
+
+  def step_chain(self) -> None:
+    """A conversion chain: one of bias.CHAINS, directly and (often) through its wider format too, from a value at a
+    double rounding (a kernel constant or an input); or a random chain of 2 to 4 CASTs."""
+    chains = [c for c in CHAINS if all(d in self.dts for d in c)]
+    if chains and self.chance(0.6):
+      src, dst, via = self.rng.choice(chains)
+      if self.chance(0.4): x = self.pool(self.emit(Ops.CONST, src, (), self.pick(double_rounding_values(src, dst, via))), False)
+      else: x = self.load_filled(src, ("round", dst, via))
+      self.pool(self.emit(Ops.CAST, dst, [x]))
+      if self.chance(0.5): self.pool(self.emit(Ops.CAST, dst, [self.emit(Ops.CAST, via, [x])]))
+      return
+    x = self.value(self.rng.choice(self.dts))
+    for _ in range(self.rng.randint(2, 4)):
+      x = self.emit(Ops.CAST, self.rng.choice([d for d in self.dts if d != x.dtype.scalar()]), [x])
+    self.pool(x)
 
   def step_vector(self) -> None:
     s = self.rng.choice(self.dts)
@@ -372,17 +422,24 @@ class _Gen:
         self.emit(Ops.BARRIER)
         self.synced = True
 
+  def steps(self, table: list[tuple], lo: int, hi: int) -> None:
+    """lo..hi random steps drawn from (step, weight) pairs."""
+    fns, weights = zip(*table)
+    for _ in range(self.rng.randint(lo, max(lo, hi))):
+      self.step += 1
+      self.rng.choices(fns, weights)[0]()
+
   def run(self) -> Graph:
     self.setup()
-    table = [(self.step_alu, 40), (self.step_convert, 18), (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5),
-             (lambda: self.open_block("loop"), 5), (lambda: self.open_block("if"), 4), (self.close_block, 8),
-             (self.step_local_store, 2), (self.step_wmma, 1)]
-    fns, weights = zip(*table)
-    steps = self.rng.randint(8, self.profile.max_steps)
-    for step in range(1, steps + 1):
-      self.step = step
-      self.rng.choices(fns, weights)[0]()
-    self.step = steps + 1
+    self.steps([(self.step_alu, 40), (self.step_convert, 14), (self.step_mul_add, 6), (self.step_chain, 4),
+                (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5), (lambda: self.open_block("loop"), 5),
+                (lambda: self.open_block("if"), 4), (self.close_block, 8), (self.step_local_store, 2),
+                (self.step_wmma, 1)], 8, self.profile.max_steps)
+    return self.finish()
+
+  def finish(self) -> Graph:
+    """Closes open blocks, stores every leaf, sizes the output buffers: the program's graph."""
+    self.step += 1
     while self.blocks: self.close_block()
     for x in list(self.leaves[0]): self.store(x)
     if not self.outs: self.store(self.value(self.rng.choice(self.dts)))
@@ -400,24 +457,60 @@ class _Gen:
 
 SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
 
-def _input(dt: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+def _input(dt: DType, n: int, rng: np.random.Generator, fill: tuple | None = None) -> np.ndarray:
   """Initial contents of a buffer: refimpl.testing.values.random_values (a third edge values, a third random bits, a
   third small values); in two thirds of the float buffers a quarter of the elements are then NaN, +-inf or +-0, where
-  NaN and infinity handling bugs live."""
+  NaN and infinity handling bugs live, and in a quarter of all buffers half the elements are halfway values (at and
+  next to the rounding ties of the dtype's conversions, bias.halfway_values). A buffer made for one purpose has a
+  `fill`: ("tiny",) bias.tiny_factors, ("round", dst, via) mostly bias.double_rounding_values of that chain, ("given",
+  array) that array (a corpus kernel's own inputs)."""
+  if fill is not None and fill[0] == "given": return np.array(fill[1], to_np(dt))
+  if fill is not None and fill[0] == "tiny": return tiny_factors(dt, n, rng)
+  if fill is not None:
+    pool = np.concatenate([double_rounding_values(dt, *fill[1:]), halfway_values(dt, fill[1])[:8]])
+    return pool[rng.integers(0, len(pool), n)]
   a = random_values(dt, n, rng).astype(to_np(dt))
   if dtypes.is_float(dt) and rng.random() < 2 / 3:
     special = np.array(SPECIALS, np.float32).astype(to_np(dt))
     pick = rng.random(n) < 1 / 4
     a[pick] = special[rng.integers(0, len(SPECIALS), int(pick.sum()))]
+  halfway = halfway_values(dt)
+  if len(halfway) and rng.random() < 1 / 4:
+    pick = rng.random(n) < 1 / 2
+    a[pick] = halfway[rng.integers(0, len(halfway), int(pick.sum()))]
   return a
 
 
+MODES = ("random", "tinygrad", "corpus")
+MIX = (("random", 5), ("tinygrad", 3), ("corpus", 2))  # mode "mix": each program's mode drawn with these weights
+
+def mode_of(seed: int, index: int, mode: str) -> str:
+  """The mode program `index` is made in: `mode` itself, or for "mix" one drawn from (seed, index) with MIX's weights."""
+  if mode != "mix": return mode
+  names, weights = zip(*MIX)
+  return random.Random(f"refimpl.fuzz/mode/{seed}/{index}").choices(names, weights)[0]
+
+def _graph(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
+  """The program's graph and the fills of its input buffers that are not the default mix."""
+  mode = mode_of(seed, index, profile.mode)
+  if mode == "random":
+    gen = _Gen(seed, index, profile)
+    return gen.run(), gen.fill
+  if mode == "tinygrad":
+    from refimpl.fuzz.shapes import tinygrad_graph
+    return tinygrad_graph(seed, index, profile)
+  if mode == "corpus":
+    from refimpl.fuzz.mutate import corpus_graph
+    return corpus_graph(seed, index, profile)
+  raise ValueError(f"unknown generation mode {mode!r} (one of {', '.join(MODES)}, mix)")
+
+
 def generate(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, np.ndarray], tuple[int, ...]]:
-  """Program `index` of campaign `seed` before any UB rewrite: (graph, id(DEFINE_GLOBAL node) -> its initial contents,
-  the DEFINE_VAR values)."""
-  g = _Gen(seed, index, profile).run()
+  """Program `index` of campaign `seed` (made in the profile's mode) before any UB rewrite: (graph, id(DEFINE_GLOBAL
+  node) -> its initial contents, the DEFINE_VAR values)."""
+  g, fill = _graph(seed, index, profile)
   rng = np.random.default_rng([seed & 0xFFFFFFFF, index, 7])
-  arrays = {id(b): _input(b.dtype.base, b.dtype.size, rng) for b in g.globals()}
+  arrays = {id(b): _input(b.dtype.base, b.dtype.size, rng, fill.get(id(b))) for b in g.globals()}
   vals = tuple(int(rng.integers(n.arg[1], n.arg[2] + 1)) for n in g.nodes if n.op is Ops.DEFINE_VAR)
   return g, arrays, vals
 

@@ -1,50 +1,89 @@
-"""Deliberately broken backends: the CLANG device with one planted bug each, to test the fuzzer (and to watch it work:
+"""Deliberately broken backends: a registered device with one planted bug each, to test the fuzzer (and to watch it work:
 `python -m refimpl.fuzz --backend refimpl.fuzz.planted:FloorDivClang --iterations 200`).
 
+CLANG only, planted in the C renderer:
   FloorDivClang   IDIV on signed ints rounds toward minus infinity (Python's //) instead of toward zero
   NanMaxClang     float MAX is (a > b ? a : b): a NaN first operand is dropped (max(NaN, 1) = 1)
   SegfaultClang   kernels whose program has a float CMPNE write through a null pointer (SIGSEGV)
   HangClang       kernels whose program has a float CMPNE spin forever
 
-They subclass whatever class is registered as CLANG (never importing a backend module by path), render with a subclass
-of its renderer, and are subprocess-safe, so the fuzzer's spawned workers open them by "refimpl.fuzz.planted:<Class>".
+The four classes real backends have (issue 17), each in a CLANG, an LLVM and a GPU variant (<Class>Clang, <Class>LLVM,
+<Class>GPU). The bug is planted as a rewrite of the program just before the backend renders it, so every backend gets
+exactly the same wrong semantics whatever its renderer looks like:
+  Contract        a float16 / bfloat16 / float32 ADD or SUB with a MUL operand is computed fused: the product and the
+                  sum in the next wider float (float32 / float64: the product is exact there), rounded once at the end
+                  (clang's -ffp-contract=fast; float64 has no wider format in the IR and is left alone)
+  LongToFloat     int64 -> float32 CAST goes through float64 (two roundings: an int just above a float32 tie lands on
+                  the tie in float64 and then on the even neighbour)
+  DoubleToHalf    float64 -> float16 CAST goes through float32 (the same double rounding)
+  FlushMul        a float32 MUL result below the smallest normal (2^-126) in magnitude becomes a zero of its sign (FTZ)
+`CLASSES` lists them with the signatures (op, dtypes) a finding of each class is filed under.
+
+Each subclasses whatever class is registered under its base name (never importing a backend module by path), keeps
+that device's renderer instance with its class swapped for a planted subclass, and is subprocess-safe, so the fuzzer's
+spawned workers open them by "refimpl.fuzz.planted:<Class>". A variant whose base device is not registered or does not
+import here raises DeviceUnavailable when opened.
 """
 from __future__ import annotations
 
-from refimpl.device import Device
+import copy
+
+from refimpl.device import Device, DeviceUnavailable
 from refimpl.dtype import dtypes
+from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import Ops, Program
 
-_Clang = Device.device_class("CLANG")
+FLT_MIN = 2.0 ** -126
 
 
 def _float_cmpne(program: Program) -> bool:
   return any(u.op is Ops.CMPNE and dtypes.is_float(program.uops[u.src[0]].dtype) for u in program.uops)
 
 
-def _renderer(base: type, alu=None, tail=None) -> type:
-  """A subclass of renderer class `base` whose alu() may be replaced per op and whose kernels may get a tail statement."""
+def _renderer_class(base: type, alu=None, tail=None, rewrite=None) -> type:
+  """A subclass of renderer class `base` whose alu() may be replaced per op, whose kernels may get a tail statement, and
+  whose programs may be rewritten before rendering."""
   def alu_fn(self, op, dt, src, src_dt):
-    if alu is not None and (text := alu(op, dt, src, src_dt)) is not None: return text
-    return base.alu(self, op, dt, src, src_dt)
+    text = None if alu is None else alu(op, dt, src, src_dt)
+    return base.alu(self, op, dt, src, src_dt) if text is None else text
   def render(self, name: str, program: Program) -> str:
-    src = base.render(self, name, program)
-    if tail is not None and (stmt := tail(program)) is not None:
+    src = base.render(self, name, program if rewrite is None else rewrite(program))
+    stmt = None if tail is None else tail(program)
+    if stmt is not None:
       cut = src.rstrip().rfind("}")
       src = src[:cut] + f"  {stmt}\n}}\n"
     return src
-  return type(f"Planted{base.__name__}", (base,), {"alu": alu_fn, "render": render})
+  body = {"render": render, **({"alu": alu_fn} if alu is not None else {})}
+  return type(f"Planted{base.__name__}", (base,), body)
 
 
-class _Planted(_Clang):
-  subprocess_safe = True
-  name = "PLANTED"
-  alu = None
-  tail = None
-  def __init__(self, device: str | None = None):
-    super().__init__(device or self.name)
-    self.renderer = _renderer(type(self.renderer), type(self).alu, type(self).tail)(device or self.name)
+def _plant(renderer, alu=None, tail=None, rewrite=None):
+  """A copy of a renderer instance whose class is the planted subclass of its own (frozen dataclasses included)."""
+  out = copy.copy(renderer)
+  object.__setattr__(out, "__class__", _renderer_class(type(renderer), alu, tail, rewrite))
+  return out
 
+
+def _base_class(name: str) -> type | None:
+  try: return Device.device_class(name)
+  except Exception: return None  # not registered here, or its module does not import
+
+
+def planted_device(base: str, cls_name: str, alu=None, tail=None, rewrite=None) -> type:
+  """A device class: the device registered as `base` with the planted renderer hooks."""
+  parent = _base_class(base)
+  if parent is None:
+    def unavailable(self, device: str | None = None):
+      raise DeviceUnavailable(f"{cls_name}: its base device {base} is not available here")
+    return type(cls_name, (), {"__init__": unavailable, "subprocess_safe": True, "__module__": __name__})
+  def init(self, device: str | None = None):
+    parent.__init__(self, device or cls_name.upper())
+    self.renderer = _plant(self.renderer, alu, tail, rewrite)
+  return type(cls_name, (parent,), {"__init__": init, "subprocess_safe": True, "__module__": __name__,
+                                    "__doc__": f"{base} with a planted bug ({cls_name})."})
+
+
+# ***** the CLANG-only renderer bugs *****
 
 def _floor_idiv(op, dt, src, src_dt):
   if op is Ops.IDIV and src_dt in dtypes.sints:
@@ -57,22 +96,93 @@ def _nan_dropping_max(op, dt, src, src_dt):
     return f"({src[0]}>{src[1]}?{src[0]}:{src[1]})"
   return None
 
-
-class FloorDivClang(_Planted):
-  name = "FLOORDIVCLANG"
-  alu = staticmethod(_floor_idiv)
-
-class NanMaxClang(_Planted):
-  name = "NANMAXCLANG"
-  alu = staticmethod(_nan_dropping_max)
-
-class SegfaultClang(_Planted):
-  name = "SEGFAULTCLANG"
-  tail = staticmethod(lambda p: "*(volatile int*)0 = 0;" if _float_cmpne(p) else None)
-
-class HangClang(_Planted):
-  name = "HANGCLANG"
-  tail = staticmethod(lambda p: "for (;;) __asm__ volatile(\"\");" if _float_cmpne(p) else None)
+FloorDivClang = planted_device("CLANG", "FloorDivClang", alu=_floor_idiv)
+NanMaxClang = planted_device("CLANG", "NanMaxClang", alu=_nan_dropping_max)
+SegfaultClang = planted_device("CLANG", "SegfaultClang", tail=lambda p: "*(volatile int*)0 = 0;" if _float_cmpne(p) else None)
+HangClang = planted_device("CLANG", "HangClang", tail=lambda p: "for (;;) __asm__ volatile(\"\");" if _float_cmpne(p) else None)
 
 
-__all__ = ["FloorDivClang", "HangClang", "NanMaxClang", "SegfaultClang"]
+# ***** the four classes, as program rewrites *****
+
+WIDER = {dtypes.float16: dtypes.float32, dtypes.bfloat16: dtypes.float32, dtypes.float32: dtypes.float64}
+
+def _vec(s, n: int): return s.vec(n) if n > 1 else s
+
+def _rewriting(fn):
+  """A Program -> Program rewrite from an in-place Graph edit."""
+  def rewrite(program: Program) -> Program:
+    g = Graph.from_program(program)
+    fn(g)
+    return g.program()
+  return rewrite
+
+def _fused(n: Node, w) -> list[Node]:
+  """The nodes computing ADD/SUB node n with its MUL operands fused: every operand widened to w, one op each there."""
+  wdt = _vec(w, n.dtype.count)
+  new: list[Node] = []
+  srcs = []
+  for x in n.src:
+    if x.op is Ops.MUL:
+      a, b = Node(Ops.CAST, wdt, [x.src[0]]), Node(Ops.CAST, wdt, [x.src[1]])
+      new += [a, b, Node(Ops.MUL, wdt, [a, b])]
+    else: new.append(Node(Ops.CAST, wdt, [x]))
+    srcs.append(new[-1])
+  return new + [Node(n.op, wdt, srcs)]
+
+@_rewriting
+def contract(g: Graph) -> None:
+  """ADD/SUB with a MUL operand (float16, bfloat16, float32): operands widened, product and sum wide, one rounding."""
+  for n in list(g.nodes):
+    w = WIDER.get(n.dtype.scalar())
+    if n.op not in (Ops.ADD, Ops.SUB) or w is None or not any(x.op is Ops.MUL for x in n.src): continue
+    new = _fused(n, w)
+    g.insert_before(n, new)
+    n.op, n.src = Ops.CAST, [new[-1]]
+
+def _through(src, mid, dst):
+  @_rewriting
+  def rewrite(g: Graph) -> None:
+    for n in list(g.nodes):
+      if n.op is Ops.CAST and n.dtype.scalar() == dst and n.src[0].dtype.scalar() == src:
+        m = Node(Ops.CAST, _vec(mid, n.dtype.count), [n.src[0]])
+        g.insert_before(n, [m])
+        n.src = [m]
+  rewrite.__doc__ = f"CAST {src.name} -> {dst.name} through {mid.name}."
+  return rewrite
+
+long_to_float = _through(dtypes.int64, dtypes.float64, dtypes.float32)
+double_to_half = _through(dtypes.float64, dtypes.float32, dtypes.float16)
+
+@_rewriting
+def flush_mul(g: Graph) -> None:
+  """float32 MUL: |r| < 2^-126 gives r * 0 (a zero of r's sign), else r."""
+  for n in list(g.nodes):
+    if n.op is not Ops.MUL or n.dtype.scalar() != dtypes.float32: continue
+    cnt = n.dtype.count
+    r = Node(Ops.MUL, n.dtype, list(n.src))
+    neg = Node(Ops.NEG, n.dtype, [r])
+    mag = Node(Ops.MAX, n.dtype, [r, neg])
+    lim, zero = const_node(FLT_MIN, n.dtype), const_node(0.0, n.dtype)
+    tiny = Node(Ops.CMPLT, _vec(dtypes.bool, cnt), [mag, lim[-1]])
+    signed_zero = Node(Ops.MUL, n.dtype, [r, zero[-1]])
+    g.insert_before(n, [r, neg, mag, *lim, *zero, tiny, signed_zero])
+    n.op, n.src = Ops.WHERE, [tiny, signed_zero, r]
+
+
+# class -> (rewrite, the (op, dtypes) signatures its findings are filed under)
+_CONTRACTED = {(op, dt.name) for op in ("ADD", "SUB") for dt in WIDER}
+CLASSES = {
+  "Contract": (contract, _CONTRACTED),
+  "LongToFloat": (long_to_float, {("CAST", "long->float")}),
+  "DoubleToHalf": (double_to_half, {("CAST", "double->half")}),
+  "FlushMul": (flush_mul, {("MUL", "float")}),
+}
+VARIANTS = {"Clang": "CLANG", "LLVM": "LLVM", "GPU": "GPU"}
+
+for _cls, (_rw, _) in CLASSES.items():
+  for _suffix, _base in VARIANTS.items():
+    globals()[_cls + _suffix] = planted_device(_base, _cls + _suffix, rewrite=_rw)
+
+PLANTED_CLASSES = [c + s for c in CLASSES for s in VARIANTS]
+__all__ = ["CLASSES", "FloorDivClang", "HangClang", "NanMaxClang", "PLANTED_CLASSES", "SegfaultClang", "VARIANTS",
+           *PLANTED_CLASSES]
