@@ -10,8 +10,11 @@ Kernels:
     `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
 Times (best of --repeat, warm, buffers already on the device): the PYTHON device (the emulator, in place, strict) and
 CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
-`--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram) on the uops tinygrad generated for the
-six (recaptured, so it implies --capture), one run each on zeroed buffers.
+`--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram), one run per kernel: on the uops tinygrad
+generated for the six (recaptured, so it implies --capture; zeroed buffers), and on each corpus kernel exported to
+tinygrad's uops (refimpl.tinygrad.exporter, for tinygrad's PYTHON renderer; the case's inputs). Printed: its time, the
+speedup of refimpl's emulator over it, and a summary line (slowest speedup overall and on kernels of 64K elements or
+more); a kernel tinygrad's emulator fails on shows its error instead.
 Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
 Ratios are from one run; the machine is noisy.
 """
@@ -115,18 +118,35 @@ def tinygrad_emulator_seconds(spec) -> float:
   return time.perf_counter() - start
 
 
+def tinygrad_export_seconds(program: Program, bufs: list[np.ndarray], vals: tuple[int, ...]) -> float | str:
+  """One run of tinygrad's own emulator on a refimpl program exported to tinygrad's uops; its error when it fails."""
+  from tinygrad.runtime.ops_python import PythonCompiler, PythonProgram, PythonRenderer
+
+  from refimpl.tinygrad.exporter import to_tinygrad
+  renderer = PythonRenderer()
+  try:
+    lib = PythonCompiler().compile(renderer.render(program.name, to_tinygrad(program, renderer)))
+    prg = PythonProgram(program.name, lib)
+    views = [memoryview(bytearray(b.tobytes())) for b in bufs]
+    start = time.perf_counter()
+    prg(*views, global_size=tuple(program.global_size), local_size=tuple(program.local_size), vals=vals, wait=True)
+    return time.perf_counter() - start
+  except Exception as e:  # any failure of tinygrad's emulator is reported, not fatal
+    return f"{type(e).__name__}: {e}"[:60]
+
+
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--repeat", type=int, default=3)
   ap.add_argument("--only", default="", help="only kernels whose name contains this")
-  ap.add_argument("--tinygrad", action="store_true", help="also time tinygrad's own emulator (the six)")
+  ap.add_argument("--tinygrad", action="store_true", help="also time tinygrad's own emulator")
   ap.add_argument("--capture", action="store_true", help="regenerate bench/kernels with tinygrad first")
   args = ap.parse_args()
   specs = capture_six() if args.capture or args.tinygrad else {}
   tg_time = {stem: tinygrad_emulator_seconds(spec) for name in specs for stem, spec in specs[name]} if args.tinygrad else {}
-  rows, groups = [], {}
+  rows, groups, speedups = [], {}, []
   print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s}" +
-        (f" {'tinygrad emu':>13s} {'speedup':>8s}" if tg_time else ""))
+        (f" {'tinygrad emu':>13s} {'speedup':>8s}" if args.tinygrad else ""))
   for group, name, program, bufs, vals in kernels():
     if args.only not in name: continue
     emu, clang = Kernel(program, "PYTHON"), Kernel(program, "CLANG")
@@ -139,7 +159,12 @@ def main() -> int:
     e, c = best(emu, [b.copy() for b in bufs], vals, args.repeat), best(clang, [b.copy() for b in bufs], vals, args.repeat)
     size = max(b.size for b in bufs)
     line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x"
-    if name in tg_time: line += f" {tg_time[name]:11.3f}s {tg_time[name] / e:7.0f}x"
+    if args.tinygrad:
+      tg = tg_time[name] if name in tg_time else tinygrad_export_seconds(program, [b.copy() for b in bufs], vals)
+      if isinstance(tg, str): line += f"  tinygrad's emulator failed: {tg}"
+      else:
+        line += f" {tg:11.4f}s {tg / e:7.0f}x"
+        speedups.append((size, tg / e))
     print(line)
     rows.append((group, e / c))
     groups.setdefault(group, []).append(e / c)
@@ -150,6 +175,11 @@ def main() -> int:
   corpus = [r for g, r in rows if g.startswith("corpus")]
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
+  if speedups:
+    big = [x for n, x in speedups if n >= 1 << 16]
+    print(f"against tinygrad's emulator: {len(speedups)} kernels, faster on {sum(x > 1 for _, x in speedups)}, "
+          f"slowest speedup {min(x for _, x in speedups):.1f}x" +
+          (f"; {len(big)} of 64K+ elements, slowest speedup {min(big):.0f}x" if big else ""))
   return 0
 
 

@@ -113,7 +113,8 @@ __all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
 @dataclass
 class Emulation:
   """The result of a run: every buffer after it (copies, flat), and per buffer the elements whose value is undefined
-  (only permissive mode leaves any) or loose; the undefined behaviour found (permissive mode)."""
+  (only permissive mode leaves any) or loose (bool masks; read-only where none is); the undefined behaviour found
+  (permissive mode)."""
   buffers: list[np.ndarray]
   undefined: list[np.ndarray]
   loose: list[np.ndarray]
@@ -341,7 +342,9 @@ class Machine:
     return tuple(full), off
 
   def result(self) -> Emulation:
-    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return np.zeros(like.size, bool) if x is None else x
+    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+      """A mask; one never set is a read-only all-false view (no memory, whatever the buffer's size)."""
+      return np.broadcast_to(np.False_, (like.size,)) if x is None else x
     evs = [UndefinedBehavior(*e) for _, e in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
     return Emulation([g.data for g in mems], [mask(g.undef, g.data) for g in mems], [mask(g.loose, g.data) for g in mems], evs)
