@@ -115,3 +115,22 @@ def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
         assert lanes == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
         checked += 1
   assert checked >= 20
+
+
+def test_range_rule_int_max_written_as_a_select_runs_as_a_scan():
+  """tinygrad's int max reduction, acc = WHERE(CMPLT(acc, x), x, acc): by the CMPLT and WHERE rules each step keeps the
+  larger of acc and x, so from INT_MIN the loop leaves the largest element, here -3 (all negative), and at once."""
+  n = 64
+  b = ProgramBuilder("imax")
+  out, x = b.global_buf(I32, 1), b.global_buf(I32, n)
+  acc = b.acc(b.const(-2**31, I32))
+  with b.loop(n) as r:
+    v = b.load(x, r)
+    b.assign(acc, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, acc, v), v, acc))
+  b.store(out, b.const(0, I32), acc)
+  p = b.build()
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert [scan.op for scan in loop.scans] == [Ops.MAX]
+  xs = -np.arange(3, 3 + n, dtype=np.int32)[::-1].copy()
+  np.random.default_rng(0).shuffle(xs)
+  assert emulate(p, [np.zeros(1, np.int32), xs]).buffers[0][0] == -3

@@ -16,9 +16,11 @@ same thing. `lane_loops(program, infos)` finds the RANGEs where that is provably
   scan      the same, except that accumulators defined before the loop are carried, each one only as a chain
             acc = acc OP t1 OP t2 ... (OP one of ADD MUL MAX AND OR XOR, acc on either side of each OP) in ASSIGNs
             directly in the body, where no term depends on an accumulator of the loop and acc is read nowhere else
-            in the body. The terms of every iteration are computed at once; `fold` then applies the chain's OP to the
-            accumulator and the terms in program order (iteration by iteration, term by term), exactly as the
-            sequential rule would, with alu's rule for every step.
+            in the body. On ints, WHERE(CMPLT(p, q), q, p) is a MAX step (it is max(p, q) by the rules of the three
+            ops, none of which is undefined; tinygrad renders an int max that way). The terms of every iteration
+            are computed at once; `fold` then applies the chain's OP to the accumulator and the terms in program
+            order (iteration by iteration, term by term), exactly as the sequential rule would, with alu's rule for
+            every step.
 Everything else runs sequentially.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.dtype import DType
+from refimpl.dtype import DType, dtypes
 from refimpl.emulator import alu
 from refimpl.emulator.indexing import IntInfo, thread_form
 from refimpl.ir import GroupOp, Ops, Program
@@ -46,10 +48,12 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 
 @dataclass(frozen=True)
 class Step:
-  """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first."""
+  """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first. A MAX step written as
+  WHERE(CMPLT(p, q), q, p) has its CMPLT in `compare`."""
   node: int
   term: int
   acc_first: bool
+  compare: int | None = None
 
 @dataclass(frozen=True)
 class Scan:
@@ -99,7 +103,7 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
     scan = _scan(program, i, end, acc, carried, ends, users)
     if scan is None: return None
     scans.append(scan)
-  folded = {s.node for scan in scans for s in scan.steps}
+  folded = {s.node for scan in scans for s in scan.steps} | {s.compare for scan in scans for s in scan.steps if s.compare}
   folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
   return LaneLoop(tuple(scans), frozenset(folded))
 
@@ -162,21 +166,32 @@ def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends:
     node, chain = uops[a].src[1], []
     while node not in roots:
       u = uops[node]
-      if not i < node < end or u.op not in SCAN_OPS or (op is not None and u.op is not op): return None
+      select = _max_select(uops, node, users)
+      node_op = Ops.MAX if select else u.op
+      if not i < node < end or node_op not in SCAN_OPS or (op is not None and node_op is not op): return None
       if len(users.get(node, ())) != 1: return None
-      op = u.op
-      p, q = u.src
+      op = node_op
+      p, q = select[:2] if select else u.src
       p_acc, q_acc = p in roots or p in dependent, q in roots or q in dependent
       if p_acc == q_acc: return None
       term = q if p_acc else p
       if term in dependent or term in carried: return None
-      chain.append(Step(node, term, p_acc))
-      chained.add(node)
+      chain.append(Step(node, term, p_acc, select[2] if select else None))
+      chained.update((node, select[2]) if select else (node,))
       node = p if p_acc else q
     steps.extend(reversed(chain))
   for r in roots:  # the accumulator is read in the body only by its chain
     if any(i < k < end and k not in chained and k not in assigns for k in users.get(r, ())): return None
   return Scan(acc, op if op is not None else Ops.ADD, tuple(steps))
+
+
+def _max_select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
+  """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) on ints and the WHERE is its CMPLT's only user."""
+  u = uops[node]
+  if u.op is not Ops.WHERE or not dtypes.is_int(u.dtype): return None
+  c, q, p = u.src
+  if uops[c].op is not Ops.CMPLT or uops[c].src != (p, q) or users.get(c) != [node]: return None
+  return p, q, c
 
 
 def _depths(program: Program, i: int, end: int, ends: dict[int, int]) -> dict[int, int]:
