@@ -204,6 +204,7 @@ def test_compiled_program_keeps_the_binary_and_rebuilds_from_source_when_the_bin
   entry.write_bytes(entry.read_bytes()[:-7])  # truncated: detected (sha256) and rebuilt, never used
   assert ops_gpu.unpack_lib(comp.compile_cached(src))[0] == src and len(calls) == 2
   x = np.arange(8, dtype=np.float32)
+  dev._built.clear()  # the program compile() just built is kept for the runtime: load these from their bytes
   for bad in (lib, ops_gpu.pack_lib(src, b"not a binary"), src.encode()):  # the binary, a refused one, a plain source
     prg = ops_gpu.CLProgram(dev, p.name, bad)
     bufs = [dev.allocator.alloc(32) for _ in range(3)]

@@ -37,6 +37,7 @@ import importlib
 import os
 import struct
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ from refimpl.backends.cstyle import kernel_symbol
 from refimpl.backends.opencl import CORRECT_DIV_SQRT_OPTION, OpenCLRenderer, supported_dtypes
 from refimpl.device import BufferSpec, Compiled, CompileError, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
-from refimpl.helpers import GlobalCounters
+from refimpl.helpers import GlobalCounters, diskcache_get, diskcache_put
 from refimpl.ir import Ops
 
 NO_PLATFORM = ("GPU: no OpenCL platform found; install pocl-binary-distribution (pip install 'refimpl[gpu]') "
@@ -53,6 +54,7 @@ NO_PLATFORM = ("GPU: no OpenCL platform found; install pocl-binary-distribution 
 POCL = "portable computing language"
 GLOBAL_MAX = (2**31 - 1,) * 3  # the index dtype is int32: no dimension can count more workgroups than that
 LIB_MAGIC = b"RFCLLIB1"        # a compiled program: magic, source length (u32), source, binary (may be empty)
+KEEP_BUILT = 4                 # built programs kept per device for the runtime to take (GPUDevice.keep_built)
 
 
 def _cl() -> Any:
@@ -196,24 +198,54 @@ class CLCompiler(Compiler):
                          f"{log or str(e).strip()}\n--- source ---\n{_numbered(src)}") from None
 
   def compile(self, src: str) -> bytes:
+    """The packed (source, binary). The binary is read only for the disk cache (cachekey set): PoCL compiles every kernel
+    of the program to answer CL_PROGRAM_BINARIES, which costs more than the build. The built program is kept
+    (GPUDevice.keep_built), so loading this lib right after takes it instead of building it again."""
     prg = self.build(src)
-    binaries = prg.binaries
-    return pack_lib(src, bytes(binaries[0]) if binaries and binaries[0] else b"")
+    binary = b""
+    if self.cachekey is not None:
+      binaries = prg.binaries
+      binary = bytes(binaries[0]) if binaries and binaries[0] else b""
+    lib = pack_lib(src, binary)
+    self.device.keep_built(lib, prg)
+    return lib
+
+  def compile_batch(self, srcs: list[str]) -> list[bytes]:
+    """One lib per source, building every uncached source in one cl.Program (their kernels must have distinct names;
+    the prelude is include-guarded). Each source's lib (and cache entry) is the shared program's."""
+    libs: dict[str, bytes] = {}
+    if self.cachekey is not None:
+      for s in srcs:
+        hit = diskcache_get(self.cachekey, s)
+        if hit is not None: libs[s] = hit
+    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
+    if todo:
+      lib = self.compile("\n".join(todo))
+      for s in todo:
+        libs[s] = lib
+        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
+    return [libs[s] for s in srcs]
 
 
 class CLProgram:
   """A kernel of a built program; calling it launches one NDRange (see the module docstring)."""
   def __init__(self, device: GPUDevice, name: str, lib: bytes):
     self.device, self.name = device, name
-    src, binary = unpack_lib(lib)
-    try: self.program = device.compiler.build(src, binary) if binary else device.compiler.build(src)
-    except CompileError:
-      if not binary: raise
-      self.program = device.compiler.build(src)  # a binary this driver no longer takes: rebuild from the source
+    self.program = device.built(lib)
+    if self.program is None: self.program = self._build(device, lib)
     cl = _cl()
     try: self.kernel = cl.Kernel(self.program, kernel_symbol(name))
     except cl.Error as e:
       raise CompileError(f"{device.device}: the program has no kernel {kernel_symbol(name)!r} (for {name!r}): {e}") from None
+
+  @staticmethod
+  def _build(device: GPUDevice, lib: bytes) -> Any:
+    """The program of a lib that was not just compiled here: from its binary, else (none, or one this driver no longer
+    takes) from its source."""
+    src, binary = unpack_lib(lib)
+    if not binary: return device.compiler.build(src)
+    try: return device.compiler.build(src, binary)
+    except CompileError: return device.compiler.build(src)
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -241,8 +273,19 @@ class GPUDevice(Compiled):
     self.cl_platform, self.cl_device, ctx = select_device(int(index) if index.isdigit() else None)
     self.options = build_options(self.cl_device)
     self._context: _Context | None = _Context(self.cl_device, ctx)  # the probe's context, in the opening process
+    self._built: OrderedDict[bytes, Any] = OrderedDict()
     renderer = probe(device, self.cl_device)
     super().__init__(device, CLAllocator(self), renderer, CLCompiler(self), functools.partial(CLProgram, self))
+
+  def keep_built(self, lib: bytes, program: Any) -> None:
+    """Remembers the cl.Program a lib was just built into (the last KEEP_BUILT of them), for CLProgram to take."""
+    self._built[lib] = program
+    self._built.move_to_end(lib)
+    while len(self._built) > KEEP_BUILT: self._built.popitem(last=False)
+
+  def built(self, lib: bytes) -> Any:
+    """The cl.Program `lib` was built into in this process, if it is still kept (else None)."""
+    return self._built.get(lib) if self._context is not None and self._context.pid == os.getpid() else None
 
   @property
   def context(self) -> _Context:

@@ -31,6 +31,7 @@ from refimpl.backends.elf import ElfProgram
 from refimpl.backends.llvmir import LLVMRenderer
 from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.helpers import diskcache_get, diskcache_put
 
 MISSING = "LLVM: llvmlite is not installed; pip install llvmlite (included in refimpl[llvm])"
 DEFAULT_OPT = 2
@@ -98,13 +99,17 @@ class LLVMCompiler(Compiler):
       at = f"\n--- at line {line} ---\n" + "\n".join(f"{'>' if n == line else ' '}{n:4d} | {lines[n - 1]}" for n in context)
     return CompileError(f"LLVM: {what} failed: {msg}{at}")
 
-  def module(self, src: str) -> Any:
-    """The parsed, verified and optimized llvmlite ModuleRef of `src` (CompileError when LLVM rejects it)."""
-    llvm = self.llvm
-    try: mod = llvm.parse_assembly(src)
+  def parse(self, src: str) -> Any:
+    """The parsed and verified llvmlite ModuleRef of `src` (CompileError when LLVM rejects it)."""
+    try: mod = self.llvm.parse_assembly(src)
     except RuntimeError as e: raise self._error("parsing the IR", e, src) from None
     try: mod.verify()
     except RuntimeError as e: raise self._error("verifying the IR", e, src) from None
+    return mod
+
+  def optimize(self, mod: Any) -> Any:
+    """`mod` for the host (triple, data layout), run through the pipeline of the optimization level (in place)."""
+    llvm = self.llvm
     mod.triple, mod.data_layout = self.triple, str(self.tm.target_data)
     pto = llvm.create_pipeline_tuning_options(speed_level=self.opt)
     pto.loop_vectorization = pto.slp_vectorization = self.opt >= 2
@@ -112,7 +117,34 @@ class LLVMCompiler(Compiler):
     pb.getModulePassManager().run(mod, pb)
     return mod
 
+  def module(self, src: str) -> Any:
+    """The parsed, verified and optimized llvmlite ModuleRef of `src` (CompileError when LLVM rejects it)."""
+    return self.optimize(self.parse(src))
+
   def compile(self, src: str) -> bytes: return self.tm.emit_object(self.module(src))
+
+  def compile_batch(self, srcs: list[str]) -> list[bytes]:
+    """One object per source, every uncached source in one module: each parsed and verified alone (an error names its
+    own line), then linked into the first (the kernels have distinct names; each source's internal helpers are renamed
+    apart by the linker, so every kernel keeps its own), optimized and emitted once. Optimizing a module of N kernels
+    is optimizing each: the pipeline works function by function and no kernel calls another. Each source's cache entry
+    holds the shared object."""
+    libs: dict[str, bytes] = {}
+    if self.cachekey is not None:
+      for s in srcs:
+        hit = diskcache_get(self.cachekey, s)
+        if hit is not None: libs[s] = hit
+    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
+    if todo:
+      mods = [self.parse(s) for s in todo]
+      for m in mods[1:]:
+        try: mods[0].link_in(m)
+        except RuntimeError as e: raise CompileError(f"LLVM: linking the batch failed: {e}") from None
+      lib = self.tm.emit_object(self.optimize(mods[0]))
+      for s in todo:
+        libs[s] = lib
+        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
+    return [libs[s] for s in srcs]
   def optimized_ir(self, src: str) -> str: return str(self.module(src))
   def assembly(self, src: str) -> str: return self.tm.emit_assembly(self.module(src))
 

@@ -39,7 +39,9 @@ from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
 from refimpl.fuzz.isolate import DISCARDED, EMULATOR, FINDING, UNSUPPORTED_STATUS, Item, Job, Lost, Pool, Result, after_loss
 from refimpl.fuzz.reduce import Reducer, same_failure
 
-PHASES = ("generate", "emulate", "compile", "run", "compare")
+SHARED_PHASES = ("generate", "emulate")                                  # once per program, whatever the backends
+BACKEND_PHASES = ("render", "compile", "launch", "run", "compare")        # once per program and backend
+PHASES = SHARED_PHASES + BACKEND_PHASES
 DEBUG = bool(os.environ.get("REFIMPL_FUZZ_DEBUG"))
 
 def _brief(ev) -> str:
@@ -72,7 +74,9 @@ class BackendStats:
   runs: int = 0
   unsupported: int = 0
   findings: int = 0
-  times: Counter = field(default_factory=Counter)
+  times: Counter = field(default_factory=Counter)   # seconds of worker time by phase (BACKEND_PHASES) over the runs
+  reduce_s: float = 0.0                             # seconds of worker time spent on reduction candidates
+  reduce_runs: int = 0                              # reduction candidates run
 
 
 @dataclass
@@ -120,6 +124,27 @@ class Summary:
   @property
   def exit_code(self) -> int: return 1 if self.occurrences else 0
 
+  def render_times(self) -> list[str]:
+    """The time split: ms of worker time per program for the shared phases, then per backend and run, its phases; the
+    whole campaign's split in percent; and per backend the time its reductions took."""
+    tot = Counter(self.gen_times)
+    for b in self.backends.values(): tot.update(b.times)
+    whole = sum(tot[p] for p in PHASES)
+    if whole <= 0: return []
+    n = max(self.programs, 1)
+    out = ["worker time per program (ms): " + "  ".join(f"{p} {1e3 * self.gen_times[p] / n:.1f}" for p in SHARED_PHASES) +
+           " (shared by the backends)",
+           f"  {'backend':<16}" + "".join(f"{p:>9}" for p in BACKEND_PHASES) + f"{'total':>9}{'reduce':>14}"]
+    for name, b in self.backends.items():
+      r = max(b.runs, 1)
+      red = f"{b.reduce_s:.1f} s/{b.reduce_runs}" if b.reduce_runs else "-"
+      out.append(f"  {name:<16}" + "".join(f"{1e3 * b.times[p] / r:>9.1f}" for p in BACKEND_PHASES) +
+                 f"{1e3 * sum(b.times[p] for p in BACKEND_PHASES) / r:>9.1f}{red:>14}")
+    out.append("worker time: " + "  ".join(f"{p} {100 * tot[p] / whole:.0f}%" for p in PHASES) +
+               f"  ({1e3 * whole / n:.1f} ms per program; launch: buffers, copies and a driver's code generation at "
+               f"first launch; reduce: seconds/candidates)")
+    return out
+
   def render(self) -> str:
     c, el = self.config, max(self.elapsed, 1e-9)
     out = [f"refimpl.fuzz: seed {c.seed}, shard {c.shard[0]}/{c.shard[1]}, {self.elapsed:.1f} s, {self.how}"]
@@ -131,12 +156,7 @@ class Summary:
     for name, b in self.backends.items():
       out.append(f"  {name:<16}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}")
     for name, why in self.unavailable.items(): out.append(f"  {name:<16} not available: {why}")
-    tot = Counter(self.gen_times)
-    for b in self.backends.values(): tot.update(b.times)
-    s = sum(tot[p] for p in PHASES)
-    if s > 0:
-      out.append("worker time: " + "  ".join(f"{p} {100 * tot[p] / s:.0f}%" for p in PHASES) +
-                 f"  ({1e3 * s / max(self.programs, 1):.1f} ms of worker time per program)")
+    out.extend(self.render_times())
     t = self.tally
     n = t.exact + t.loose + t.skipped
     if n: out.append(f"elements compared: {100 * t.exact / n:.1f}% bit-exact, {100 * t.loose / n:.1f}% by a loose rule "
@@ -388,7 +408,7 @@ class Campaign:
       return
     if b is not None:
       b.runs += 1
-      for p in ("compile", "run", "compare"): b.times[p] += r.times.get(p, 0.0)
+      for p in BACKEND_PHASES: b.times[p] += r.times.get(p, 0.0)
       if r.tally is not None: s.tally.add(r.tally)
     s.coverage |= r.coverage
     if r.status == FINDING:
@@ -431,6 +451,10 @@ class Campaign:
     red.waiting = [job]
 
   def on_candidate(self, red: Reduction, r: Result) -> None:
+    b = self.summary.backends.get(r.backend)
+    if b is not None:
+      b.reduce_s += sum(r.times.values())
+      b.reduce_runs += 1
     if r.key[2] != red.batch_no: return
     k = r.key[3]
     if red.verdicts[k] is not None: return

@@ -68,7 +68,8 @@ class Built:
   kernel: Kernel | None = None
   failure: str | None = None  # one of the kinds above
   detail: str = ""
-  compile_s: float = 0.0
+  compile_s: float = 0.0      # this program's share of the batch compile, plus its load
+  render_s: float = 0.0       # lowering (grid to loops), capability checks and rendering
 
 
 def runnable_form(device: Compiled, program: Program) -> Program:
@@ -93,6 +94,7 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
   out = [Built() for _ in programs]
   sources: dict[int, tuple[Program, Program, str]] = {}
   for i, p in enumerate(programs):
+    t0 = time.perf_counter()
     p = dataclasses.replace(p, name=f"k{i}")
     try: runnable = runnable_form(device, p)
     except (ProgramError, LoweringError) as e:
@@ -100,6 +102,7 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
       continue
     try: sources[i] = (p, runnable, device.renderer.render(p.name, runnable))
     except Exception as e: out[i] = Built(failure=RENDER, detail=_err(e))
+    out[i].render_s = time.perf_counter() - t0
   compiler = device.compiler
   if not cache:
     compiler = copy.copy(compiler)
@@ -114,13 +117,17 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
     if i in libs: continue
     phase(i, "compile")
     try: libs[i] = compiler.compile_cached(src)
-    except Exception as e: out[i] = Built(failure=COMPILE, detail=_err(e))
+    except Exception as e: out[i].failure, out[i].detail = COMPILE, _err(e)
   share = (time.perf_counter() - t0) / max(len(sources), 1)
-  for i, lib in libs.items():
+  for i in sources:
+    out[i].compile_s = share
+    if i not in libs: continue
     p, runnable, src = sources[i]
-    try: out[i] = Built(BatchKernel(p, device, runnable, src, lib, device.runtime(p.name, lib)), compile_s=share)
-    except Exception as e: out[i] = Built(failure=LOAD, detail=_err(e), compile_s=share)
-    else: out[i].compile_s = share
+    t1 = time.perf_counter()
+    try: kernel = BatchKernel(p, device, runnable, src, libs[i], device.runtime(p.name, libs[i]))
+    except Exception as e: out[i].failure, out[i].detail = LOAD, _err(e)
+    else: out[i].kernel = kernel
+    out[i].compile_s += time.perf_counter() - t1
   return out
 
 
