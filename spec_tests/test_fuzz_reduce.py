@@ -85,6 +85,6 @@ def test_best_is_always_a_failing_case():
 
 def test_a_case_nothing_can_shrink_ends_the_reduction():
   """Rule: when no candidate fails, the reduction ends with the original case."""
-  case = _case_with(Ops.ADD, max_uops=60)
+  case = _case_with(Ops.ADD, max_uops=70)
   r = _reduce(case, lambda c: False)
   assert r.best is case and r.request() is None

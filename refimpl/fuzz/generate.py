@@ -230,12 +230,13 @@ class _Gen:
     return self.pool(self.load(buf, self.index(size - n + 1), s.vec(n) if n > 1 else s))
 
   def load_filled(self, s: DType, fill: tuple, n: int = 1) -> Node:
-    """A load of n lanes from a new input buffer of s whose contents are `fill` (see _input)."""
+    """An ungated load of n lanes from a new input buffer of s whose contents are `fill` (see _input)."""
     size = max(n, self.rng.choice((2, 5, 8, 16)))
     buf = self.emit(Ops.DEFINE_GLOBAL, s.ptr(size))
     self.inputs.setdefault(s, []).append((buf, size))
     self.fill[id(buf)] = fill
-    return self.pool(self.load(buf, self.index(size - n + 1), s.vec(n) if n > 1 else s))
+    ix = self.emit(Ops.INDEX, buf.dtype, [buf, self.index(size - n + 1)])
+    return self.pool(self.emit(Ops.LOAD, s.vec(n) if n > 1 else s, [ix]))
 
   def load(self, buf: Node, idx: Node, dt: DType) -> Node:
     ix = self.emit(Ops.INDEX, buf.dtype, [buf, idx])
@@ -291,21 +292,35 @@ class _Gen:
     if cands: self.store(self.rng.choice(cands))
 
   def step_mul_add(self) -> None:
-    """A float MUL feeding an ADD or SUB (either operand order; contraction into an FMA shows here), operands sometimes
-    kernel constants; in a quarter of them the factors come from a buffer of tiny_factors and the product, subnormal,
-    is stored too (where flushing shows)."""
+    """A float MUL feeding an ADD or SUB (either operand order; contraction into an FMA shows here). A quarter of them
+    multiply tiny_factors (a square, or two buffers) and store the subnormal product too (where flushing shows); a fifth
+    take three kernel constants; the rest values, sometimes constants or a square."""
     floats = [d for d in ARITH_FLOATS if d in self.dts]
     if not floats: return
-    s = self.rng.choice(floats)
-    n = self.rng.choice((1, 1, 1, 2, 4))
+    s, form = self.rng.choice(floats), self.rng.random()
+    n = self.rng.choice((1, 1, 1, 2, 4)) if form >= 0.45 else 1  # tiny factors and constants: scalars
     dt = s.vec(n) if n > 1 else s
-    tiny = self.chance(0.25)
-    if tiny: a, b = self.load_filled(s, ("tiny",), n), self.load_filled(s, ("tiny",), n)
-    else: a, b = (self.const(dt) if self.chance(0.25) else self.value(dt)), self.value(dt)
-    c = self.const(dt) if self.chance(0.3) else self.value(dt, [a, b])
+    if form < 0.25:
+      a = self.load_filled(s, ("tiny",), n)
+      b = a if self.chance(0.5) else self.load_filled(s, ("tiny",), n)
+    elif form < 0.45: a, b = self.moderate(dt, const=True), self.moderate(dt, const=True)
+    else:  # values of one magnitude (so the product's rounding shows in the sum), sometimes a square
+      a = self.moderate(dt)
+      b = a if self.chance(0.25) else self.moderate(dt)
+    c = self.moderate(dt, const=form < 0.45)
     m = self.emit(Ops.MUL, dt, [a, b])
-    if tiny: self.store(m)
+    if form < 0.25: self.store(m)
     self.pool(self.emit(self.rng.choice((Ops.ADD, Ops.SUB)), dt, [m, c] if self.chance(0.5) else [c, m]))
+
+  def moderate(self, dt: DType, const: bool = False) -> Node:
+    """A value of dt of moderate magnitude (normal, deviation 4): a kernel constant (with `const`, or sometimes), a
+    load from a buffer of such values (the ("moderate",) fill), or sometimes any visible value."""
+    s, r = dt.scalar(), self.rng.random()
+    if const or r < 0.15:
+      lanes = [self.emit(Ops.CONST, s, (), float(truncate[s](self.rng.gauss(0, 4)))) for _ in range(dt.count)]
+      return self.pool(lanes[0] if dt.count == 1 else self.emit(Ops.VECTORIZE, dt, lanes), leaf=False)
+    if r < 0.3: return self.value(dt)
+    return self.load_filled(s, ("moderate",), dt.count)
 
   def step_chain(self) -> None:
     """A conversion chain: one of bias.CHAINS, directly and (often) through its wider format too, from a value at a
@@ -431,7 +446,7 @@ class _Gen:
 
   def run(self) -> Graph:
     self.setup()
-    self.steps([(self.step_alu, 40), (self.step_convert, 14), (self.step_mul_add, 6), (self.step_chain, 4),
+    self.steps([(self.step_alu, 40), (self.step_convert, 14), (self.step_mul_add, 8), (self.step_chain, 6),
                 (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5), (lambda: self.open_block("loop"), 5),
                 (lambda: self.open_block("if"), 4), (self.close_block, 8), (self.step_local_store, 2),
                 (self.step_wmma, 1)], 8, self.profile.max_steps)
@@ -462,10 +477,11 @@ def _input(dt: DType, n: int, rng: np.random.Generator, fill: tuple | None = Non
   third small values); in two thirds of the float buffers a quarter of the elements are then NaN, +-inf or +-0, where
   NaN and infinity handling bugs live, and in a quarter of all buffers half the elements are halfway values (at and
   next to the rounding ties of the dtype's conversions, bias.halfway_values). A buffer made for one purpose has a
-  `fill`: ("tiny",) bias.tiny_factors, ("round", dst, via) mostly bias.double_rounding_values of that chain, ("given",
-  array) that array (a corpus kernel's own inputs)."""
+  `fill`: ("tiny",) bias.tiny_factors, ("moderate",) normal values of deviation 4, ("round", dst, via) mostly
+  bias.double_rounding_values of that chain, ("given", array) that array (a corpus kernel's own inputs)."""
   if fill is not None and fill[0] == "given": return np.array(fill[1], to_np(dt))
   if fill is not None and fill[0] == "tiny": return tiny_factors(dt, n, rng)
+  if fill is not None and fill[0] == "moderate": return (rng.standard_normal(n) * 4).astype(to_np(dt))
   if fill is not None:
     pool = np.concatenate([double_rounding_values(dt, *fill[1:]), halfway_values(dt, fill[1])[:8]])
     return pool[rng.integers(0, len(pool), n)]

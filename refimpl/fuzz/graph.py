@@ -8,6 +8,7 @@ Nodes are mutable on purpose: a CONST's arg or a buffer's size may be set after 
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,6 +17,12 @@ from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 
 DECLS = GroupOp.Declaration
 EFFECTS = frozenset({Ops.STORE, Ops.BARRIER}) | GroupOp.BlockStart | GroupOp.BlockEnd | DECLS
+PURE = GroupOp.ALU | {Ops.CONST, Ops.INDEX, Ops.VECTORIZE, Ops.GEP, Ops.CAST, Ops.BITCAST}
+
+
+def _arg_key(arg: Any):
+  """A node arg as a dict key that tells -0.0 from 0.0 and NaN payloads apart."""
+  return ("f", struct.pack("<d", arg)) if isinstance(arg, float) else repr(arg)
 
 
 class Node:
@@ -82,9 +89,33 @@ class Graph:
     i = next(k for k, n in enumerate(self.nodes) if n is anchor)
     self.nodes[i:i] = new
 
+  def merge_duplicates(self) -> None:
+    """Common subexpressions: a pure node (PURE ops, and ungated LOADs of buffers no STORE writes) with the same op,
+    dtype, arg and srcs as an earlier one visible at its position (same or enclosing block) is replaced by it."""
+    stored = {id(n.src[0].src[0]) for n in self.nodes if n.op is Ops.STORE}
+    seen: dict[tuple, tuple[Node, tuple]] = {}
+    repl: dict[int, Node] = {}
+    scope: list[int] = []
+    out: list[Node] = []
+    for n in self.nodes:
+      n.src = [repl.get(id(s), s) for s in n.src]
+      if n.op in GroupOp.BlockEnd and scope: scope.pop()
+      if n.op in PURE or (n.op is Ops.LOAD and len(n.src) == 1 and id(n.src[0].src[0]) not in stored):
+        key = (n.op, n.dtype, _arg_key(n.arg), tuple(id(s) for s in n.src))
+        prev = seen.get(key)
+        if prev is not None and tuple(scope[:len(prev[1])]) == prev[1]:
+          repl[id(n)] = prev[0]
+          continue
+        seen[key] = (n, tuple(scope))
+      out.append(n)
+      if n.op in GroupOp.BlockStart: scope.append(id(n))
+    self.nodes = out
+
   def dce(self) -> None:
-    """Drops value nodes nothing live reads, accumulators nobody reads (with their ASSIGNs), and empty blocks.
-    DEFINE_GLOBALs stay (they are the call signature; the reducer removes unused ones separately)."""
+    """Merges duplicate pure nodes (merge_duplicates), then drops value nodes nothing live reads, accumulators nobody
+    reads (with their ASSIGNs), and empty blocks. DEFINE_GLOBALs stay (they are the call signature; the reducer removes
+    unused ones separately)."""
+    self.merge_duplicates()
     while True:
       live: set[int] = set()
       assigns: dict[int, list[Node]] = {}
