@@ -50,9 +50,10 @@ Check = tuple[np.ndarray, Callable[[Callable[[np.ndarray], Any]], str]]
 def _undefined(values: np.ndarray, checks: list[Check]) -> Outcome:
   """An Outcome whose lanes failing any check (mask, reason) are undefined (values 0). The reason is the first failing
   lane's; a reason function gets `at`, which picks that lane out of an operand."""
-  bad = np.zeros(values.shape, bool)
-  for m, _ in checks: bad |= m
+  bad = checks[0][0]
+  for m, _ in checks[1:]: bad = bad | m
   if not bad.any(): return Outcome(values)
+  bad = np.broadcast_to(bad, values.shape).copy()
   first = int(np.argmax(bad))
   at = lambda x: np.broadcast_to(x, values.shape).flat[first]
   reason = next(why(at) for m, why in checks if at(m))
@@ -349,9 +350,12 @@ def exec_alu(op: Ops, dtype: DType, *operands) -> Outcome:
 
 def _fitted(out: Outcome, xs: tuple[np.ndarray, ...]) -> Outcome:
   """An Outcome with the operands' broadcast shape (copied only where a rule gave fewer lanes)."""
-  shape = xs[0].shape if all(x.shape == xs[0].shape for x in xs) else np.broadcast_shapes(*(x.shape for x in xs))
-  masks_fit = all(m is None or m.shape == shape for m in (out.undefined, out.loose))
-  return out if out.values.shape == shape and masks_fit else _shaped(out, shape)
+  shape = xs[0].shape
+  for x in xs[1:]:
+    if x.shape != shape: shape = np.broadcast_shapes(*(x.shape for x in xs))
+  if out.values.shape != shape or (out.undefined is not None and out.undefined.shape != shape) or \
+     (out.loose is not None and out.loose.shape != shape): return _shaped(out, shape)
+  return out
 
 def run_alu(op: Ops, dtype: DType, *xs: np.ndarray) -> Outcome:
   """exec_alu for a caller that has checked everything: a verified program's op, operands that are arrays of at least

@@ -91,10 +91,11 @@ order (with the lanes of every chunk counted). A launch whose one workgroup does
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -152,8 +153,7 @@ class LaunchTooLarge(ValueError):
 
 # ***** values *****
 
-@dataclass(frozen=True)
-class Val:
+class Val(NamedTuple):
   """One uop's value on every lane (see the module docstring); masks have the values' shape or broadcast to it."""
   v: np.ndarray
   undef: np.ndarray | None = None
@@ -168,6 +168,7 @@ class Ref:
 LAZY = object()  # the env entry of an affine value that has not been needed yet
 
 def _or(*masks: np.ndarray | None) -> np.ndarray | None:
+  if len(masks) == 2 and masks[0] is None: return masks[1]
   out = None
   for x in masks:
     if x is not None: out = x if out is None else out | x
@@ -186,12 +187,18 @@ def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.nda
 
 def _val(v: np.ndarray, undef: np.ndarray | None = None, loose: np.ndarray | None = None) -> Val:
   """A Val whose masks have the values' shape: a per-lane mask widens a uniform value to every lane."""
+  if undef is None and loose is None: return Val(v)
   for x in (undef, loose):
     if x is not None and x.shape[0] > v.shape[0]: v = np.broadcast_to(v, (x.shape[0],) + v.shape[1:])
   def fit(x):
     if x is None: return None
     return np.broadcast_to(_lanewise(x, v.ndim), (x.shape[0],) + v.shape[1:])
   return Val(v, fit(undef), fit(loose))
+
+@functools.lru_cache(maxsize=64)
+def _no_element(n: int) -> np.ndarray:
+  """An all-false mask of n elements, read-only and shared (a view of one value: no memory, whatever n is)."""
+  return np.broadcast_to(np.False_, (n,))
 
 def _repeat(x: Val, lanes: int) -> Val:
   """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
@@ -240,6 +247,7 @@ class Plan:
     self.assigned = {b: {uops[j].src[0] for j in range(b, e) if uops[j].op is Ops.ASSIGN and uops[j].src[0] < b}
                      for b, e in self.block_end.items()}
     self.lane_loops = lane_loops(program, self.infos)
+    self.operand_dtype = [uops[u.src[-1]].dtype.scalar() if u.src else None for u in uops]  # the dtype alu's rule gets
     self.enclosing: list[tuple[int, ...]] = []  # per uop: the RANGEs around it, outermost first
     ranges: list[int] = []
     for i, u in enumerate(uops):
@@ -271,7 +279,7 @@ class Machine:
     self.uops, self.strict, self.grid, self.launch = plan.uops, strict, plan.grid, plan.grid
     self.infos, self.forms, self.alias = plan.infos, plan.forms, plan.alias
     self.block_end, self.assigned, self.lane_loops = plan.block_end, plan.assigned, plan.lane_loops
-    self.enclosing, self.lane_bytes = plan.enclosing, plan.lane_bytes
+    self.enclosing, self.lane_bytes, self.operand_dtype = plan.enclosing, plan.lane_bytes, plan.operand_dtype
     self.plan, self.free, self.stored = plan.handlers, plan.free, plan.stored
     self.globals: dict[int, Memory] = {}
     for i, u in enumerate(self.uops):
@@ -342,9 +350,7 @@ class Machine:
     return tuple(full), off
 
   def result(self) -> Emulation:
-    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray:
-      """A mask; one never set is a read-only all-false view (no memory, whatever the buffer's size)."""
-      return np.broadcast_to(np.False_, (like.size,)) if x is None else x
+    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return _no_element(like.size) if x is None else x
     evs = [UndefinedBehavior(*e) for _, e in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
     return Emulation([g.data for g in mems], [mask(g.undef, g.data) for g in mems], [mask(g.loose, g.data) for g in mems], evs)
@@ -765,23 +771,31 @@ def _reason(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> str:
   if u.op in GroupOp.ALU: return alu.exec_alu(u.op, src, *ops).reason
   return out.reason
 
+def _masks(xs: list[Val]) -> tuple[np.ndarray | None, np.ndarray | None]:
+  """The union of the operands' undefined masks, and of their loose masks."""
+  undef = loose = None
+  for x in xs:
+    if x.undef is not None: undef = x.undef if undef is None else undef | x.undef
+    if x.loose is not None: loose = x.loose if loose is None else loose | x.loose
+  return undef, loose
+
 def _alu(m: Machine, i: int, u: UOp) -> None:
   """Every ALU op: alu's rule with the operands' scalar dtype; masks from every operand."""
   xs = [m.val(j) for j in u.src]
-  out = alu.run_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
-  _settle(m, i, xs, out, _or(*(x.undef for x in xs)), _or(*(x.loose for x in xs)))
+  out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
+  _settle(m, i, xs, out, *_masks(xs))
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: like any ALU op, but the masks follow the chosen value (and the condition)."""
   xs = [m.val(j) for j in u.src]
-  out = alu.run_alu(u.op, m.uops[u.src[-1]].dtype.scalar(), *(x.v for x in xs))
+  out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
   c = xs[0].v
   _settle(m, i, xs, out, _or(xs[0].undef, _sel(c, xs[1].undef, xs[2].undef)), _or(xs[0].loose, _sel(c, xs[1].loose, xs[2].loose)))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule elementwise over the scalar dtypes."""
   x = m.val(u.src[0])
-  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()), x.undef, x.loose)
+  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), x.undef, x.loose)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
   xs = [m.val(j) for j in u.src]
