@@ -117,7 +117,7 @@ def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
   assert checked >= 20
 
 
-def test_range_rule_int_max_written_as_a_select_runs_as_a_scan():
+def test_range_rule_max_written_as_a_select_runs_as_a_scan():
   """tinygrad's int max reduction, acc = WHERE(CMPLT(acc, x), x, acc): by the CMPLT and WHERE rules each step keeps the
   larger of acc and x, so from INT_MIN the loop leaves the largest element, here -3 (all negative), and at once."""
   n = 64
@@ -130,7 +130,29 @@ def test_range_rule_int_max_written_as_a_select_runs_as_a_scan():
   b.store(out, b.const(0, I32), acc)
   p = b.build()
   (loop,) = Plan.of(p, ()).lane_loops.values()
-  assert [scan.op for scan in loop.scans] == [Ops.MAX]
+  assert [scan.op for scan in loop.scans] == [Ops.WHERE]
   xs = -np.arange(3, 3 + n, dtype=np.int32)[::-1].copy()
   np.random.default_rng(0).shuffle(xs)
   assert emulate(p, [np.zeros(1, np.int32), xs]).buffers[0][0] == -3
+
+
+def _select_max_loop(dt, n: int, start):
+  b = ProgramBuilder("smax")
+  out, x = b.global_buf(dt, 1), b.global_buf(dt, n)
+  acc = b.acc(b.const(start, dt))
+  with b.loop(n) as r:
+    v = b.load(x, r)
+    b.assign(acc, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, acc, v), v, acc))
+  b.store(out, b.const(0, I32), acc)
+  return b.build()
+
+
+def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
+  """A float select chain is CMPLT then WHERE per step, not MAX: CMPLT(-0, +0) and CMPLT(x, NaN) are false, so from -inf
+  over [-0, +0, NaN, -0, NaN] the accumulator becomes -0 and stays -0 (bit for bit), where MAX's rule would give NaN."""
+  xs = np.array([-0.0, 0.0, np.nan, -0.0, np.nan], np.float32)
+  p = _select_max_loop(F32, len(xs), float("-inf"))
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert [scan.op for scan in loop.scans] == [Ops.WHERE]
+  got = emulate(p, [np.zeros(1, np.float32), xs]).buffers[0]
+  assert got.view(np.uint32)[0] == np.float32(-0.0).view(np.uint32)

@@ -16,8 +16,8 @@ same thing. `lane_loops(program, infos)` finds the RANGEs where that is provably
   scan      the same, except that accumulators defined before the loop are carried, each one only as a chain
             acc = acc OP t1 OP t2 ... (OP one of ADD MUL MAX AND OR XOR, acc on either side of each OP) in ASSIGNs
             directly in the body, where no term depends on an accumulator of the loop and acc is read nowhere else
-            in the body. On ints, WHERE(CMPLT(p, q), q, p) is a MAX step (it is max(p, q) by the rules of the three
-            ops, none of which is undefined; tinygrad renders an int max that way). The terms of every iteration
+            in the body. A select chain, acc = WHERE(CMPLT(p, q), q, p) with acc as p or q (tinygrad's max where the
+            renderer has no MAX), is a chain of that pair of rules (scan op WHERE). The terms of every iteration
             are computed at once; `fold` then applies the chain's OP to the accumulator and the terms in program
             order (iteration by iteration, term by term), exactly as the sequential rule would, with alu's rule for
             every step.
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.dtype import DType, dtypes
+from refimpl.dtype import DType
 from refimpl.emulator import alu
 from refimpl.emulator.indexing import IntInfo, thread_form
 from refimpl.ir import GroupOp, Ops, Program
 
-SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR)
+SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE)  # WHERE: a select chain (`_select`)
 # numpy ufuncs whose `accumulate` computes a chain of the op in order; `fold` checks every step against alu's rule
 _ACCUMULATE = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.AND: np.bitwise_and,
                Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}
@@ -48,8 +48,8 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 
 @dataclass(frozen=True)
 class Step:
-  """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first. A MAX step written as
-  WHERE(CMPLT(p, q), q, p) has its CMPLT in `compare`."""
+  """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first. A select step,
+  node(p, q) = WHERE(CMPLT(p, q), q, p), has its CMPLT in `compare`."""
   node: int
   term: int
   acc_first: bool
@@ -166,11 +166,11 @@ def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends:
     node, chain = uops[a].src[1], []
     while node not in roots:
       u = uops[node]
-      select = _max_select(uops, node, users)
-      node_op = Ops.MAX if select else u.op
-      if not i < node < end or node_op not in SCAN_OPS or (op is not None and node_op is not op): return None
+      select = _select(uops, node, users)
+      if u.op is Ops.WHERE and select is None: return None
+      if not i < node < end or u.op not in SCAN_OPS or (op is not None and u.op is not op): return None
       if len(users.get(node, ())) != 1: return None
-      op = node_op
+      op = u.op
       p, q = select[:2] if select else u.src
       p_acc, q_acc = p in roots or p in dependent, q in roots or q in dependent
       if p_acc == q_acc: return None
@@ -185,10 +185,10 @@ def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends:
   return Scan(acc, op if op is not None else Ops.ADD, tuple(steps))
 
 
-def _max_select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
-  """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) on ints and the WHERE is its CMPLT's only user."""
+def _select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
+  """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) and the WHERE is its CMPLT's only user."""
   u = uops[node]
-  if u.op is not Ops.WHERE or not dtypes.is_int(u.dtype): return None
+  if u.op is not Ops.WHERE: return None
   c, q, p = u.src
   if uops[c].op is not Ops.CMPLT or uops[c].src != (p, q) or users.get(c) != [node]: return None
   return p, q, c
@@ -232,7 +232,8 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
   terms = steps_first(lane_terms)
   try:
-    with np.errstate(all="ignore"): prefix = _prefix(_ACCUMULATE[op], acc, terms)
+    with np.errstate(all="ignore"):
+      prefix = _select_prefix(acc, terms, acc_first) if op is Ops.WHERE else _prefix(_ACCUMULATE[op], acc, terms)
   except TypeError: prefix = None  # a numpy dtype without that loop
   if prefix is not None and prefix.dtype == terms.dtype:
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
@@ -261,13 +262,29 @@ def _prefix(fn: np.ufunc, acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
   return out
 
 
+def _select_prefix(acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> np.ndarray:
+  """The prefix of a select chain in numpy: each step q where p < q, else p, with (p, q) in the step's order."""
+  out = np.empty((terms.shape[0] + 1,) + terms.shape[1:], terms.dtype)
+  out[0] = acc
+  for s in range(terms.shape[0]):
+    p, q = (out[s], terms[s]) if acc_first[s % len(acc_first)] else (terms[s], out[s])
+    out[s + 1] = np.where(p < q, q, p)
+  return out
+
+
+def _step(op: Ops, dtype: DType, p: np.ndarray, q: np.ndarray) -> alu.Outcome:
+  """One step of a chain by alu's rules: op(p, q), or for a select chain WHERE(CMPLT(p, q), q, p)."""
+  if op is not Ops.WHERE: return alu.exec_alu(op, dtype, p, q)
+  return alu.exec_alu(Ops.WHERE, dtype, alu.exec_alu(Ops.CMPLT, dtype, p, q).values, q, p)
+
+
 def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
   """The fold's definition, one alu step at a time."""
   values, loose, undef, first = acc, None, None, None
   for s in range(terms.shape[0]):
     x = terms[s]
     operands = (values, x) if acc_first[s % len(acc_first)] else (x, values)
-    o = alu.exec_alu(op, dtype, *operands)
+    o = _step(op, dtype, *operands)
     if o.loose is not None: loose = o.loose if loose is None else loose | o.loose
     if o.undefined is not None:
       if first is None:
@@ -280,10 +297,10 @@ def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, ac
 
 def _steps(op: Ops, dtype: DType, prev: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> alu.Outcome:
   """alu's rule on every step of a chain at once, operands in each step's order."""
-  if all(acc_first): return alu.exec_alu(op, dtype, prev, terms)
-  if not any(acc_first): return alu.exec_alu(op, dtype, terms, prev)
+  if all(acc_first): return _step(op, dtype, prev, terms)
+  if not any(acc_first): return _step(op, dtype, terms, prev)
   first = np.resize(np.asarray(acc_first), terms.shape[0]).reshape((-1,) + (1,) * (terms.ndim - 1))
-  return alu.exec_alu(op, dtype, np.where(first, prev, terms), np.where(first, terms, prev))
+  return _step(op, dtype, np.where(first, prev, terms), np.where(first, terms, prev))
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
