@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from refimpl.device import Buffer, Compiled, Device
-from refimpl.dtype import PtrDType, to_np
+from refimpl.dtype import to_np
 from refimpl.ir import Program, verify
+from refimpl.ir.arguments import check_arguments
 from refimpl.lower import lower_grid_to_loops
 
 
@@ -43,21 +44,6 @@ class Kernel:
     else: self.last_time = self.prg(*raw, vals=tuple(vals), wait=True)
     self.device.synchronize()
     return [np.frombuffer(b.as_buffer(), dtype=to_np(ptr.base)).copy() for b, ptr in zip(bufs, signature)]
-
-def check_arguments(program: Program, signature: list[PtrDType], arrays: Sequence[np.ndarray], vals: Sequence[int]) -> None:
-  """Clear errors for the wrong number, dtype or size of buffers, and for int vars outside their declared range."""
-  if len(arrays) != len(signature):
-    raise ValueError(f"{program.name}: takes {len(signature)} buffers, got {len(arrays)}")
-  for i, (a, ptr) in enumerate(zip(arrays, signature)):
-    if not isinstance(a, np.ndarray): raise TypeError(f"{program.name}: buffer {i} must be a numpy array, got {type(a).__name__}")
-    if a.dtype != to_np(ptr.base):
-      raise TypeError(f"{program.name}: buffer {i} holds {ptr.base!r} ({to_np(ptr.base)}), got an array of {a.dtype}")
-    if ptr.size != -1 and a.size != ptr.size:
-      raise ValueError(f"{program.name}: buffer {i} holds {ptr.size} elements, got an array of {a.size}")
-  if len(vals) != len(program.vars):
-    raise ValueError(f"{program.name}: takes {len(program.vars)} int vars {[v[0] for v in program.vars]}, got {len(vals)}")
-  for (name, lo, hi), v in zip(program.vars, vals):
-    if not lo <= v <= hi: raise ValueError(f"{program.name}: var {name}={v} is outside its declared range [{lo}, {hi}]")
 
 def run_program(program: Program, *arrays: np.ndarray, vals: Sequence[int] = (), device: str | None = None) -> list[np.ndarray]:
   """Compiles `program` for `device` (default: the default device) and runs it once. Returns every buffer after the run."""

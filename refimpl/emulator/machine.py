@@ -106,7 +106,7 @@ from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.runner import check_arguments
+from refimpl.ir.arguments import check_arguments
 
 __all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
 
