@@ -12,11 +12,14 @@ import random
 import numpy as np
 import pytest
 
-from refimpl.dtype import dtypes
+from refimpl.conformance import PROGRAMS_DIR
+from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
+from refimpl.fuzz.case import Case, prepare
 from refimpl.ir import Ops, Program, ProgramBuilder
 from refimpl.ir.strategies import RandomChooser, random_program
-from refimpl.testing.programs import check_against_emulator
+from refimpl.runner import Kernel
+from refimpl.testing.programs import check_against_emulator, require
 from refimpl.testing.values import random_values
 
 f32, i32 = dtypes.float32, dtypes.int32
@@ -155,3 +158,23 @@ def test_backend_matches_the_emulator_on_random_defined_programs(backend):
     ran += 1
     if ran == DEFINED_PROGRAMS: break
   assert ran == DEFINED_PROGRAMS and compared > 0, f"only {ran} of {MAX_SEEDS} random programs were defined"
+
+
+# ***** what only the fuzzer caught, as fixed programs *****
+
+@pytest.mark.parametrize("path", sorted(PROGRAMS_DIR.glob("fuzz-*.json")), ids=lambda p: p.stem)
+def test_constant_chains_match_the_emulator_by_the_fuzzers_rules(backend, path):
+  """Kernels whose operands are constants in the kernel and whose ops are chained, one per class the fuzzer found and
+  the op-level kernels (every operand loaded from memory) missed: contraction of MUL -> ADD/SUB (mulacc_tie operands,
+  every float dtype), double rounding of int64 -> float32 and float64 -> float16/bfloat16 (each also through the wider
+  format, as the program says), subnormal products and quotients, wrapping int ADD/SUB/MUL/NEG and compares of wrapped
+  sums, NaN/infinity/signed-zero arithmetic and compares, float64 -> int64 and fp8 -> int32 casts. Constants let a
+  compiler fold and rewrite (relaxed math, nsw, contraction), which it cannot do to values it loads. Compared with the
+  fuzzer's rules (refimpl.fuzz.compare: NaN as one value, exact elsewhere) against the emulator."""
+  p = Program.load(path)
+  require(backend, *{ptr.base for ptr in p.buffers.values()} | {u.dtype.scalar() for u in p.uops if u.op is Ops.CONST})
+  zeros = [np.zeros(ptr.size, to_np(ptr.base)) for _, ptr in sorted(p.buffers.items())]
+  expected = prepare(Case(p, zeros)).expected
+  mismatch, tally = expected.check(p, Kernel(p, backend)(*[z.copy() for z in zeros]))
+  assert mismatch is None, f"{backend} {p.name}: {mismatch.describe()}"
+  assert tally.skipped == 0

@@ -446,7 +446,7 @@ class _Gen:
 
   def run(self) -> Graph:
     self.setup()
-    self.steps([(self.step_alu, 40), (self.step_convert, 14), (self.step_mul_add, 8), (self.step_chain, 6),
+    self.steps([(self.step_alu, 40), (self.step_convert, 18), (self.step_mul_add, 8), (self.step_chain, 6),
                 (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5), (lambda: self.open_block("loop"), 5),
                 (lambda: self.open_block("if"), 4), (self.close_block, 8), (self.step_local_store, 2),
                 (self.step_wmma, 1)], 8, self.profile.max_steps)

@@ -18,6 +18,7 @@ exactly the same wrong semantics whatever its renderer looks like:
   DoubleToHalf    float64 -> float16 CAST goes through float32 (the same double rounding)
   FlushMul        a float32 MUL result below the smallest normal (2^-126) in magnitude becomes a zero of its sign (FTZ)
 `CLASSES` lists them with the signatures (op, dtypes) a finding of each class is filed under.
+  RelaxedGPU      the GPU device with the build option -cl-fast-relaxed-math (the class only whole programs caught)
 
 Each subclasses whatever class is registered under its base name (never importing a backend module by path), keeps
 that device's renderer instance with its class swapped for a planted subclass, and is subprocess-safe, so the fuzzer's
@@ -184,5 +185,20 @@ for _cls, (_rw, _) in CLASSES.items():
     globals()[_cls + _suffix] = planted_device(_base, _cls + _suffix, rewrite=_rw)
 
 PLANTED_CLASSES = [c + s for c in CLASSES for s in VARIANTS]
-__all__ = ["CLASSES", "FloorDivClang", "HangClang", "NanMaxClang", "PLANTED_CLASSES", "SegfaultClang", "VARIANTS",
+
+
+def _relaxed_gpu() -> type:
+  """The GPU device built with -cl-fast-relaxed-math (the GPU class only whole programs caught, issue 17): no NaN,
+  infinity or signed-zero semantics, contraction and reassociation allowed."""
+  parent = _base_class("GPU")
+  if parent is None: return planted_device("GPU", "RelaxedGPU")
+  def init(self, device: str | None = None):
+    parent.__init__(self, device or "RELAXEDGPU")
+    self.options = (*self.options, "-cl-fast-relaxed-math")
+    self.compiler = type(self.compiler)(self)  # its cache key names the options
+  return type("RelaxedGPU", (parent,), {"__init__": init, "subprocess_safe": True, "__module__": __name__,
+                                         "__doc__": _relaxed_gpu.__doc__})
+
+RelaxedGPU = _relaxed_gpu()
+__all__ = ["CLASSES", "FloorDivClang", "HangClang", "NanMaxClang", "PLANTED_CLASSES", "RelaxedGPU", "SegfaultClang", "VARIANTS",
            *PLANTED_CLASSES]
