@@ -3,10 +3,13 @@ proposes valid programs, keeps the first still-failing candidate of each batch, 
 import numpy as np
 import pytest
 
+from refimpl.dtype import PtrDType, dtypes
 from refimpl.fuzz.case import Case
 from refimpl.fuzz.generate import Profile, make_program
+from refimpl.fuzz.graph import Graph, Node
 from refimpl.fuzz.reduce import Reducer
 from refimpl.ir import Ops, verify
+from refimpl.runner import run_program
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -88,3 +91,115 @@ def test_a_case_nothing_can_shrink_ends_the_reduction():
   case = _case_with(Ops.ADD, max_uops=70)
   r = _reduce(case, lambda c: False)
   assert r.best is case and r.request() is None
+
+
+# ***** passes that need values: predicates run the emulator *****
+
+def _buf(dt, n: int) -> Node: return Node(Ops.DEFINE_GLOBAL, dt.ptr(n))
+
+def _load(buf: Node, i: int, dt) -> list[Node]:
+  c = Node(Ops.CONST, dtypes.int32, (), i)
+  ix = Node(Ops.INDEX, buf.dtype, [buf, c])
+  return [c, ix, Node(Ops.LOAD, dt, [ix])]
+
+def _store(buf: Node, i: int, value: Node, *gate: Node) -> list[Node]:
+  c = Node(Ops.CONST, dtypes.int32, (), i)
+  ix = Node(Ops.INDEX, buf.dtype, [buf, c])
+  return [c, ix, Node(Ops.STORE, dtypes.void, [ix, value, *gate])]
+
+def _emulated(c: Case) -> list[np.ndarray]: return run_program(c.program, *[a.copy() for a in c.inputs], device="PYTHON")
+
+def _out_is(k: int, want) -> object:
+  """A predicate: the last buffer's element k is `want` (emulated); programs that do not run are not interesting."""
+  def f(c: Case) -> bool:
+    try: return bool(_emulated(c)[-1][k] == want)
+    except Exception: return False
+  return f
+
+
+def test_operands_merge_into_one_input():
+  """Rule: uses of a value may read an earlier value of the same dtype instead, so a failure that needs a real product
+  feeding an ADD (three float inputs) ends with one input buffer, one output and nothing else."""
+  a, b, c, out = _buf(dtypes.float32, 4), _buf(dtypes.float32, 4), _buf(dtypes.float32, 4), _buf(dtypes.float32, 4)
+  la, lb, lc = _load(a, 0, dtypes.float32), _load(b, 1, dtypes.float32), _load(c, 2, dtypes.float32)
+  mul = Node(Ops.MUL, dtypes.float32, [la[-1], lb[-1]])
+  add = Node(Ops.ADD, dtypes.float32, [mul, lc[-1]])
+  g = Graph([a, b, c, out, *la, *lb, *lc, mul, add, *_store(out, 0, add)])
+  inputs = [np.arange(1, 5, dtype=np.float32) * s for s in (1.5, 2.5, 3.5)] + [np.zeros(4, np.float32)]
+  case = Case(g.program(), inputs, ())
+  def fused(x: Case) -> bool:  # an ADD of a MUL whose operands are both loaded
+    us = x.program.uops
+    return any(u.op is Ops.ADD and any(us[s].op is Ops.MUL and all(us[t].op is Ops.LOAD for t in us[s].src) for s in u.src)
+               for u in us)
+  r = _reduce(case, fused)
+  assert fused(r.best)
+  assert sum(u.op is Ops.DEFINE_GLOBAL for u in r.best.program.uops) == 2, r.best.program.listing()
+  assert len(r.best.program.uops) <= 10 < len(case.program.uops), r.best.program.listing()
+
+
+def test_loads_of_inputs_become_constants():
+  """Rule: a scalar LOAD of an input nothing writes, at a constant index, may become a CONST of the value it loads."""
+  a, b, out = _buf(dtypes.int32, 4), _buf(dtypes.int32, 4), _buf(dtypes.int32, 4)
+  la, lb = _load(a, 1, dtypes.int32), _load(b, 2, dtypes.int32)
+  div = Node(Ops.IDIV, dtypes.int32, [la[-1], lb[-1]])
+  g = Graph([a, b, out, *la, *lb, div, *_store(out, 0, div)])
+  inputs = [np.array([0, -7, 0, 0], np.int32), np.array([0, 0, 2, 0], np.int32), np.zeros(4, np.int32)]
+  case = Case(g.program(), inputs, ())
+  truncated = _out_is(0, -3)  # -7 / 2 toward zero
+  assert truncated(case)
+  r = _reduce(case, truncated)
+  assert truncated(r.best) and not any(u.op is Ops.LOAD for u in r.best.program.uops), r.best.program.listing()
+  assert len(r.best.program.uops) <= 7, r.best.program.listing()
+
+
+def test_vectors_are_scalarized_at_the_lane_that_fails():
+  """Rule: a vector program may become scalar at any one lane (each access at index + lane), so a failure in lane 1 of
+  a vec2 IDIV ends as a scalar IDIV of that lane's elements."""
+  a, out = _buf(dtypes.int32, 4), _buf(dtypes.int32, 4)
+  v2 = dtypes.int32.vec(2)
+  la, lb = _load(a, 0, v2), _load(a, 2, v2)
+  div = Node(Ops.IDIV, v2, [la[-1], lb[-1]])
+  g = Graph([a, out, *la, *lb, div, *_store(out, 0, div)])
+  inputs = [np.array([6, -7, 3, 2], np.int32), np.zeros(4, np.int32)]
+  case = Case(g.program(), inputs, ())
+  lane1 = _out_is(1, -3)
+  assert lane1(case)
+  r = _reduce(case, lane1)
+  assert lane1(r.best)
+  assert all(u.dtype.count == 1 for u in r.best.program.uops if not isinstance(u.dtype, PtrDType)), r.best.program.listing()
+  assert len(r.best.program.uops) <= 7, r.best.program.listing()
+
+
+def test_gates_are_removed():
+  """Rule: a gated STORE or LOAD may become an ungated one (the gate and what only it needs go)."""
+  a, out = _buf(dtypes.int32, 4), _buf(dtypes.int32, 4)
+  la = _load(a, 1, dtypes.int32)
+  gate = Node(Ops.CMPLT, dtypes.bool, [la[0], Node(Ops.CONST, dtypes.int32, (), 3)])
+  neg = Node(Ops.NEG, dtypes.int32, [la[-1]])
+  g = Graph([a, out, *la, gate.src[1], gate, neg, *_store(out, 0, neg, gate)])
+  case = Case(g.program(), [np.array([0, 5, 0, 0], np.int32), np.zeros(4, np.int32)], ())
+  negated = lambda c: _out_is(0, -5)(c) and any(u.op is Ops.NEG for u in c.program.uops)
+  assert negated(case)
+  r = _reduce(case, negated)
+  assert negated(r.best) and not any(u.op is Ops.CMPLT for u in r.best.program.uops), r.best.program.listing()
+
+
+def test_a_grid_becomes_the_work_item_that_fails():
+  """Rule: a SPECIAL may become any one of its values (the launch dimension 1) and int arithmetic of constants folds, so
+  a failure at work item 4 of 8 ends as one work item computing that element from constants."""
+  a, out = _buf(dtypes.int32, 9), _buf(dtypes.int32, 8)
+  gid = Node(Ops.SPECIAL, dtypes.int32, (), ("gidx0", 8))
+  one = Node(Ops.CONST, dtypes.int32, (), 1)
+  nxt = Node(Ops.ADD, dtypes.int32, [gid, one])
+  ix = Node(Ops.INDEX, a.dtype, [a, nxt])
+  ld = Node(Ops.LOAD, dtypes.int32, [ix])
+  two = Node(Ops.CONST, dtypes.int32, (), 2)
+  div = Node(Ops.IDIV, dtypes.int32, [ld, two])
+  ox = Node(Ops.INDEX, out.dtype, [out, gid])
+  g = Graph([a, out, gid, one, nxt, ix, ld, two, div, ox, Node(Ops.STORE, dtypes.void, [ox, div])], global_size=(8, 1, 1))
+  case = Case(g.program(), [np.array([0, 2, 4, 6, 8, -7, 12, 14, 16], np.int32), np.zeros(8, np.int32)], ())
+  item4 = _out_is(4, -3)
+  assert item4(case)
+  r = _reduce(case, item4)
+  assert item4(r.best) and r.best.program.global_size == (1, 1, 1)
+  assert not any(u.op in (Ops.SPECIAL, Ops.LOAD) for u in r.best.program.uops), r.best.program.listing()

@@ -9,7 +9,9 @@ what it left is rerun (isolate.after_loss).
 Findings. A finding gets a pre-signature (backend, op, dtypes, kind) where op is the op that produced the wrong element
 (wrong values) or "-" (crashes, hangs, compiler failures). One already known (this run or a file already in --out) is
 counted, not saved again. A new one is saved at once, unreduced (so an interruption loses nothing), then reduced in
-the background; each smaller case replaces the file atomically. When the reduction ends (no smaller case fails the same
+the background, one batch of candidates per worker job, the job ending at the first candidate that still fails (Job.stop),
+reductions served in the order they were found; each smaller case replaces the file atomically. --reduce-time counts
+from a reduction's first batch. When the reduction ends (no smaller case fails the same
 way, or --reduce-time is up, or the campaign ends) the final signature is computed from the reduced case (the op of the
 wrong element, or the last computing op of a crashing program) and the file renamed to it, or dropped as a duplicate
 when another finding already has that signature.
@@ -86,18 +88,25 @@ class Record:
   op: str = "-"
   reducing: bool = False
   new: bool = True
+  reduce_s: float = 0.0     # seconds from the reduction's first batch to its end
+  candidates: int = 0       # reduction candidates proposed
 
 
 class Reduction:
-  """One finding being reduced: the reducer, the batch in flight and its verdicts (see reduce.py)."""
-  def __init__(self, rid: int, rec: Record, original: Result, deadline: float):
-    self.rid, self.rec, self.original, self.deadline = rid, rec, original, deadline
+  """One finding being reduced: the reducer, the batch in flight and its verdicts (see reduce.py). Its time budget
+  starts when its first batch goes to a worker (`start`), so a finding waiting behind others keeps its whole budget."""
+  def __init__(self, rid: int, rec: Record, original: Result, budget: float):
+    self.rid, self.rec, self.original, self.budget = rid, rec, original, budget
+    self.deadline = float("inf")
     self.reducer = Reducer(rec.finding.case)
     self.batch_no, self.verdicts, self.results = 0, [], []
     self.jobs: dict[int, set] = {}    # job id -> the candidate numbers it carries
     self.waiting: list[Job] = []
     self.done = False
     self.probing = False               # the reduction is over; the best case runs once more, probed (case.probe)
+
+  def start(self, now: float) -> None:
+    if self.deadline == float("inf"): self.deadline = now + self.budget
 
   def items(self, cases: list[Case], ks: list[int] | None = None) -> list[Item]:
     b = () if self.original.backend == EMULATOR else (self.original.backend,)
@@ -173,7 +182,8 @@ class Summary:
                (f"; {len(self.findings) - len(new)} known before" if len(self.findings) > len(new) else ""))
     for r in self.findings:
       f = r.finding
-      size = f"{len(f.case.program.uops)} uops" + (f", reduced from {f.uops_before}" if f.reduced else ", not reduced")
+      size = f"{len(f.case.program.uops)} uops" + (f", reduced from {f.uops_before} in {r.reduce_s:.0f} s ({r.candidates} "
+                                                   "candidates)" if f.reduced else ", not reduced")
       out.append(f"  {f.signature}  ({size}, seen {f.seen})  {r.path}")
     for e in self.errors[:5]: out.append(f"internal error: {e.strip().splitlines()[-1]}")
     out.append(f"exit status {self.exit_code}")
@@ -278,6 +288,7 @@ class Campaign:
       if red.waiting:
         job = red.waiting.pop(0)
         self.inflight[job.id] = "reduce"
+        red.start(time.perf_counter())
         return job
     return None
 
@@ -432,7 +443,7 @@ class Campaign:
     self.known[pre] = rec
     self.progress.message(f"found {pre}: {r.detail.splitlines()[0][:160] if r.detail else ''} -> {rec.path}")
     if self.cfg.reduce:
-      red = Reduction(next(self.rids), rec, r, time.perf_counter() + self.cfg.reduce_time)
+      red = Reduction(next(self.rids), rec, r, self.cfg.reduce_time)
       self.reductions.append(red)
       self.start_batch(red)
     else: rec.reducing = False
@@ -446,7 +457,8 @@ class Campaign:
       red.probing, batch = True, [red.reducer.best]
     red.batch_no += 1
     red.verdicts, red.results = [None] * len(batch), [None] * len(batch)
-    job = Job(next(self.job_ids), red.items(batch), None, cache=True, probe=red.probing)
+    stop = None if red.probing else (red.original.backend, red.original.kind)  # a batch ends at its first failure
+    job = Job(next(self.job_ids), red.items(batch), None, cache=False, probe=red.probing, stop=stop)  # all are new
     red.jobs = {job.id: set(range(len(batch)))}
     red.waiting = [job]
 
@@ -489,6 +501,8 @@ class Campaign:
     self.reductions.remove(red)
     rec, f = red.rec, red.rec.finding
     rec.reducing = False
+    if red.deadline != float("inf"): rec.reduce_s = time.perf_counter() - (red.deadline - red.budget)
+    rec.candidates = red.reducer.tried
     op = rec.op if f.kind.startswith(("wrong-value", "emulator-error")) and rec.op != "-" else last_op(f.case.program)
     final = signature(f.signature.backend, op, f.kind)
     if final == f.signature: return
@@ -506,7 +520,7 @@ class Campaign:
     if rec.path != old: remove_finding(old)
     self.known.pop(pre, None)
     self.known[final] = rec
-    self.progress.message(f"reduced {pre} to {len(f.case.program.uops)} uops: {final} -> {rec.path}")
+    self.progress.message(f"reduced {pre} to {len(f.case.program.uops)} uops in {rec.reduce_s:.0f} s: {final} -> {rec.path}")
 
 
 def run_campaign(cfg: Config) -> Summary:

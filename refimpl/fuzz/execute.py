@@ -12,8 +12,9 @@ each compiler error lands on the program that caused it. Each stage's failure is
   runtime-error   the launch raised
 Signals and hangs are caught one level up (isolate.py): they take the worker process with them.
 
-Campaign batches skip the disk cache (`cache=False`): every fuzz program is new, so caching them would only fill the
-disk (each entry of a batch holds the whole batch's object). Reduction and replay compile the same sources again and
+Campaign and reduction batches skip the disk cache (`cache=False`): every fuzz program and every reduction candidate is
+new, so caching them would only fill the disk (each entry of a batch holds the whole batch's object), and on the GPU
+the binary a cache entry keeps costs PoCL a second compile of every kernel. Replays compile the same sources again and
 use the cache.
 """
 from __future__ import annotations

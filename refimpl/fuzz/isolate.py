@@ -54,6 +54,8 @@ class Job:
   cache: bool = False
   attempts: int = 0
   probe: bool = False    # name a wrong value's culprit by running case.probe (fuzz jobs and final reduction checks)
+  stop: tuple[str, str] | None = None  # (backend, kind): end the job at the first finding of that kind (reductions: the
+                                       # first candidate that still fails decides the batch, later ones are stale)
 
 
 @dataclass
@@ -98,14 +100,18 @@ def _prepare_item(job: Job, item: Item) -> tuple[Prepared, dict[str, float], fro
 
 
 def run_job(job: Job, devices: dict, send: Callable[[tuple], None]) -> None:
-  """Everything a worker does for one job (see the module docstring); `send` reports phases and results."""
+  """Everything a worker does for one job (see the module docstring); `send` reports phases and results. A job with
+  `stop` set ends at the first result that fails that way (the rest would be stale: see Job.stop)."""
+  def report(r: Result) -> bool:
+    send(("result", r))
+    return job.stop is not None and r.status == FINDING and (r.backend, r.kind) == job.stop
   ready: list[tuple[Item, Prepared, dict, frozenset]] = []
   for item in job.items:
     send(("phase", item.key, None, "generate"))
     prep, times, cov = _prepare_item(job, item)
     if prep.error is not None:
-      send(("result", Result(item.key, EMULATOR, FINDING, "emulator-error", prep.error, prep.error_op, prep.case, cov, times)))
-    elif prep.discard is not None: send(("result", Result(item.key, None, DISCARDED, "", prep.discard, times=times)))
+      if report(Result(item.key, EMULATOR, FINDING, "emulator-error", prep.error, prep.error_op, prep.case, cov, times)): return
+    elif prep.discard is not None: report(Result(item.key, None, DISCARDED, "", prep.discard, times=times))
     else: ready.append((item, prep, times, cov))
   for name in dict.fromkeys(b for item, *_ in ready for b in item.backends):
     todo = [r for r in ready if name in r[0].backends]
@@ -113,31 +119,28 @@ def run_job(job: Job, devices: dict, send: Callable[[tuple], None]) -> None:
     built = build(devices[name], [r[1].case.program for r in todo], job.cache,
                   lambda i, what, name=name, keys=keys: send(("phase", None if i is None else keys[i], name, what)))
     for (item, prep, times, cov), b in zip(todo, built):
-      case, t = prep.case, {**times, "render": b.render_s, "compile": b.compile_s}
-      if b.failure == UNSUPPORTED:
-        send(("result", Result(item.key, name, UNSUPPORTED_STATUS, b.failure, b.detail, times=t)))
-        continue
-      if b.failure is not None:
-        send(("result", Result(item.key, name, FINDING, b.failure, b.detail, "", case, cov, t)))
-        continue
-      send(("phase", item.key, name, "run"))
-      t0 = time.perf_counter()
-      try: got = run(b.kernel, case.inputs, case.vals)
-      except Exception as e:
-        send(("result", Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t)))
-        continue
-      t1 = time.perf_counter()
-      mismatch, tally = prep.expected.check(case.program, got)
-      t.update(run_split(t1 - t0, b.kernel.last_time), compare=time.perf_counter() - t1)
-      if mismatch is None:
-        send(("result", Result(item.key, name, OK, coverage=cov, times=t, tally=tally)))
-        continue
-      op = culprit(case, mismatch)
-      if job.probe:
-        send(("phase", item.key, name, "probe"))
-        op = probe_culprit(devices[name], case) or op
-      send(("result", Result(item.key, name, FINDING, f"wrong-value:{mismatch.rule.split()[0]}", mismatch.describe(), op, case,
-                             cov, t, tally)))
+      if report(_run_built(job, devices[name], name, item, prep, {**times, "render": b.render_s, "compile": b.compile_s},
+                           cov, b, send)): return
+
+
+def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict, cov: frozenset, b, send) -> Result:
+  """The Result of one built item on backend `name`: its build failure, or its run compared with the emulator's."""
+  case = prep.case
+  if b.failure == UNSUPPORTED: return Result(item.key, name, UNSUPPORTED_STATUS, b.failure, b.detail, times=t)
+  if b.failure is not None: return Result(item.key, name, FINDING, b.failure, b.detail, "", case, cov, t)
+  send(("phase", item.key, name, "run"))
+  t0 = time.perf_counter()
+  try: got = run(b.kernel, case.inputs, case.vals)
+  except Exception as e: return Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t)
+  t1 = time.perf_counter()
+  mismatch, tally = prep.expected.check(case.program, got)
+  t.update(run_split(t1 - t0, b.kernel.last_time), compare=time.perf_counter() - t1)
+  if mismatch is None: return Result(item.key, name, OK, coverage=cov, times=t, tally=tally)
+  op = culprit(case, mismatch)
+  if job.probe:
+    send(("phase", item.key, name, "probe"))
+    op = probe_culprit(device, case) or op
+  return Result(item.key, name, FINDING, f"wrong-value:{mismatch.rule.split()[0]}", mismatch.describe(), op, case, cov, t, tally)
 
 
 def run_split(wall: float, kernel_s: float | None) -> dict[str, float]:
@@ -330,8 +333,8 @@ def after_loss(ev: Lost) -> tuple[Result | None, list[Job]]:
   rest = [Item(it.key, tuple(b for b in it.backends if (it.key, b) not in skip), it.seed, it.index, it.case) for it in job.items]
   rest = [it for it in rest if it.backends]
   attempts = job.attempts + (ev.culprit is None)
-  if split: return found, [Job(job.id, [it], job.profile, job.cache, attempts, job.probe) for it in rest]
-  return found, [Job(job.id, rest, job.profile, job.cache, attempts, job.probe)] if rest else []
+  if split: return found, [Job(job.id, [it], job.profile, job.cache, attempts, job.probe, job.stop) for it in rest]
+  return found, [Job(job.id, rest, job.profile, job.cache, attempts, job.probe, job.stop)] if rest else []
 
 
 def run_items(pool: Pool, items: list[Item], profile: Profile | None = None, cache: bool = True,

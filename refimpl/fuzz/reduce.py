@@ -10,13 +10,21 @@ failing case so far, at any moment, so an interrupted reduction still has a resu
 Passes, repeated until a whole round changes nothing:
   1. remove units: a block with its body, a block's braces alone (a RANGE's counter becomes its start), a STORE, a
      BARRIER, an accumulator (its uses read the initial value), an ASSIGN (its uses read the register, or else the
-     value it assigns), a SPECIAL (0, launch dimension 1), a DEFINE_VAR (its value as a CONST), or any value uop (its
-     uses take its first operand of the same dtype, else a zero). Units are
+     value it assigns), a SPECIAL (0, launch dimension 1), a DEFINE_VAR (its value as a CONST), a gate (a gated LOAD or
+     STORE that always happens), or any value uop (its uses take its first operand of the same dtype, else a zero).
+     Units are
      tried in chunks, halving the chunk size (ddmin's granularity), blocks and stores first; dead code is removed
      after every edit, so removing a STORE drops everything only it needed.
   2. retarget: a STORE stores an operand of its value instead (into a new buffer of the operand's dtype, same index),
      so the chain from the op that goes wrong to the STORE shortens.
-  3. constants: each CONST becomes 0, else 1.
+  3. merge: the uses of a value read an earlier value of the same dtype instead (the nearest two visible there), so
+     operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go); a
+     scalar ungated LOAD at a constant index of a buffer nothing stores to becomes a CONST of the value it loads.
+  3-. specials and folds: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1 tries 0), so
+     the one work item left computes the element that failed; an int ALU uop of CONSTs becomes a CONST of its value.
+  3a. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
+     index+j alone, VECTORIZE and GEP become their operand), one candidate per lane.
+  3b. constants: each CONST becomes 0, else 1.
   4. inputs: each buffer all zeros, else zeros in halves, quarters, ... (down to single elements in buffers of up to 64,
      1/64ths in larger ones); each var its minimum.
   5. buffers nothing uses any more are dropped (with their inputs), and unused locals.
@@ -31,13 +39,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.dtype import dtypes, to_np
+from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.fuzz.case import Case
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
 
 MAX_BATCH = 16
 MAX_ROUNDS = 20
+MAX_SPECIAL = 64      # launch dimensions up to this size get one candidate per value (pass 3-)
+SCALARIZE_SLACK = 8   # uops a scalarized case may have beyond the best (a lane's shifted indices); no pass makes vectors
+VALUE_OPS = GroupOp.ALU | {Ops.CONST, Ops.LOAD, Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE, Ops.WMMA}
 UNIT_OPS = GroupOp.ALU | {Ops.STORE, Ops.BARRIER, Ops.CAST, Ops.BITCAST, Ops.LOAD, Ops.GEP, Ops.VECTORIZE, Ops.WMMA,
                           Ops.ASSIGN, Ops.DEFINE_ACC, Ops.SPECIAL, Ops.DEFINE_VAR}
 
@@ -83,13 +94,89 @@ def _zero(g: Graph, dt, cache: dict) -> Node:
     cache[dt] = nodes[-1]
   return cache[dt]
 
+def scopes(g: Graph) -> dict[int, tuple[int, ...]]:
+  """id(node) -> the ids of the blocks that enclose it, outermost first (a block's opener and closer are outside it)."""
+  scope: list[int] = []
+  out: dict[int, tuple[int, ...]] = {}
+  for n in g.nodes:
+    if n.op in GroupOp.BlockEnd and scope: scope.pop()
+    out[id(n)] = tuple(scope)
+    if n.op in GroupOp.BlockStart: scope.append(id(n))
+  return out
+
+def replace_uses(g: Graph, old: Node, new: Node) -> None:
+  """Every use of `old` reads `new` instead; what is then dead is removed."""
+  for n in g.nodes: n.src = [new if x is old else x for x in n.src]
+  g.dce()
+
+def stored_buffers(g: Graph) -> set[int]:
+  return {id(n.src[0].src[0]) for n in g.nodes if n.op is Ops.STORE and n.src[0].op is Ops.INDEX}
+
+def loaded_constant(s: State, n: Node, stored: set[int]):
+  """The value a scalar, ungated LOAD at a CONST index of an input buffer nothing stores to reads, else None."""
+  if n.op is not Ops.LOAD or n.dtype.count != 1 or len(n.src) != 1 or n.src[0].op is not Ops.INDEX: return None
+  ix = n.src[0]
+  buf, i = ix.src[0], ix.src[1] if len(ix.src) == 2 else None
+  if buf.op is not Ops.DEFINE_GLOBAL or id(buf) in stored or i is None or i.op is not Ops.CONST: return None
+  arr = s.arrays.get(id(buf))
+  if arr is None or not 0 <= int(i.arg) < arr.size: return None
+  x = arr[int(i.arg)]
+  return bool(x) if n.dtype == dtypes.bool else int(x) if dtypes.is_int(n.dtype) else float(x)
+
+def _shift_index(g: Graph, access: Node, lane: int) -> None:
+  """The LOAD or STORE `access` goes through a new INDEX at its index + lane (a new CONST, or an ADD)."""
+  ix = access.src[0]
+  i = ix.src[1]
+  if i.op is Ops.CONST: moved = [Node(Ops.CONST, i.dtype, (), i.arg + lane)]
+  else:
+    c = Node(Ops.CONST, i.dtype, (), lane)
+    moved = [c, Node(Ops.ADD, i.dtype, [i, c])]
+  new_ix = Node(Ops.INDEX, ix.dtype, [ix.src[0], moved[-1], *ix.src[2:]])
+  g.insert_before(access, [*moved, new_ix])
+  access.src = [new_ix, *access.src[1:]]
+
+def scalarize(g: Graph, lane: int) -> None:
+  """Pass 3a (module docstring) on g, in place; ValueError when g has nothing to scalarize or a WMMA."""
+  if any(n.op is Ops.WMMA for n in g.nodes): raise ValueError("WMMA keeps its vectors")
+  vec = lambda n: not isinstance(n.dtype, PtrDType) and n.dtype.count > 1
+  if not any(vec(n) for n in g.nodes): raise ValueError("no vectors")
+  access = {id(n) for n in g.nodes if (n.op is Ops.LOAD and vec(n)) or (n.op is Ops.STORE and vec(n.src[1]))}
+  repl: dict[int, Node] = {}
+  for n in list(g.nodes):
+    n.src = [repl.get(id(x), x) for x in n.src]
+    if n.op in (Ops.VECTORIZE, Ops.GEP):
+      repl[id(n)] = n.src[0]
+      continue
+    if id(n) in access and lane: _shift_index(g, n, lane)
+    if vec(n): n.dtype = n.dtype.scalar()
+  g.nodes = [n for n in g.nodes if id(n) not in repl]
+  g.dce()
+
+INT_FOLDS = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
+             Ops.SHL: lambda a, b: a << b if 0 <= b < 64 else None, Ops.SHR: lambda a, b: a >> b if 0 <= b < 64 else None,
+             Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b, Ops.MAX: max,
+             Ops.IDIV: lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b else None,
+             Ops.MOD: lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)) if b else None}
+
+def folded(n: Node):
+  """The value of an int ALU uop (INT_FOLDS) of scalar CONSTs, wrapped to its dtype; None when it is not one (or the
+  fold is undefined: a zero divisor). A wrong fold would only make a candidate that does not fail: every candidate runs."""
+  if n.op not in INT_FOLDS or n.dtype.count != 1 or not dtypes.is_int(n.dtype) or len(n.src) != 2: return None
+  if any(x.op is not Ops.CONST or x.dtype != n.dtype for x in n.src): return None
+  v = INT_FOLDS[n.op](int(n.src[0].arg), int(n.src[1].arg))
+  if v is None: return None
+  bits = 8 * n.dtype.itemsize
+  v &= (1 << bits) - 1
+  return v - (1 << bits) if n.dtype in dtypes.sints and v >> (bits - 1) else v
+
 def units(g: Graph) -> list[tuple[str, Node]]:
   """What pass 1 may remove, blocks and stores first (see the module docstring)."""
   blocks = [(k, n) for n in g.nodes if n.op in GroupOp.BlockStart for k in ("block", "unwrap")]
   stores = [("node", n) for n in g.nodes if n.op is Ops.STORE]
   rest = [("node", n) for n in g.nodes if n.op in UNIT_OPS and n.op is not Ops.STORE]
   bypass = [("bypass", n) for n in g.nodes if n.op is Ops.ASSIGN]
-  return blocks + stores + rest + bypass
+  ungate = [("ungate", n) for n in g.nodes if n.op in (Ops.LOAD, Ops.STORE) and len(n.src) == 3]
+  return blocks + stores + rest + bypass + ungate
 
 def remove(s: State, chosen: list[tuple[str, Node]]) -> None:
   """Removes the chosen units from s (in place; see the module docstring)."""
@@ -109,6 +196,9 @@ def remove(s: State, chosen: list[tuple[str, Node]]) -> None:
       else:
         drop |= {id(n), id(end)}
         if n.op is Ops.RANGE: repl[id(n)] = n.src[0]
+      continue
+    if kind == "ungate":  # a gated LOAD / STORE that always happens (UB where the gate was off: such candidates are dropped)
+      n.src = n.src[:1] if n.op is Ops.LOAD else n.src[:2]
       continue
     drop.add(id(n))
     if kind == "bypass":  # an ASSIGN read as the value it assigns (valid where that value is visible)
@@ -157,9 +247,10 @@ class Reducer:
 
   # ***** the passes, as a generator that yields batches and receives verdicts *****
 
-  def _try(self, edits, smaller: bool = False) -> Generator[list[Case], list, bool]:
+  def _try(self, edits, smaller: bool = False, slack: int = 0) -> Generator[list[Case], list, bool]:
     """Tries candidate edits (functions (State, node map) -> None applied to a copy) in order; keeps the first that still
-    fails. smaller: only candidates with fewer uops, or as many with fewer that are not CONST (no edit cycles)."""
+    fails. smaller: only candidates with fewer uops, or as many with fewer that are not CONST (no edit cycles); else at
+    most `slack` uops more than the best case (for an edit no later pass undoes: scalarize)."""
     cands: list[tuple[State, Case]] = []
     size = lambda c: (len(c.program.uops), sum(u.op is not Ops.CONST for u in c.program.uops))
     for edit in edits:
@@ -167,7 +258,7 @@ class Reducer:
       try: edit(st, m)
       except (ValueError, KeyError, StopIteration): continue
       case = st.case()
-      if case is None or len(case.program.uops) > len(self.best.program.uops): continue
+      if case is None or len(case.program.uops) > len(self.best.program.uops) + slack: continue
       if smaller and size(case) >= size(self.best): continue
       cands.append((st, case))
     for k in range(0, len(cands), self.max_batch):
@@ -186,6 +277,11 @@ class Reducer:
       before = self.best
       yield from self._remove_units()
       yield from self._retarget()
+      yield from self._specials()
+      yield from self._folds()
+      yield from self._merge_values()
+      yield from self._scalarize()
+      yield from self._loads_to_constants()
       yield from self._constants()
       yield from self._inputs()
       yield from self._try([lambda st, m: self._drop_buffers(st)], smaller=True)
@@ -229,6 +325,73 @@ class Reducer:
           with contextlib.suppress(ValueError): self._drop_buffers(st)
         return f
       yield from self._try([edit(id(s), j) for j in range(len(v.src))], smaller=True)
+
+  def _specials(self):
+    """Pass 3- (module docstring): a SPECIAL becomes one of its values k > 0 (launch dimension 1)."""
+    for k in range(len([n for n in self._state.graph.nodes if n.op is Ops.SPECIAL])):
+      sp = [n for n in self._state.graph.nodes if n.op is Ops.SPECIAL]
+      if k >= len(sp): return
+      size = int(sp[k].arg[1])
+      def edit(sid, v):
+        def f(st, m):
+          n = m[sid]
+          (st.graph.global_size if n.arg[0][0] == "g" else st.graph.local_size)[int(n.arg[0][-1])] = 1
+          c = Node(Ops.CONST, n.dtype, (), v)
+          st.graph.nodes.insert(0, c)
+          replace_uses(st.graph, n, c)
+        return f
+      if 1 < size <= MAX_SPECIAL: yield from self._try([edit(id(sp[k]), v) for v in range(1, size)], smaller=True)
+
+  def _folds(self):
+    """Pass 3- (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
+    def edit(st, m):
+      while True:
+        n = next((x for x in st.graph.nodes if folded(x) is not None), None)
+        if n is None: return
+        c = Node(Ops.CONST, n.dtype, (), folded(n))
+        st.graph.insert_before(n, [c])
+        replace_uses(st.graph, n, c)
+    if any(folded(n) is not None for n in self._state.graph.nodes): yield from self._try([edit], smaller=True)
+
+  def _merge_values(self):
+    """Pass 3 (module docstring): uses of a value read the nearest earlier visible value of the same dtype."""
+    k = 0
+    while True:
+      g = self._state.graph
+      vals = [n for n in g.nodes if n.op in VALUE_OPS]
+      if k >= len(vals): return
+      v, k = vals[k], k + 1
+      sc = scopes(g)
+      here = sc[id(v)]
+      earlier = [u for u in reversed(vals[:k - 1]) if u.dtype == v.dtype and here[:len(sc[id(u)])] == sc[id(u)]][:2]
+      def edit(vid, uid):
+        return lambda st, m: replace_uses(st.graph, m[vid], m[uid])
+      yield from self._try([edit(id(v), id(u)) for u in earlier], smaller=True)
+
+  def _scalarize(self):
+    """Pass 3a (module docstring): one candidate per lane of the widest vector."""
+    lanes = max((n.dtype.count for n in self._state.graph.nodes if not isinstance(n.dtype, PtrDType)), default=1)
+    def edit(lane):
+      return lambda st, m: scalarize(st.graph, lane)
+    if lanes > 1: yield from self._try([edit(j) for j in range(lanes)], slack=SCALARIZE_SLACK)
+
+  def _loads_to_constants(self):
+    """Pass 3 (module docstring): a scalar LOAD of an input at a constant index becomes a CONST of what it loads."""
+    k = 0
+    while True:
+      st0 = self._state
+      stored = stored_buffers(st0.graph)
+      loads = [n for n in st0.graph.nodes if loaded_constant(st0, n, stored) is not None]
+      if k >= len(loads): return
+      n, k = loads[k], k + 1
+      def edit(lid):
+        def f(st, m):
+          load = m[lid]
+          c = Node(Ops.CONST, load.dtype, (), loaded_constant(st, load, stored_buffers(st.graph)))
+          st.graph.nodes.insert(0, c)
+          replace_uses(st.graph, load, c)
+        return f
+      yield from self._try([edit(id(n))], smaller=True)
 
   def _constants(self):
     k = 0
