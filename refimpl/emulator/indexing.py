@@ -219,8 +219,10 @@ class Grid:
 
   def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
     """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
-    lo = off + sum(min(0, c * (n - 1)) for c, n in zip(coef, self.shape))
-    hi = off + sum(max(0, c * (n - 1)) for c, n in zip(coef, self.shape))
+    lo = hi = off
+    for c, n in zip(coef, self.shape):
+      if c > 0: hi += c * (n - 1)
+      elif c < 0: lo += c * (n - 1)
     return lo, hi
 
   def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
@@ -239,6 +241,7 @@ class Grid:
 
   def shifted(self, coef: tuple[int, ...], off: int) -> int:
     """The offset of an affine form (coefficients on this grid's axes) in this chunk's coordinates."""
+    if not self.base: return off  # the launch itself, or its first chunk: the origin is 0 on every axis
     return off + sum(c * o for c, o in zip(coef, self.origin))
 
   def iteration(self, lanes: np.ndarray) -> np.ndarray:

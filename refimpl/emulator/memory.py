@@ -99,6 +99,9 @@ def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray
 def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
   """Stores `values` (shape (lanes,) or (1,), + (count,)) into `flat` on the live lanes."""
   tail = site.tail()
+  if site.view is not None and grid.lanes == 1:  # one lane: its elements start at the offset
+    if site.live is None or site.live.reshape(-1)[0]: flat[site.view[1]:site.view[1] + site.count] = values.reshape(-1)
+    return
   if site.view is not None:
     view = site.strided(flat, grid)
     lead = grid.shape if values.shape[0] == grid.lanes and grid.lanes > 1 else (1,) * len(grid.shape)

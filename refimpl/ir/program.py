@@ -11,6 +11,7 @@ Conventions (the verifier enforces them; see `Ops` for what each op takes):
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,7 @@ class Program:
     """The buffer signature: DEFINE_GLOBAL number -> its pointer dtype (element dtype and size in elements)."""
     return {u.arg: u.dtype for u in self.uops if u.op is Ops.DEFINE_GLOBAL}
 
-  @property
+  @functools.cached_property
   def vars(self) -> tuple[tuple[str, int, int], ...]:
     """The int-var signature: (name, min, max) of each DEFINE_VAR, in call order."""
     return tuple(u.arg for u in self.uops if u.op is Ops.DEFINE_VAR)
