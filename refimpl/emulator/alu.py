@@ -348,19 +348,11 @@ def exec_alu(op: Ops, dtype: DType, *operands) -> Outcome:
   shape, xs = _lanes(dts, operands)
   with np.errstate(all="ignore"): return _shaped(RULES[op](op, dtype, *xs), shape)
 
-def _fitted(out: Outcome, xs: tuple[np.ndarray, ...]) -> Outcome:
-  """An Outcome with the operands' broadcast shape (copied only where a rule gave fewer lanes)."""
-  shape = xs[0].shape
-  for x in xs[1:]:
-    if x.shape != shape: shape = np.broadcast_shapes(*(x.shape for x in xs))
-  if out.values.shape != shape or (out.undefined is not None and out.undefined.shape != shape) or \
-     (out.loose is not None and out.loose.shape != shape): return _shaped(out, shape)
-  return out
-
 def run_alu(op: Ops, dtype: DType, *xs: np.ndarray) -> Outcome:
   """exec_alu for a caller that has checked everything: a verified program's op, operands that are arrays of at least
-  one dimension of the dtypes' numpy types, and floating-point warnings off (np.errstate(all="ignore"))."""
-  return _fitted(RULES[op](op, dtype, *xs), xs)
+  one dimension of the dtypes' numpy types, and floating-point warnings off (np.errstate(all="ignore")). The Outcome
+  is the rule's own: its arrays broadcast against the operands' shape but need not have it."""
+  return RULES[op](op, dtype, *xs)
 
 def exec_cast(x, src: DType, dst: DType) -> Outcome:
   """CAST of lanes x of scalar dtype src to scalar dtype dst (see `cast`)."""
@@ -370,7 +362,7 @@ def exec_cast(x, src: DType, dst: DType) -> Outcome:
 
 def run_conversion(op: Ops, x: np.ndarray, src: DType, dst: DType) -> Outcome:
   """exec_cast / exec_bitcast (op CAST / BITCAST) for a caller that has checked everything, as run_alu says."""
-  return _fitted(RULES[op](x, src, dst), (x,))
+  return RULES[op](x, src, dst)
 
 def exec_bitcast(x, src: DType, dst: DType) -> Outcome:
   """BITCAST of lanes x of scalar dtype src to scalar dtype dst of the same size, neither bool (see `bitcast`)."""
