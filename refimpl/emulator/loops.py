@@ -255,7 +255,8 @@ def steps_first(a: np.ndarray) -> np.ndarray:
 def _prefix(fn: np.ufunc, acc: np.ndarray, terms: np.ndarray) -> np.ndarray:
   """acc, then acc fn terms[0], then that fn terms[1], ...: (S + 1, L, *vec), each step one rounding in numpy's dtype."""
   if terms[0].size < ROW_STEPS_FROM:
-    return fn.accumulate(np.concatenate([np.broadcast_to(acc, (1,) + terms.shape[1:]), terms]), axis=0)
+    chain = np.concatenate([np.broadcast_to(acc, (1,) + terms.shape[1:]), terms])
+    return fn.accumulate(chain, axis=0, dtype=chain.dtype)  # numpy would widen small ints
   out = np.empty((terms.shape[0] + 1,) + terms.shape[1:], terms.dtype)
   out[0] = acc
   for s in range(terms.shape[0]): fn(out[s], terms[s], out=out[s + 1])
