@@ -3,6 +3,7 @@
 on, an interrupted campaign keeps its findings, finding files round-trip and replay, corrupt ones are named."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -160,3 +161,63 @@ def test_exit_status_says_whether_something_was_found():
   assert s.exit_code == 0
   s.occurrences = 1
   assert s.exit_code == 1
+
+
+NATIVE = ["CLANG", "LLVM", "GPU"]
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_a_batch_compiles_once_and_runs_like_separate_builds(name, monkeypatch):
+  """Rule: every native backend compiles a batch of programs in one compiler call (the GPU: one cl.Program, built
+  once and reused when its kernels load), and each kernel of the batch computes what the same program built alone
+  computes, bit for bit, which is what the emulator allows."""
+  if Device.open_error(name) is not None: pytest.skip(f"{name} does not open here")
+  from refimpl.fuzz.campaign import profile_for
+  from refimpl.fuzz.case import prepare
+  from refimpl.fuzz.execute import build, run
+  from refimpl.fuzz.generate import make_program
+  dev = Device[name]
+  assert hasattr(dev.compiler, "compile_batch")
+  profile = profile_for({name: dev})
+  gens = [g for g in (make_program(7, i, profile) for i in range(12)) if g.emulation is not None and g.error is None][:6]
+  cases = [Case(g.program, g.inputs(), g.vals) for g in gens]
+  calls: list = []
+  compiler_cls = type(dev.compiler)
+  real = getattr(compiler_cls, {"GPU": "build", "LLVM": "optimize"}.get(name, "compile"))  # the step done once a batch
+  monkeypatch.setattr(compiler_cls, real.__name__, lambda self, *a: calls.append(1) or real(self, *a))
+  batch = build(dev, [c.program for c in cases], cache=False)
+  assert len(calls) == 1 and all(b.kernel is not None for b in batch), [b.detail for b in batch]
+  for c, b in zip(cases, batch):
+    (alone,) = build(dev, [c.program], cache=False)
+    got, ref = run(b.kernel, c.inputs, c.vals), run(alone.kernel, c.inputs, c.vals)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(got, ref))
+    assert prepare(c).expected.check(c.program, got)[0] is None
+
+
+def test_summary_ends_with_rate_time_split_coverage_and_findings(tmp_path):
+  """Rule: the summary gives programs/s (overall and once the workers had started), per backend its runs, rate and
+  findings, the time split (shared phases per program, each backend's phases per run, its reductions), coverage and the
+  findings."""
+  s = run_campaign(Config(seed=0, iterations=16, backends=["CLANG", PLANTED + "FloorDivClang"], jobs=2, out=tmp_path,
+                          quiet=True, reduce_time=20))
+  text = s.render()
+  for phrase in ("/s once the workers had started", "worker time per program (ms): generate", "coverage: ALU op x dtype",
+                 "findings: "):
+    assert phrase in text, text
+  assert s.steady_rate is not None and s.steady_rate > 0
+  for name in ("CLANG", "FLOORDIVCLANG"):
+    assert re.search(rf"^  {name} +(\d+\.\d +){{6}} (-|\d+\.\ds/\d+)$", text, re.M), text  # 5 phases, total, reduce
+    b = s.backends[name]
+    assert b.runs > 0 and b.times["compile"] > 0 and b.times["render"] > 0, (name, b)
+  if s.backends["FLOORDIVCLANG"].findings: assert s.backends["FLOORDIVCLANG"].reduce_runs > 0, text
+
+
+@pytest.mark.skipif(Device.open_error("GPU") is not None, reason="the GPU planted backend needs the GPU device")
+def test_gpu_findings_reduce_to_ten_uops_within_the_budget(tmp_path):
+  """Rule: on the GPU, whose kernels cost PoCL a compile at first launch, findings of a planted contraction still
+  reduce to at most 10 uops within the default --reduce-time."""
+  s = run_campaign(Config(seed=0, iterations=32, backends=[PLANTED + "ContractGPU"], jobs=2, out=tmp_path, quiet=True))
+  found = [r for r in s.findings if r.finding.signature.backend == "CONTRACTGPU"]
+  assert found, s.render()
+  for r in found:
+    assert r.finding.reduced and len(r.finding.case.program.uops) <= 10, r.finding.case.program.listing()
+    assert r.reduce_s <= Config.reduce_time

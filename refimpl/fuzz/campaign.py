@@ -129,6 +129,15 @@ class Summary:
   occurrences: int = 0
   errors: list[str] = field(default_factory=list)
   unavailable: dict[str, str] = field(default_factory=dict)
+  started: float | None = None        # seconds into the campaign when the first program went to a (started) worker
+  last_result: float = 0.0            # ... and when the last program's result came
+
+  @property
+  def steady_rate(self) -> float | None:
+    """Programs per second from the first job given to a worker to the last program result: the rate without the
+    workers' start-up (imports, devices opened) and the final reductions; None before any result."""
+    if self.started is None or self.last_result <= self.started: return None
+    return self.programs / (self.last_result - self.started)
 
   @property
   def exit_code(self) -> int: return 1 if self.occurrences else 0
@@ -143,22 +152,23 @@ class Summary:
     n = max(self.programs, 1)
     out = ["worker time per program (ms): " + "  ".join(f"{p} {1e3 * self.gen_times[p] / n:.1f}" for p in SHARED_PHASES) +
            " (shared by the backends)",
-           f"  {'backend':<16}" + "".join(f"{p:>9}" for p in BACKEND_PHASES) + f"{'total':>9}{'reduce':>14}"]
+           f"  {'backend':<15} " + "".join(f"{p:>9}" for p in BACKEND_PHASES) + f"{'total':>9}  reduce s/candidates"]
     for name, b in self.backends.items():
       r = max(b.runs, 1)
-      red = f"{b.reduce_s:.1f} s/{b.reduce_runs}" if b.reduce_runs else "-"
-      out.append(f"  {name:<16}" + "".join(f"{1e3 * b.times[p] / r:>9.1f}" for p in BACKEND_PHASES) +
-                 f"{1e3 * sum(b.times[p] for p in BACKEND_PHASES) / r:>9.1f}{red:>14}")
+      red = f"{b.reduce_s:.1f}s/{b.reduce_runs}" if b.reduce_runs else "-"
+      out.append(f"  {name:<15} " + "".join(f"{1e3 * b.times[p] / r:>9.1f}" for p in BACKEND_PHASES) +
+                 f"{1e3 * sum(b.times[p] for p in BACKEND_PHASES) / r:>9.1f}  {red}")
     out.append("worker time: " + "  ".join(f"{p} {100 * tot[p] / whole:.0f}%" for p in PHASES) +
                f"  ({1e3 * whole / n:.1f} ms per program; launch: buffers, copies and a driver's code generation at "
-               f"first launch; reduce: seconds/candidates)")
+               "first launch)")
     return out
 
   def render(self) -> str:
     c, el = self.config, max(self.elapsed, 1e-9)
     out = [f"refimpl.fuzz: seed {c.seed}, shard {c.shard[0]}/{c.shard[1]}, {self.elapsed:.1f} s, {self.how}"]
     disc = sum(self.discarded.values())
-    out.append(f"programs: {self.programs} ({self.programs / el:.1f}/s), {disc} not run natively "
+    steady = "" if self.steady_rate is None else f"; {self.steady_rate:.1f}/s once the workers had started"
+    out.append(f"programs: {self.programs} ({self.programs / el:.1f}/s{steady}), {disc} not run natively "
                f"(undefined behaviour left after the rewrites)" + ("" if not disc else ": " + "; ".join(
                  f"{n} {why}" for why, n in self.discarded.most_common(3))))
     out.append(f"  {'backend':<16}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}")
@@ -270,6 +280,7 @@ class Campaign:
     self.exhausted = False
     self.counted: set[int] = set()  # indices of running fuzz jobs already counted (one count per program, not per backend)
     self.interrupted = False
+    self.start = time.perf_counter()
     self.progress = Progress(cfg.quiet, None if cfg.iterations is None else len(range(k - 1, cfg.iterations, n)))
 
   # ***** scheduling *****
@@ -300,7 +311,7 @@ class Campaign:
     old = None
     if threading.current_thread() is threading.main_thread():
       old = signal.signal(signal.SIGINT, self._sigint)
-    start = time.perf_counter()
+    start = self.start = time.perf_counter()
     deadline = start + self.cfg.time if self.cfg.time else None
     grace_end, stopping, how = None, False, "every program run"
     limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
@@ -323,6 +334,7 @@ class Campaign:
           if job is None and not stopping:
             job = self.next_fuzz_job()
             if job is not None: self.inflight[job.id] = "fuzz"
+            if job is not None and self.summary.started is None: self.summary.started = time.perf_counter() - start
           if job is None: break
           if DEBUG: print(f"[{time.perf_counter() - start:7.2f}] submit job {job.id} {self.inflight.get(job.id)} "
                           f"{[it.key for it in job.items][:3]}", file=sys.stderr)
@@ -409,6 +421,7 @@ class Campaign:
     if i not in self.counted:
       self.counted.add(i)
       s.programs += 1
+      s.last_result = time.perf_counter() - self.start
       for p in ("generate", "emulate"): s.gen_times[p] += r.times.get(p, 0.0)
     if r.backend is None and r.status == DISCARDED:
       s.discarded[r.detail] += 1

@@ -34,6 +34,8 @@ from refimpl.fuzz.generate import Profile, coverage_keys, make_program
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"
 EMULATOR = "PYTHON"
 DEFAULT_LIMITS = {"generate": 120.0, "compile": 60.0, "run": 10.0, "probe": 120.0}
+# set in every worker unless already set: PoCL's kernel cache would keep every fuzz kernel (all new) on disk
+WORKER_ENV = {"POCL_KERNEL_CACHE": "0"}
 
 
 @dataclass
@@ -176,6 +178,7 @@ def worker_main(conn, refs: list[BackendRef], silent: bool = False) -> None:
     os.close(null)
   warnings.filterwarnings("ignore")
   np.seterr(all="ignore")
+  for k, v in WORKER_ENV.items(): os.environ.setdefault(k, v)
   devices, errors = open_backends(refs)
   conn.send(("ready", os.getpid(), errors))
   while True:
