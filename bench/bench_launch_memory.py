@@ -36,7 +36,7 @@ def one(log2: int) -> dict:
   i = b.alu(Ops.ADD, b.alu(Ops.MUL, b.gidx(0, n // 256), b.const(256, dtypes.int32)), b.lidx(0, 256))
   b.store(out, i, b.alu(Ops.ADD, b.alu(Ops.MUL, b.load(x, i), b.load(y, i)), b.const(1.0, f32)))
   p = b.build()
-  bufs = [np.zeros(n, np.float32), np.full(n, 2.0, np.float32), np.full(n, 3.0, np.float32)]
+  bufs = [np.full(n, -1.0, np.float32), np.full(n, 2.0, np.float32), np.full(n, 3.0, np.float32)]  # pages touched
   before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   plan = Plan.of(p, ())
   start = time.perf_counter()

@@ -163,7 +163,7 @@ def main() -> int:
       tg = tg_time[name] if name in tg_time else tinygrad_export_seconds(program, [b.copy() for b in bufs], vals)
       if isinstance(tg, str): line += f"  tinygrad's emulator failed: {tg}"
       else:
-        line += f" {tg:11.4f}s {tg / e:7.0f}x"
+        line += f" {tg:11.4f}s {tg / e:7.1f}x"
         speedups.append((size, tg / e))
     print(line)
     rows.append((group, e / c))
