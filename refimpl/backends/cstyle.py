@@ -29,7 +29,7 @@ nothing is left to C's undefined or unspecified corners:
   memory      gated LOAD: gate ? p[i] : alt (no access when false); gated STORE: if (gate) p[i] = v.
   kernel      `void k_name(...)`: the symbol is kernel_symbol(name), never a keyword, built-in or helper.
   structure   RANGE: for loops; IF: if blocks; DEFINE_ACC: a local variable that ASSIGN overwrites; DEFINE_LOCAL: an
-              array (function scope in C); THREEFRY: the prelude's threefry2x32 (tinygrad's definition, 20 rounds).
+              array (function scope in C). THREEFRY is rewritten into integer ops by refimpl.lower.threefry first.
   WMMA        scalarized, as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
               product and sum in double in that order, then one rounding to the output dtype.
 
@@ -45,7 +45,7 @@ from typing import ClassVar
 from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities
+from refimpl.lower import check_capabilities, decompose_threefry
 from refimpl.renderer import Renderer
 
 # narrow float formats: dtype -> (helper suffix, exponent bits, mantissa bits, finite-only "fn" variant)
@@ -65,7 +65,7 @@ INT_RULES: dict[Ops, str] = {
   Ops.SHL: "({T})(({U}){0}<<({U}){1})", Ops.SHR: "({T})({0}>>{1})",
   Ops.IDIV: "({T})({0}/{1})", Ops.MOD: "({T})({0}%{1})", Ops.MAX: "({0}>{1}?{0}:{1})",
   Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.XOR: "({T})({0}^{1})", Ops.OR: "({T})({0}|{1})",
-  Ops.AND: "({T})({0}&{1})", Ops.WHERE: "({0}?{1}:{2})", Ops.THREEFRY: "rf_threefry({0},{1})"}
+  Ops.AND: "({T})({0}&{1})", Ops.WHERE: "({0}?{1}:{2})"}
 BOOL_RULES: dict[Ops, str] = {
   Ops.ADD: "({0}|{1})", Ops.MUL: "({0}&{1})", Ops.MAX: "({0}|{1})", Ops.MULACC: "(({0}&{1})|{2})",
   Ops.CMPLT: "(!{0}&&{1})", Ops.CMPNE: "({0}!={1})", Ops.XOR: "({0}^{1})", Ops.OR: "({0}|{1})", Ops.AND: "({0}&{1})",
@@ -127,19 +127,6 @@ PRELUDE = r"""
   return (double)m * (double)(RF_U64(1) << sh);
 }
 {fn} double rf_i64_odd(rf_i64 x) { return x < 0 ? -rf_u64_odd((rf_u64)0 - (rf_u64)x) : rf_u64_odd((rf_u64)x); }
-/* threefry2x32 with 20 rounds, as tinygrad 0.10.1 defines THREEFRY: x is the counter, key the key (low word first) */
-#define RF_TF_MIX(r) a += b; b = ((b << r) | (b >> (32 - r))) ^ a;
-{fn} rf_u64 rf_threefry(rf_u64 x, rf_u64 key) {
-  rf_u32 k0 = (rf_u32)key, k1 = (rf_u32)(key >> 32), ks[3];
-  ks[0] = k1; ks[1] = k0 ^ k1 ^ 0x1BD11BDAu; ks[2] = k0;
-  rf_u32 a = (rf_u32)x + ks[2], b = (rf_u32)(x >> 32) + ks[0];
-  for (int i = 0; i < 5; i++) {
-    if (i % 2 == 0) { RF_TF_MIX(13) RF_TF_MIX(15) RF_TF_MIX(26) RF_TF_MIX(6) }
-    else { RF_TF_MIX(17) RF_TF_MIX(29) RF_TF_MIX(16) RF_TF_MIX(24) }
-    a += ks[i % 3]; b += ks[(i + 1) % 3] + (rf_u32)(i + 1);
-  }
-  return ((rf_u64)b << 32) | a;
-}
 """
 
 def _narrow_helpers(fn: str) -> str:
@@ -280,7 +267,7 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
     """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars."""
     verify(program)
     check_capabilities(program, self)
-    return self.prelude() + _Render(self, program).function(name)
+    return self.prelude() + _Render(self, decompose_threefry(program)).function(name)
 
 
 class _Render:

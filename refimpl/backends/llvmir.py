@@ -46,8 +46,8 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               runner lowers grid programs to loops first).
   WMMA        scalarized as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
               product and sum in double in that order (fmul, fadd), then one rounding to the output dtype.
-  THREEFRY    @rf.threefry: tinygrad's threefry2x32 (20 rounds) as straight-line i32 code.
-  EXP2 LOG2 SIN are rewritten into ALU ops by refimpl.lower.transcendental before rendering (no libm).
+  EXP2 LOG2 SIN are rewritten into ALU ops by refimpl.lower.transcendental before rendering (no libm), and THREEFRY
+  into integer ops by refimpl.lower.threefry.
 
 The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x, ...)` (buffers in DEFINE_GLOBAL order, then the
 DEFINE_VARs), nounwind (no unwind tables) and "no-builtins": LLVM may not turn loops into memset/memcpy calls or
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities
+from refimpl.lower import check_capabilities, decompose_threefry
 from refimpl.renderer import Renderer
 
 # ***** types *****
@@ -118,7 +118,7 @@ INT_RULES: dict[Ops, list[str]] = {
   Ops.MAX: ["{t0} = icmp {s}gt {T} {0}, {1}", "{r} = select i1 {t0}, {T} {0}, {T} {1}"],
   Ops.CMPLT: ["{r} = icmp {s}lt {T} {0}, {1}"], Ops.CMPNE: ["{r} = icmp ne {T} {0}, {1}"],
   Ops.XOR: ["{r} = xor {T} {0}, {1}"], Ops.OR: ["{r} = or {T} {0}, {1}"], Ops.AND: ["{r} = and {T} {0}, {1}"],
-  Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"], Ops.THREEFRY: ["{r} = call i64 @rf.threefry(i64 {0}, i64 {1})"]}
+  Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"]}
 BOOL_RULES: dict[Ops, list[str]] = {
   Ops.ADD: ["{r} = or i1 {0}, {1}"], Ops.MUL: ["{r} = and i1 {0}, {1}"], Ops.MAX: ["{r} = or i1 {0}, {1}"],
   Ops.MULACC: ["{t0} = and i1 {0}, {1}", "{r} = or i1 {t0}, {2}"],
@@ -321,32 +321,6 @@ def _i64_odd() -> str:
   r = f(f"select i1 {neg}, double {nd}, double {d}")
   return f.define("double @rf.i64.odd(i64 %x)", r)
 
-THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-def _threefry() -> str:
-  """@rf.threefry(i64 x, i64 key) -> i64: threefry2x32, 20 rounds, as refimpl.emulator.alu.threefry states it."""
-  f = _Body()
-  k0 = f("trunc i64 %key to i32")
-  kh = f("lshr i64 %key, 32")
-  k1 = f(f"trunc i64 {kh} to i32")
-  kx = f(f"xor i32 {k0}, {k1}")
-  k2 = f(f"xor i32 {kx}, {0x1BD11BDA}")
-  ks = (k0, k1, k2)
-  x0l = f("trunc i64 %x to i32")
-  xh = f("lshr i64 %x, 32")
-  x1l = f(f"trunc i64 {xh} to i32")
-  x0, x1 = f(f"add i32 {x0l}, {ks[0]}"), f(f"add i32 {x1l}, {ks[1]}")
-  for i in range(5):
-    for rot in THREEFRY_ROTATIONS[i % 2]:
-      x0 = f(f"add i32 {x0}, {x1}")
-      left, right = f(f"shl i32 {x1}, {rot}"), f(f"lshr i32 {x1}, {32 - rot}")
-      x1 = f(f"xor i32 {f(f'or i32 {left}, {right}')}, {x0}")
-    x0 = f(f"add i32 {x0}, {ks[(i + 1) % 3]}")
-    x1 = f(f"add i32 {f(f'add i32 {x1}, {ks[(i + 2) % 3]}')}, {i + 1}")
-  lo, hi = f(f"zext i32 {x0} to i64"), f(f"zext i32 {x1} to i64")
-  r = f(f"or i64 {f(f'shl i64 {hi}, 32')}, {lo}")
-  return f.define("i64 @rf.threefry(i64 %x, i64 %key)", r)
-
 def _helper_table() -> dict[str, tuple[str, tuple[str, ...]]]:
   """helper name -> (its IR, the helpers and intrinsics it calls)."""
   table: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -362,7 +336,6 @@ def _helper_table() -> dict[str, tuple[str, tuple[str, ...]]]:
     table[f"@rf.round.{n}"] = (_round_small().replace("{n}", n), (f"@rf.to.{n}", f"@rf.from.{n}"))
   table["@rf.u64.odd"] = (_u64_odd(), ("@llvm.ctlz.i64",))
   table["@rf.i64.odd"] = (_i64_odd(), ("@rf.u64.odd",))
-  table["@rf.threefry"] = (_threefry(), ())
   return table
 
 HELPERS = _helper_table()
@@ -382,7 +355,7 @@ class LLVMRenderer(Renderer):
     if any(u.op in GroupOp.Transcendental for u in program.uops):
       from refimpl.lower.transcendental import decompose_transcendentals
       program = decompose_transcendentals(program)
-    return _Render(self, program).module(name)
+    return _Render(self, decompose_threefry(program)).module(name)
 
 
 class _Render:
@@ -600,7 +573,6 @@ def _alu(s: _Render, i: int, u: UOp) -> None:
     t = reg_type(dt)
     rules, fmt = FLOAT_RULES, {"T": t, "one": float_literal(1.0), "sqrt": SQRT[t]}
   if u.op not in rules: raise CompileError(f"{s.r.device}: no rendering of {u.op.name} on {dt.name}")
-  if u.op is Ops.THREEFRY: s.use("@rf.threefry")
   if u.op is Ops.SQRT: s.use(SQRT[reg_type(dt)])
   n, out = u.dtype.count, []
   for k in range(n):

@@ -33,7 +33,7 @@ What OpenCL C spells or needs differently:
               float16/bfloat16 are decomposed by refimpl.lower.transcendental, which keeps their special values exact
               (exp2(-25) in half is the tie 2^-25 rounded to +0; a native result rounded again promises no such thing),
               and so is every dtype when `native_transcendentals` is False.
-  no fp64     without cl_khr_fp64 the prelude keeps only what needs no double (threefry), and float64, float16,
+  no fp64     without cl_khr_fp64 the prelude keeps only the language primitives that need no double, and float64, float16,
               bfloat16 and fp8 are not supported (their bit path computes in double); WMMA is refused.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from refimpl.backends.cstyle import NARROW, PRELUDE, CStyleRenderer
+from refimpl.backends.cstyle import NARROW, CStyleRenderer
 from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.ir import GroupOp, Ops, Program, ProgramError, verify
@@ -107,8 +107,7 @@ typedef long rf_i64;
     pragmas = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if self.has_fp64 else "") + "#pragma OPENCL FP_CONTRACT OFF\n"
     if self.has_fp64: return pragmas + super().prelude()
     lang = "\n".join(line for line in self.lang_prelude.splitlines() if "double" not in line)
-    body = PRELUDE[PRELUDE.index("/* threefry2x32"):].replace("{fn}", self.func_prefix)
-    return f"{pragmas}#ifndef RF_PRELUDE\n#define RF_PRELUDE\n{lang}\n{body.strip()}\n#endif\n"
+    return f"{pragmas}#ifndef RF_PRELUDE\n#define RF_PRELUDE\n{lang}\n#endif\n"
 
   # ---- expressions ----
   def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:

@@ -236,7 +236,8 @@ def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
            Ops.SIN: lambda: (w == 0) | np.isinf(w)}[op]()
   return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)))
 
-_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # rotation counts of the even and the odd rounds
+THREEFRY_PARITY = 0x1BD11BDA  # the key schedule's third word is K0 ^ K1 ^ this
 
 def threefry(op: Ops, dt: DType, x: np.ndarray, key: np.ndarray) -> Outcome:
   """THREEFRY (uint64 only): Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2,
@@ -248,10 +249,10 @@ def threefry(op: Ops, dt: DType, x: np.ndarray, key: np.ndarray) -> Outcome:
   The result is (X1 << 32) | X0: the first output word is the low word."""
   u32 = np.uint32
   lo32 = lambda v: (v & 0xFFFFFFFF).astype(u32)
-  ks = (lo32(key), lo32(key >> 32), lo32(key) ^ lo32(key >> 32) ^ u32(0x1BD11BDA))
+  ks = (lo32(key), lo32(key >> 32), lo32(key) ^ lo32(key >> 32) ^ u32(THREEFRY_PARITY))
   x0, x1 = lo32(x) + ks[0], lo32(x >> 32) + ks[1]
   for i in range(5):
-    for r in _THREEFRY_ROTATIONS[i % 2]:
+    for r in THREEFRY_ROTATIONS[i % 2]:
       x0 = x0 + x1
       x1 = ((x1 << u32(r)) | (x1 >> u32(32 - r))) ^ x0
     x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + u32(i + 1)

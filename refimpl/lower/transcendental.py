@@ -70,6 +70,7 @@ from refimpl.dtype import DType, dtypes, to_np
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.program import Program, UOp
 from refimpl.ir.verify import verify
+from refimpl.lower.emit import Emitter, V
 
 MAX_ULP = 1.0  # the decomposition's own bound, every op and dtype (see the docstring)
 VIA_FLOAT32 = frozenset({dtypes.float16, dtypes.bfloat16})
@@ -147,58 +148,6 @@ FORMATS: dict[DType, _Fmt] = {
   dtypes.float64: _Fmt(dtypes.float64, dtypes.int64, dtypes.uint64, 52, 1023, exp2_degree=14, log_terms=10, sin_terms=8,
                        cos_terms=7, window_words=3, mant_limbs=2, piece_bits=32)}
 
-
-# ***** emitting uops *****
-
-class _Emitter:
-  """Appends the uops of one decomposition to `out`; every value has `count` lanes (constants are VECTORIZEd)."""
-  def __init__(self, out: list[UOp], count: int):
-    self.out, self.count, self.consts = out, count, {}
-
-  def emit(self, op: Ops, dt: DType, src: tuple[int, ...] = (), arg=None) -> int:
-    self.out.append(UOp(op, dt, src, arg))
-    return len(self.out) - 1
-
-  def value(self, op: Ops, dt: DType, *src: V) -> V:
-    return V(self, self.emit(op, dt.vec(self.count), tuple(s.i for s in src)), dt)
-
-  def const(self, x: float | int | bool, dt: DType) -> V:
-    key = (dt, x.hex() if isinstance(x, float) else x)  # tells -0.0 from 0.0
-    if key not in self.consts:
-      i = self.emit(Ops.CONST, dt, (), x)
-      self.consts[key] = i if self.count == 1 else self.emit(Ops.VECTORIZE, dt.vec(self.count), (i,) * self.count)
-    return V(self, self.consts[key], dt)
-
-class V:
-  """A value being built: uop index `i`, scalar dtype `dt`. Python numbers become CONSTs of the other operand's dtype."""
-  __slots__ = ("dt", "e", "i")
-  def __init__(self, e: _Emitter, i: int, dt: DType): self.e, self.i, self.dt = e, i, dt
-
-  def c(self, x) -> V:
-    if isinstance(x, V): return x
-    return self.e.const(float(x) if dtypes.is_float(self.dt) else int(x), self.dt)
-  def _alu(self, op: Ops, *xs) -> V: return self.e.value(op, self.dt, self, *(self.c(x) for x in xs))
-  def __add__(self, x) -> V: return self._alu(Ops.ADD, x)
-  def __radd__(self, x) -> V: return self.c(x)._alu(Ops.ADD, self)
-  def __sub__(self, x) -> V: return self._alu(Ops.SUB, x)
-  def __rsub__(self, x) -> V: return self.c(x)._alu(Ops.SUB, self)
-  def __mul__(self, x) -> V: return self._alu(Ops.MUL, x)
-  def __rmul__(self, x) -> V: return self.c(x)._alu(Ops.MUL, self)
-  def __truediv__(self, x) -> V: return self._alu(Ops.FDIV, x)
-  def __neg__(self) -> V: return self._alu(Ops.NEG)
-  def __and__(self, x) -> V: return self._alu(Ops.AND, x)
-  def __or__(self, x) -> V: return self._alu(Ops.OR, x)
-  def __xor__(self, x) -> V: return self._alu(Ops.XOR, x)
-  def __lshift__(self, x) -> V: return self._alu(Ops.SHL, x)
-  def __rshift__(self, x) -> V: return self._alu(Ops.SHR, x)
-  def lt(self, x) -> V: return self.e.value(Ops.CMPLT, dtypes.bool, self, self.c(x))
-  def ne(self, x) -> V: return self.e.value(Ops.CMPNE, dtypes.bool, self, self.c(x))
-  def where(self, a, b) -> V:
-    """WHERE(self, a, b) for a bool self; a number takes the other operand's dtype."""
-    v = a if isinstance(a, V) else b
-    return self.e.value(Ops.WHERE, v.dt, self, v.c(a), v.c(b))
-  def cast(self, dt: DType) -> V: return self if dt is self.dt else self.e.value(Ops.CAST, dt, self)
-  def bitcast(self, dt: DType) -> V: return self if dt is self.dt else self.e.value(Ops.BITCAST, dt, self)
 
 def _bits(x: float, f: _Fmt) -> int:
   """The bit pattern of x in f's dtype, as a signed int (x must be exactly representable)."""
@@ -360,7 +309,7 @@ def _sin(x: V, f: _Fmt) -> V:
 METHODS = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
 
 def _decompose(out: list[UOp], op: Ops, dtype: DType, src: int) -> int:
-  e = _Emitter(out, dtype.count)
+  e = Emitter(out, dtype.count)
   x = V(e, src, dtype.scalar())
   if x.dt in VIA_FLOAT32: return METHODS[op](x.cast(dtypes.float32), FORMATS[dtypes.float32]).cast(x.dt).i
   return METHODS[op](x, FORMATS[x.dt]).i
