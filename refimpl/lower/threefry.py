@@ -6,7 +6,7 @@ carrying its own: the counter and the key are split into words by CAST to uint32
 by 32, the rounds are uint32 ADD (wrapping), XOR, and rotations written SHL | SHR by constant counts in [1, 31], and the
 two result words are joined by CAST to uint64, SHL by 32 and OR. Every uop it emits is defined for every input. The
 rotation counts and the key-schedule constant are alu's (THREEFRY_ROTATIONS, THREEFRY_PARITY): declared once.
-Size: 117 ALU uops and 12 CONSTs per THREEFRY (a vector THREEFRY gets VECTORIZEd constants).
+Size: 129 ALU uops and 17 CONSTs per THREEFRY (a vector THREEFRY gets VECTORIZEd constants).
 """
 from __future__ import annotations
 
