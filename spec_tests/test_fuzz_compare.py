@@ -39,6 +39,8 @@ def _kind(p):
   (lambda b, x, y: b.alu(Ops.MULACC, x, y, x), SET),                         # allowed set
   (lambda b, x, y: b.alu(Ops.MAX, x, y), SET),
   (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.EXP2, x), y), UNKNOWN),          # computed on a tolerance result
+  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.EXP2, x)), TOL),                 # a sign flip keeps the bound
+  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.MAX, x, y)), SET),               # ... and the allowed set
   (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, b.alu(Ops.SIN, x), y), x, y), UNKNOWN),  # discontinuous op
   (lambda b, x, y: _select_sum(b, x, y), NANPAY),                            # a compare of NaN-loose values is exact
   (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, x, y), x, y), EXACT),   # moves of loaded values stay exact

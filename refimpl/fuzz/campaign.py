@@ -249,9 +249,10 @@ def resolve_backends(names: list[str] | None) -> list[BackendRef]:
 
 
 def profile_for(devices: dict, max_steps: int = 24, mode: str = "mix") -> Profile:
-  """The dtypes every backend supports; BARRIER when one of them has workgroups; the generation mode."""
+  """The dtypes every backend supports, and the generation mode. Programs may use BARRIER on every backend: those
+  without workgroups run them lowered (refimpl.lower.lower_grid_to_loops splits the work-item loops at barriers)."""
   dts = tuple(d for d in ALL_DTYPES if all(dev.supports_dtype(d) for dev in devices.values()))
-  return Profile(dts, any(dev.renderer.has_local for dev in devices.values()), max_steps, mode)
+  return Profile(dts, True, max_steps, mode)
 
 
 class Campaign:

@@ -15,7 +15,8 @@ static *kind* per buffer, the join of the kinds of every value stored into it (a
            (the allowed sets {fused, unfused} and {+0, -0})        to the *variant* run: the emulator on the program with
                                                                    every float MULACC unfused (MUL then ADD) and every
                                                                    float MAX(+0, -0) giving -0 (see `variant_program`)
-  UNKNOWN  anything computed from a TOL or SET value (a chain, or a discontinuous op such as a compare or a float->int
+           NEG of a TOL or SET value keeps its kind (a sign flip moves the error or the set member exactly)
+  UNKNOWN  anything else computed from a TOL or SET value (a chain, or a discontinuous op such as a compare or a float->int
            CAST), WMMA results (every element is loose), BITCASTs of NaN-loose floats: loose elements are skipped
   WILD     a value whose *control* was loose: stored through an index, or under a gate, an IF or a RANGE bound, that
            came from anything but EXACT, or a BITCAST of a NaN CONST (the IR leaves its bits open while the emulator
@@ -24,8 +25,9 @@ static *kind* per buffer, the join of the kinds of every value stored into it (a
 
 Joins: WILD > UNKNOWN > {TOL, SET} > NANPAY > EXACT; TOL with SET is UNKNOWN; TOL with TOL keeps the larger bound.
 Exact elements (loose mask false) are always compared bit for bit (NaN == NaN for floats), whatever the kind.
-The rules are deliberately one op deep: a tolerance that grows along a chain would need per-op error propagation; the
-skipped elements are counted and shown in the campaign summary.
+The rules are deliberately one op deep (NEG aside): a tolerance that grows along a chain would need per-op error
+propagation, which is not sound through cancellation (ADD/SUB) or across subnormals (CASTs); the skipped elements are
+counted and shown in the campaign summary.
 """
 from __future__ import annotations
 
@@ -145,6 +147,7 @@ def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict
     if not _settled(top): return K_UNKNOWN
     return (K_NAN if dtypes.is_float(dst) else K_EXACT)
   if not dtypes.is_float(src): return (K_EXACT if top == K_EXACT else K_UNKNOWN)
+  if op is Ops.NEG and top[0] in (TOL, SET): return top  # a sign flip: the bound, or the allowed set (negated), holds
   if not _settled(top): return K_UNKNOWN
   if op in GroupOp.Transcendental: return (TOL, spec.ulp_bound(op, src) or 0)
   if op in (Ops.MULACC, Ops.MAX): return K_SET

@@ -51,8 +51,9 @@ ARITH_FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 
 @dataclass(frozen=True)
 class Profile:
-  """What the selected backends can run: the scalar dtypes every one supports, and whether programs may use BARRIER
-  (only backends with workgroups run those; the others skip them as unsupported), and the generation mode (MODES)."""
+  """What the selected backends can run: the scalar dtypes every one supports, whether programs may use BARRIER (a
+  campaign allows it everywhere: backends without workgroups run such programs lowered to loops), and the generation
+  mode (MODES, or "mix")."""
   dtypes: tuple[DType, ...] = ALL_DTYPES
   barrier: bool = False
   max_steps: int = 24
@@ -449,7 +450,7 @@ class _Gen:
     self.steps([(self.step_alu, 40), (self.step_convert, 18), (self.step_mul_add, 8), (self.step_chain, 6),
                 (self.step_load, 10), (self.step_store, 4), (self.step_vector, 5), (lambda: self.open_block("loop"), 5),
                 (lambda: self.open_block("if"), 4), (self.close_block, 8), (self.step_local_store, 2),
-                (self.step_wmma, 1)], 8, self.profile.max_steps)
+                (self.step_wmma, 1)], min(8, self.profile.max_steps), self.profile.max_steps)
     return self.finish()
 
   def finish(self) -> Graph:
