@@ -5,11 +5,23 @@ import warnings
 import numpy as np
 import pytest
 
-from refimpl.dtype import dtypes, to_np
+from refimpl.dtype import dtypes, to_np, truncate
 from refimpl.emulator.machine import emulate
-from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, clamp_bounds, coverage_keys, fix_node, generate, make_program
+from refimpl.fuzz.bias import CHAINS, double_rounding_values, halfway_values, tiny_factors
+from refimpl.fuzz.generate import (
+  ALL_DTYPES,
+  MODES,
+  Profile,
+  all_keys,
+  clamp_bounds,
+  coverage_keys,
+  fix_node,
+  generate,
+  make_program,
+  mode_of,
+)
 from refimpl.fuzz.graph import Graph
-from refimpl.ir import Ops, ProgramBuilder, program_to_json, verify
+from refimpl.ir import GroupOp, Ops, ProgramBuilder, program_to_json, verify
 from refimpl.ir.verify import FP8
 from refimpl.testing.values import to_bits
 
@@ -144,3 +156,94 @@ def test_clamp_bounds_are_the_nearest_floats_inside_the_range(src):
 def test_all_dtypes_profile_is_the_full_set():
   """Rule: the default profile offers every value dtype of the IR (bool, ints, floats, fp8)."""
   assert set(Profile().dtypes) == set(ALL_DTYPES) == {dtypes.bool, *dtypes.ints, *dtypes.floats}
+
+
+# ***** modes, biased inputs, the duplicate merge *****
+
+@pytest.mark.parametrize("mode", ["tinygrad", "corpus", "mix"])
+def test_every_mode_is_deterministic_and_defined(mode):
+  """Rule: in every mode, program i is a function of (seed, i, mode); it verifies and has no undefined memory access."""
+  for i in range(12):
+    a, b = make_program(9, i, Profile(barrier=True, mode=mode)), make_program(9, i, Profile(barrier=True, mode=mode))
+    assert _fingerprint(a) == _fingerprint(b)
+    verify(a.graph.program())
+    assert a.emulation is not None and not [e for e in a.emulation.events if e.op in (Ops.LOAD, Ops.STORE)], (mode, i)
+  assert _fingerprint(make_program(9, 0, Profile(mode="tinygrad"))) != _fingerprint(make_program(9, 0, Profile()))
+
+
+def test_mix_draws_every_mode():
+  """Rule: mode "mix" makes each program in one of the modes, drawn from (seed, index) with MIX's weights."""
+  drawn = [mode_of(0, i, "mix") for i in range(60)]
+  assert set(drawn) == set(MODES)
+  assert drawn == [mode_of(0, i, "mix") for i in range(60)] and mode_of(0, 5, "corpus") == "corpus"
+
+
+def test_tinygrad_mode_reaches_the_shapes_it_names():
+  """Rule: tinygrad-shaped kernels have upcast vector loads, accumulators, local memory with barriers, gated loads and
+  symbolic vars (each in some of 40 programs)."""
+  seen = set()
+  for i in range(40):
+    for u in make_program(4, i, Profile(barrier=True, mode="tinygrad")).program.uops:
+      if u.op is Ops.LOAD and u.dtype.count > 1: seen.add("vector load")
+      if u.op is Ops.LOAD and len(u.src) == 3: seen.add("gated load")
+      if u.op in (Ops.DEFINE_ACC, Ops.BARRIER, Ops.DEFINE_LOCAL, Ops.DEFINE_VAR): seen.add(u.op.name)
+  assert seen == {"vector load", "gated load", "DEFINE_ACC", "BARRIER", "DEFINE_LOCAL", "DEFINE_VAR"}
+
+
+def test_corpus_mode_mutates_real_kernels_and_keeps_their_control():
+  """Rule: corpus-mode programs start from a corpus kernel: their control (indices, gates, bounds) is the kernel's (or
+  a shrunk bound/launch), so programs stay defined, while their data differs from the kernel's in most programs."""
+  from refimpl.fuzz.mutate import _Mutator, control_nodes
+  changed = 0
+  structure = lambda g: sorted((n.op.name, n.arg[0] if n.op is Ops.SPECIAL else "") for n in g.nodes
+                               if n.op in (Ops.RANGE, Ops.IF, Ops.SPECIAL, Ops.BARRIER, Ops.DEFINE_LOCAL))
+  for i in range(20):
+    m = _Mutator(6, i, Profile(barrier=True))
+    before, shape = [(n.op, n.dtype, repr(n.arg)) for n in m.graph.nodes], structure(m.graph)
+    ctrl_ops = sorted(n.op.name for n in m.graph.nodes if id(n) in control_nodes(m.graph) and n.op in GroupOp.ALU)
+    g = m.mutate()
+    changed += before != [(n.op, n.dtype, repr(n.arg)) for n in g.nodes]
+    assert structure(g) == shape, i
+    assert sorted(n.op.name for n in g.nodes if id(n) in control_nodes(g) and n.op in GroupOp.ALU) == ctrl_ops, i
+  assert changed >= 15
+
+
+def test_biased_values_sit_where_the_planted_classes_differ():
+  """Rule: bias.double_rounding_values of each chain are values whose direct conversion and whose conversion through
+  the wider format differ (by the spec's roundings) -- every chain has some; tiny_factors multiply to subnormals."""
+  for src, dst, via in CHAINS:
+    xs = double_rounding_values(src, dst, via)
+    assert len(xs) >= 8, (src, dst)
+    one = (lambda x: int(x)) if dtypes.is_int(src) else float
+    assert all(truncate[dst](one(x)) != truncate[dst](truncate[via](one(x))) for x in xs.tolist()[:32])
+  t = tiny_factors(dtypes.float32, 400, np.random.default_rng(0)).astype(np.float64)
+  p = np.abs(t[:200] * t[200:])
+  assert ((p > 0) & (p < 2.0 ** -126)).mean() > 0.9
+
+
+def test_halfway_values_are_at_and_next_to_ties():
+  """Rule: halfway_values(src, dst) hold, for conversions to dst, values at a tie of dst (exactly between two
+  neighbours) and their neighbours in src."""
+  for src, dst in ((dtypes.float64, dtypes.float16), (dtypes.int64, dtypes.float32), (dtypes.float32, dtypes.bfloat16)):
+    xs = halfway_values(src, dst).tolist()
+    ties = [x for x in xs if truncate[dst](x) != truncate[dst](float(np.nextafter(x, np.inf)))
+            or truncate[dst](x) != truncate[dst](float(np.nextafter(x, -np.inf)))]
+    assert len(ties) > len(xs) / 4, (src, dst)
+
+
+def test_merging_duplicates_keeps_the_program_and_tells_zeros_apart():
+  """Rule: Graph.dce merges pure nodes with the same op, dtype, arg and srcs (visible at the later one), and nothing
+  else: -0.0 and 0.0 stay two constants, and the program computes what it did."""
+  bld = ProgramBuilder("t")
+  out = bld.global_buf(dtypes.float32, 4)
+  z = [bld.const(v, dtypes.float32) for v in (0.0, -0.0, 0.0)]
+  for k, v in enumerate((bld.alu(Ops.ADD, z[0], z[1]), bld.alu(Ops.ADD, z[2], z[1]), z[1], z[2])):
+    bld.store(out, bld.const(k, dtypes.int32), v)
+  p = bld.build()
+  g = Graph.from_program(p)
+  g.dce()
+  q = g.program()
+  assert len(q.uops) < len(p.uops)
+  assert sorted(repr(u.arg) for u in q.uops if u.op is Ops.CONST and u.dtype == dtypes.float32) == ["-0.0", "0.0"]
+  zeros = [np.zeros(4, np.float32)]
+  assert to_bits(emulate(q, zeros).buffers[0]).tolist() == to_bits(emulate(p, zeros).buffers[0]).tolist()
