@@ -1,6 +1,10 @@
 """`python -m refimpl.fuzz`: random whole programs, run on every backend and the emulator, compared by the spec's rules.
 
-  generate.py  programs defined by construction, weighted to reach every op x dtype pair; UB rewritten away (YARPGen)
+  generate.py  programs defined by construction, weighted to reach every op x dtype pair; UB rewritten away (YARPGen);
+               the generation modes (random, tinygrad, corpus, mix)
+  bias.py      inputs at the halfway cases of conversions, double-rounding values, factors of subnormal products
+  shapes.py    mode "tinygrad": upcast vectors, reductions, local reductions with barriers, gated stencils, vars
+  mutate.py    mode "corpus": kernels of corpus/tinygrad-0.10.1 with ops, dtypes, constants and shapes mutated
   graph.py     the editable program graph the generator, the UB rewrites and the reducer work on
   case.py      a case (program, inputs, vars), its expectation from the emulator, which cases run natively
   compare.py   the comparison rules: exact, NaN payloads, tolerance, allowed sets, skipped (loose) and wild elements
@@ -9,7 +13,7 @@
   reduce.py    delta debugging of a failing case over uops, constants and inputs
   corpus.py    finding files (JSON + a pytest file), loading with clear errors, replay; fuzz/corpus/ holds known bugs
   campaign.py  the scheduler, deduplication by signature, progress and the summary
-  planted.py   deliberately broken backends (to test the fuzzer, or to see it work)
+  planted.py   deliberately broken backends (to test the fuzzer, or to see it work), the four classes real backends have
   __main__.py  the command line
 """
 from refimpl.fuzz.campaign import Config, Summary, run_campaign

@@ -8,6 +8,14 @@ random steps: ALU ops, CAST/BITCAST, VECTORIZE/GEP, LOADs (vector, gated, data-d
 with constant or DEFINE_VAR bounds, nested) with accumulators (DEFINE_ACC/ASSIGN), IF blocks, WMMA, DEFINE_LOCAL, and
 BARRIER where the profile allows it. Every result nothing else reads is stored, so every op is observed.
 
+Modes (Profile.mode): "random" is the generator below; "tinygrad" (refimpl/fuzz/shapes.py) builds kernels shaped like
+tinygrad's with the same machinery; "corpus" (refimpl/fuzz/mutate.py) mutates real kernels; "mix" draws one of them
+per program from (seed, index) (MIX). All go through the same UB rewrites (make_program).
+
+Steps aimed at classes a plain op x dtype draw rarely reaches: float MUL feeding ADD/SUB with operands of one magnitude
+or kernel constants (contraction), products of tiny factors (flushing), conversion chains and double-rounding values
+(refimpl/fuzz/bias.py); a quarter of all input buffers hold halfway values of their dtype's conversions.
+
 Weights. Each ALU step draws an (op, dtype) pair uniformly from every pair the verifier accepts on the profile's dtypes,
 and each conversion step a (CAST or BITCAST, source, target) pair uniformly: a campaign of a few hundred programs reaches
 every op x dtype pair (see `coverage_keys` and the campaign summary).
