@@ -176,7 +176,11 @@ class _Mutator:
 
 def corpus_graph(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
   """Program `index` of campaign `seed` in mode "corpus" (see the module docstring): its graph and buffer fills. When
-  the mutated kernel does not verify or uses a dtype outside the profile, the random program of (seed, index)."""
+  the mutated kernel does not verify or uses a dtype outside the profile, or there is no corpus folder, the random
+  program of (seed, index)."""
+  if not kernel_files(profile.barrier):  # an installed refimpl without the repository's corpus folder
+    gen = _Gen(seed, index, profile)
+    return gen.run(), gen.fill
   m = _Mutator(seed, index, profile)
   g = m.mutate()
   keep = m.chance(0.5)
