@@ -555,13 +555,8 @@ def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
   if Device.open_error(name) is not None: return False
   return Device[name].supports_dtype(dtype.scalar())
 
-# *** python -m refimpl.device ***
-
-def check_devices(out: Any = sys.stdout) -> int:
-  """Opens every known device and runs [1, 2, 3] * 2 on it, printing PASS / FAIL with the reason. Returns the failure count."""
-  from refimpl.selfcheck import run_selfcheck
-  return run_selfcheck(out)
+# *** python -m refimpl.device: the self-check (refimpl.selfcheck, which imports this module, not the other way) ***
 
 if __name__ == "__main__":
-  from refimpl.device import check_devices as _check  # the importable module, not this __main__ copy
-  sys.exit(1 if _check() else 0)
+  from refimpl.selfcheck import run_selfcheck
+  sys.exit(1 if run_selfcheck() else 0)

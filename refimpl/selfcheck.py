@@ -9,6 +9,7 @@ import numpy as np
 from refimpl.device import ALL_DEVICES, Device, DeviceError
 from refimpl.dtype import dtypes
 from refimpl.ir import Ops, ProgramBuilder
+from refimpl.runner import run_program
 
 NOT_BUILT = "not built yet"
 
@@ -23,7 +24,6 @@ def doubling_program():
 def check_device(name: str) -> tuple[str, str]:
   """(status, detail): PASS; FAIL (it opens but the kernel fails or is wrong) with the reason; UNAVAILABLE (it does not
   open here: a toolchain or platform is missing) with what to install; or NOT BUILT."""
-  from refimpl.runner import run_program
   try:
     out, _ = run_program(doubling_program(), np.zeros(3, np.float32), np.array([1, 2, 3], np.float32), device=name)
   except DeviceError as e: return ("NOT BUILT" if NOT_BUILT in str(e) else "UNAVAILABLE", str(e))
