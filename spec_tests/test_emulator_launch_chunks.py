@@ -135,3 +135,20 @@ def test_a_workgroup_larger_than_a_chunk_is_refused(monkeypatch):
   monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * (plan.grid.group - 1) * plan.lane_bytes)
   with pytest.raises(LaunchTooLarge, match=r"one workgroup of 4 threads.*LANE_MEMORY"):
     emulate(p, [np.zeros(128, np.int32)])
+
+
+def test_a_finding_in_a_local_names_the_launch_workgroup(monkeypatch):
+  """Locals: reading an element of a local no thread of the workgroup wrote is undefined. Workgroup 5 of 8 skips its
+  writes, so the finding names workgroup 5, however the launch is chunked (locals are per workgroup, fresh per chunk)."""
+  b = ProgramBuilder("uninit")
+  out = b.global_buf(I32, 32)
+  tmp = b.local_buf(I32, 4)
+  g, lid = b.gidx(0, 8), b.lidx(0, 4)
+  b.store(tmp, lid, lid, gate=b.alu(Ops.CMPNE, g, b.const(5, I32)))
+  b.barrier()
+  b.store(out, b.alu(Ops.ADD, b.alu(Ops.MUL, g, b.const(4, I32)), lid), b.load(tmp, lid))
+  p = b.build()
+  whole = _outcome(p, [np.zeros(32, np.int32)])
+  assert whole[0] == "UB" and "(workgroup 5)" in whole[5]
+  _chunks_of(monkeypatch, p, 1)
+  assert _outcome(p, [np.zeros(32, np.int32)]) == whole

@@ -176,13 +176,14 @@ class Grid:
     self.workgroups = self.lanes // self.group
     self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
     self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
+    self.first_group = 0  # the launch's number of this chunk's first workgroup
     self._ids: np.ndarray | None = None
 
   def _like(self, shape: tuple[int, ...], group: int, inner: int) -> Grid:
     out = Grid.__new__(Grid)
     out.shape, out.lanes, out.group, out.inner = shape, math.prod(shape), group, inner
     out.workgroups = out.lanes // group
-    out.launch, out.origin, out.base, out._ids = self.launch, self.origin, self.base, None
+    out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
     return out
 
   def extend(self, n: int) -> Grid:
@@ -204,6 +205,7 @@ class Grid:
         box = self._like((1,) * d + (n,) + self.shape[d + 1:6], self.group, 1)
         box.origin = tuple(fixed) + (start,) + (0,) * (5 - d)
         box.base = int(np.ravel_multi_index(box.origin, self.launch))
+        box.first_group = box.base // self.group
         out.append(box)
     return out
 

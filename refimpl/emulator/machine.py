@@ -520,7 +520,7 @@ class Machine:
 
   def element_name(self, mem: Memory, e: int) -> str:
     if not mem.local: return f"element {e} of {mem.name}"
-    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.grid.base // self.grid.group})"
+    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.grid.first_group})"
 
   def thread_name(self, tid: int) -> str:
     """A thread that race tracking recorded (its lane number in the launch)."""
