@@ -203,3 +203,23 @@ def test_a_grid_becomes_the_work_item_that_fails():
   r = _reduce(case, item4)
   assert item4(r.best) and r.best.program.global_size == (1, 1, 1)
   assert not any(u.op in (Ops.SPECIAL, Ops.LOAD) for u in r.best.program.uops), r.best.program.listing()
+
+
+def test_a_loop_runs_only_its_last_iteration():
+  """Rule: a RANGE of constant bounds may run only its last iteration, so an accumulator read after the loop that holds
+  the last element loaded ends as that element, without the loop."""
+  a, out = _buf(dtypes.int32, 8), _buf(dtypes.int32, 1)
+  zero, eight = Node(Ops.CONST, dtypes.int32, (), 0), Node(Ops.CONST, dtypes.int32, (), 8)
+  acc = Node(Ops.DEFINE_ACC, dtypes.int32, [zero], 0)
+  rng = Node(Ops.RANGE, dtypes.int32, [zero, eight], 1)
+  ix = Node(Ops.INDEX, a.dtype, [a, rng])
+  ld = Node(Ops.LOAD, dtypes.int32, [ix])
+  asg = Node(Ops.ASSIGN, dtypes.int32, [acc, ld])
+  end = Node(Ops.ENDRANGE, dtypes.void, [rng])
+  neg = Node(Ops.NEG, dtypes.int32, [asg])
+  g = Graph([a, out, zero, eight, acc, rng, ix, ld, asg, end, neg, *_store(out, 0, neg)])
+  case = Case(g.program(), [np.arange(10, 18, dtype=np.int32), np.zeros(1, np.int32)], ())
+  last = lambda c: _out_is(0, -17)(c) and any(u.op is Ops.NEG for u in c.program.uops)
+  assert last(case)
+  r = _reduce(case, last)
+  assert last(r.best) and not any(u.op is Ops.RANGE for u in r.best.program.uops), r.best.program.listing()

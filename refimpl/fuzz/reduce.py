@@ -21,7 +21,9 @@ Passes, repeated until a whole round changes nothing:
      operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go); a
      scalar ungated LOAD at a constant index of a buffer nothing stores to becomes a CONST of the value it loads.
   3-. specials and folds: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1 tries 0), so
-     the one work item left computes the element that failed; an int ALU uop of CONSTs becomes a CONST of its value.
+     the one work item left computes the element that failed; a RANGE of constant bounds runs only its last iteration
+     (what an accumulator read after the loop holds; pass 1 then unwraps it); an int ALU uop of CONSTs becomes a CONST
+     of its value.
   3a. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
      index+j alone, VECTORIZE and GEP become their operand), one candidate per lane.
   3b. constants: each CONST becomes 0, else 1.
@@ -278,6 +280,7 @@ class Reducer:
       yield from self._remove_units()
       yield from self._retarget()
       yield from self._specials()
+      yield from self._last_iterations()
       yield from self._folds()
       yield from self._merge_values()
       yield from self._scalarize()
@@ -342,6 +345,24 @@ class Reducer:
         return f
       if 1 < size <= MAX_SPECIAL: yield from self._try([edit(id(sp[k]), v) for v in range(1, size)], smaller=True)
 
+  def _last_iterations(self):
+    """Pass 3- (module docstring): a RANGE [a, b) of CONST bounds becomes [b-1, b); never undone (slack: its CONST)."""
+    k = 0
+    while True:
+      ranges = [n for n in self._state.graph.nodes if n.op is Ops.RANGE and all(x.op is Ops.CONST for x in n.src[:2])
+                and int(n.src[1].arg) - int(n.src[0].arg) > 1]
+      if k >= len(ranges): return
+      r, k = ranges[k], k + 1
+      def edit(rid):
+        def f(st, m):
+          n = m[rid]
+          c = Node(Ops.CONST, n.src[0].dtype, (), int(n.src[1].arg) - 1)
+          st.graph.nodes.insert(0, c)
+          n.src = [c, *n.src[1:]]
+          st.graph.dce()
+        return f
+      yield from self._try([edit(id(r))], slack=1)
+
   def _folds(self):
     """Pass 3- (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
     def edit(st, m):
@@ -396,7 +417,8 @@ class Reducer:
   def _constants(self):
     k = 0
     while True:
-      consts = [n for n in self._state.graph.nodes if n.op is Ops.CONST and n.dtype != dtypes.bool]
+      starts = {id(n.src[0]) for n in self._state.graph.nodes if n.op is Ops.RANGE}  # kept: _last_iterations set them
+      consts = [n for n in self._state.graph.nodes if n.op is Ops.CONST and n.dtype != dtypes.bool and id(n) not in starts]
       if k >= len(consts): return
       n, k = consts[k], k + 1
       def edit(i, v):
