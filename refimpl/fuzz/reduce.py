@@ -12,24 +12,26 @@ Passes, repeated until a whole round changes nothing:
      BARRIER, an accumulator (its uses read the initial value), an ASSIGN (its uses read the register, or else the
      value it assigns), a SPECIAL (0, launch dimension 1), a DEFINE_VAR (its value as a CONST), a gate (a gated LOAD or
      STORE that always happens), or any value uop (its uses take its first operand of the same dtype, else a zero).
-     Units are
-     tried in chunks, halving the chunk size (ddmin's granularity), blocks and stores first; dead code is removed
-     after every edit, so removing a STORE drops everything only it needed.
+     Units are tried in chunks, halving the chunk size (ddmin's granularity), blocks and stores first; dead code is
+     removed after every edit, so removing a STORE drops everything only it needed.
   2. retarget: a STORE stores an operand of its value instead (into a new buffer of the operand's dtype, same index),
      so the chain from the op that goes wrong to the STORE shortens.
-  3. merge: the uses of a value read an earlier value of the same dtype instead (the nearest two visible there), so
-     operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go); a
-     scalar ungated LOAD at a constant index of a buffer nothing stores to becomes a CONST of the value it loads.
-  3-. specials and folds: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1 tries 0), so
-     the one work item left computes the element that failed; a RANGE of constant bounds runs only its last iteration
-     (what an accumulator read after the loop holds; pass 1 then unwraps it); an int ALU uop of CONSTs becomes a CONST
-     of its value.
-  3a. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
+  3. one work item, one iteration: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1
+     tries 0), so the work item left computes the element that failed; a RANGE of constant bounds runs only its last
+     iteration (what an accumulator read after the loop holds; pass 1 then unwraps it); int ALU uops of CONSTs become
+     CONSTs of their values (so indices become constants).
+  4. merge: the uses of a value read an earlier value of the same dtype instead (the nearest two visible there), so
+     operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go).
+  5. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
      index+j alone, VECTORIZE and GEP become their operand), one candidate per lane.
-  3b. constants: each CONST becomes 0, else 1.
-  4. inputs: each buffer all zeros, else zeros in halves, quarters, ... (down to single elements in buffers of up to 64,
+  6. loads to constants: a scalar ungated LOAD at a constant index of a buffer nothing stores to becomes a CONST of
+     the value it loads.
+  7. constants: each CONST becomes 0, else 1 (not a RANGE's start).
+  8. inputs: each buffer all zeros, else zeros in halves, quarters, ... (down to single elements in buffers of up to 64,
      1/64ths in larger ones); each var its minimum.
-  5. buffers nothing uses any more are dropped (with their inputs), and unused locals.
+  9. buffers nothing uses any more are dropped (with their inputs), and unused locals.
+Passes 3 (a RANGE) and 5 may grow a case by a few CONSTs (no later pass undoes them: no pass widens a RANGE or makes
+vectors); every other edit must shrink it.
 A candidate that fails verification is never proposed; one that has undefined behaviour is discarded by the worker
 (never interesting), so reduction cannot slide into a UB false alarm.
 """
@@ -48,7 +50,7 @@ from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
 
 MAX_BATCH = 16
 MAX_ROUNDS = 20
-MAX_SPECIAL = 64      # launch dimensions up to this size get one candidate per value (pass 3-)
+MAX_SPECIAL = 64      # launch dimensions up to this size get one candidate per value (pass 3)
 SCALARIZE_SLACK = 8   # uops a scalarized case may have beyond the best (a lane's shifted indices); no pass makes vectors
 VALUE_OPS = GroupOp.ALU | {Ops.CONST, Ops.LOAD, Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE, Ops.WMMA}
 UNIT_OPS = GroupOp.ALU | {Ops.STORE, Ops.BARRIER, Ops.CAST, Ops.BITCAST, Ops.LOAD, Ops.GEP, Ops.VECTORIZE, Ops.WMMA,
@@ -138,7 +140,7 @@ def _shift_index(g: Graph, access: Node, lane: int) -> None:
   access.src = [new_ix, *access.src[1:]]
 
 def scalarize(g: Graph, lane: int) -> None:
-  """Pass 3a (module docstring) on g, in place; ValueError when g has nothing to scalarize or a WMMA."""
+  """Pass 5 (module docstring) on g, in place; ValueError when g has nothing to scalarize or a WMMA."""
   if any(n.op is Ops.WMMA for n in g.nodes): raise ValueError("WMMA keeps its vectors")
   vec = lambda n: not isinstance(n.dtype, PtrDType) and n.dtype.count > 1
   if not any(vec(n) for n in g.nodes): raise ValueError("no vectors")
@@ -330,7 +332,7 @@ class Reducer:
       yield from self._try([edit(id(s), j) for j in range(len(v.src))], smaller=True)
 
   def _specials(self):
-    """Pass 3- (module docstring): a SPECIAL becomes one of its values k > 0 (launch dimension 1)."""
+    """Pass 3 (module docstring): a SPECIAL becomes one of its values k > 0 (launch dimension 1)."""
     for k in range(len([n for n in self._state.graph.nodes if n.op is Ops.SPECIAL])):
       sp = [n for n in self._state.graph.nodes if n.op is Ops.SPECIAL]
       if k >= len(sp): return
@@ -346,7 +348,7 @@ class Reducer:
       if 1 < size <= MAX_SPECIAL: yield from self._try([edit(id(sp[k]), v) for v in range(1, size)], smaller=True)
 
   def _last_iterations(self):
-    """Pass 3- (module docstring): a RANGE [a, b) of CONST bounds becomes [b-1, b); never undone (slack: its CONST)."""
+    """Pass 3 (module docstring): a RANGE [a, b) of CONST bounds becomes [b-1, b); never undone (slack: its CONST)."""
     k = 0
     while True:
       ranges = [n for n in self._state.graph.nodes if n.op is Ops.RANGE and all(x.op is Ops.CONST for x in n.src[:2])
@@ -364,7 +366,7 @@ class Reducer:
       yield from self._try([edit(id(r))], slack=1)
 
   def _folds(self):
-    """Pass 3- (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
+    """Pass 3 (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
     def edit(st, m):
       while True:
         n = next((x for x in st.graph.nodes if folded(x) is not None), None)
@@ -375,7 +377,7 @@ class Reducer:
     if any(folded(n) is not None for n in self._state.graph.nodes): yield from self._try([edit], smaller=True)
 
   def _merge_values(self):
-    """Pass 3 (module docstring): uses of a value read the nearest earlier visible value of the same dtype."""
+    """Pass 4 (module docstring): uses of a value read the nearest earlier visible value of the same dtype."""
     k = 0
     while True:
       g = self._state.graph
@@ -390,14 +392,14 @@ class Reducer:
       yield from self._try([edit(id(v), id(u)) for u in earlier], smaller=True)
 
   def _scalarize(self):
-    """Pass 3a (module docstring): one candidate per lane of the widest vector."""
+    """Pass 5 (module docstring): one candidate per lane of the widest vector."""
     lanes = max((n.dtype.count for n in self._state.graph.nodes if not isinstance(n.dtype, PtrDType)), default=1)
     def edit(lane):
       return lambda st, m: scalarize(st.graph, lane)
     if lanes > 1: yield from self._try([edit(j) for j in range(lanes)], slack=SCALARIZE_SLACK)
 
   def _loads_to_constants(self):
-    """Pass 3 (module docstring): a scalar LOAD of an input at a constant index becomes a CONST of what it loads."""
+    """Pass 6 (module docstring): a scalar LOAD of an input at a constant index becomes a CONST of what it loads."""
     k = 0
     while True:
       st0 = self._state
