@@ -88,7 +88,11 @@ def test_best_is_always_a_failing_case():
 
 def test_a_case_nothing_can_shrink_ends_the_reduction():
   """Rule: when no candidate fails, the reduction ends with the original case."""
-  case = _case_with(Ops.ADD, max_uops=70)
+  a, out = _buf(dtypes.int32, 4), _buf(dtypes.int32, 4)
+  la, lb = _load(a, 1, dtypes.int32), _load(a, 2, dtypes.int32)
+  add = Node(Ops.ADD, dtypes.int32, [la[-1], lb[-1]])
+  g = Graph([a, out, *la, *lb, add, *_store(out, 0, add)])
+  case = Case(g.program(), [np.arange(4, dtype=np.int32), np.zeros(4, np.int32)], ())
   r = _reduce(case, lambda c: False)
   assert r.best is case and r.request() is None
 
