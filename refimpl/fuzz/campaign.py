@@ -17,7 +17,8 @@ wrong element, or the last computing op of a crashing program) and the file rena
 when another finding already has that signature.
 
 Ending. --iterations N: after programs 0..N-1 (this shard's share) and their reductions. --time T: at T seconds no
-new programs start; running reductions get a grace of max(5 s, T/5) and then keep their best case. Ctrl-C: at once (a
+new programs start; the batches already running and the reductions get a grace of max(5 s, T/5), then reductions keep
+their best case. Ctrl-C: at once (a
 second Ctrl-C aborts); findings are on disk already and the summary is printed. Exit status 1 when anything was found.
 """
 from __future__ import annotations
@@ -327,7 +328,8 @@ class Campaign:
         if not stopping and not fuzz_left: stopping = True
         for red in list(self.reductions):
           if now >= red.deadline or (grace_end is not None and now >= grace_end): self.finish(red)
-        if stopping and not self.reductions: break
+        graced = grace_end is not None and now >= grace_end
+        if stopping and not self.reductions and (graced or not self.fuzz_busy()): break  # running batches finish
         for w in pool.idle():
           # while programs are still being made, reductions leave one worker to them (a crash reduction kills workers)
           reserve = not stopping and self.cfg.jobs > 1 and pool.busy() - self.fuzz_busy() >= self.cfg.jobs - 1
