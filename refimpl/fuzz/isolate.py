@@ -4,7 +4,9 @@ A `Pool` holds `n` workers started with multiprocessing's spawn context (a fresh
 the campaign, devices opened there; they ignore SIGINT, so Ctrl-C reaches the campaign alone). A worker takes one `Job`
 at a time: a list of `Item`s, each a generated program (seed, index) or a given `Case`, and the backends to run it on.
 For each item it generates and prepares (emulator) the case, then for each backend it builds every item in one batch
-(execute.build) and runs them one by one, sending a `Result` per (item, backend) as soon as it is known.
+(execute.build) and runs them one by one, sending a `Result` per (item, backend) as soon as it is known; a job with
+`stop` (a reduction batch) ends at its first result that fails that way. Workers run with WORKER_ENV set (unless
+already set): PoCL's kernel cache off, since every fuzz kernel is new.
 
 Before each risky step the worker says what it is doing (a *phase*: generate, compile, run). So when a worker dies
 (a signal: SIGSEGV, SIGFPE, SIGABRT...) or overruns its phase's time limit (it is killed), the pool knows which item,
