@@ -483,9 +483,9 @@ SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
 
 def _input(dt: DType, n: int, rng: np.random.Generator, fill: tuple | None = None) -> np.ndarray:
   """Initial contents of a buffer: refimpl.testing.values.random_values (a third edge values, a third random bits, a
-  third small values); in two thirds of the float buffers a quarter of the elements are then NaN, +-inf or +-0, where
-  NaN and infinity handling bugs live, and in a quarter of all buffers half the elements are halfway values (at and
-  next to the rounding ties of the dtype's conversions, bias.halfway_values). A buffer made for one purpose has a
+  third small values); in a quarter of all buffers half the elements are then halfway values (at and next to the
+  rounding ties of the dtype's conversions, bias.halfway_values), and in two thirds of the float buffers a quarter of
+  the elements NaN, +-inf or +-0, where NaN and infinity handling bugs live. A buffer made for one purpose has a
   `fill`: ("tiny",) bias.tiny_factors, ("moderate",) normal values of deviation 4, ("round", dst, via) mostly
   bias.double_rounding_values of that chain, ("given", array) that array (a corpus kernel's own inputs)."""
   if fill is not None and fill[0] == "given": return np.array(fill[1], to_np(dt))
@@ -495,14 +495,14 @@ def _input(dt: DType, n: int, rng: np.random.Generator, fill: tuple | None = Non
     pool = np.concatenate([double_rounding_values(dt, *fill[1:]), halfway_values(dt, fill[1])[:8]])
     return pool[rng.integers(0, len(pool), n)]
   a = random_values(dt, n, rng).astype(to_np(dt))
-  if dtypes.is_float(dt) and rng.random() < 2 / 3:
-    special = np.array(SPECIALS, np.float32).astype(to_np(dt))
-    pick = rng.random(n) < 1 / 4
-    a[pick] = special[rng.integers(0, len(SPECIALS), int(pick.sum()))]
   halfway = halfway_values(dt)
   if len(halfway) and rng.random() < 1 / 4:
     pick = rng.random(n) < 1 / 2
     a[pick] = halfway[rng.integers(0, len(halfway), int(pick.sum()))]
+  if dtypes.is_float(dt) and rng.random() < 2 / 3:
+    special = np.array(SPECIALS, np.float32).astype(to_np(dt))
+    pick = rng.random(n) < 1 / 4
+    a[pick] = special[rng.integers(0, len(SPECIALS), int(pick.sum()))]
   return a
 
 
