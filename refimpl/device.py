@@ -529,6 +529,22 @@ class Compiler:
     return lib
   def disassemble(self, lib: bytes) -> str | None: return None
 
+def compile_batch_cached(compiler: Compiler, srcs: list[str], build: Callable[[list[str]], bytes]) -> list[bytes]:
+  """One lib per source for a compiler that builds many sources at once: build(uncached sources) makes one lib holding
+  all their kernels, and each of those sources gets it (and it becomes each one's cache entry)."""
+  libs: dict[str, bytes] = {}
+  if compiler.cachekey is not None:
+    for s in srcs:
+      hit = diskcache_get(compiler.cachekey, s)
+      if hit is not None: libs[s] = hit
+  todo = [s for s in dict.fromkeys(srcs) if s not in libs]
+  if todo:
+    lib = build(todo)
+    for s in todo:
+      libs[s] = lib
+      if compiler.cachekey is not None: diskcache_put(compiler.cachekey, s, lib)
+  return [libs[s] for s in srcs]
+
 # *** devices ***
 
 class Compiled:

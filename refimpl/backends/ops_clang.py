@@ -36,9 +36,8 @@ import warnings
 
 from refimpl.backends.cstyle import CStyleRenderer, kernel_symbol
 from refimpl.backends.elf import ElfProgram
-from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
+from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
-from refimpl.helpers import diskcache_get, diskcache_put
 from refimpl.ir import GroupOp, Program
 from refimpl.lower import decompose_transcendentals
 
@@ -180,17 +179,7 @@ class ClangCompiler(Compiler):
   def compile_batch(self, srcs: list[str]) -> list[bytes]:
     """One object per source, compiling every uncached source in a single clang call (their kernels must have distinct
     names; the prelude is include-guarded). Each source's cache entry holds the shared object."""
-    libs: dict[str, bytes] = {}
-    if self.cachekey is not None:
-      for s in srcs:
-        if (hit := diskcache_get(self.cachekey, s)) is not None: libs[s] = hit
-    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
-    if todo:
-      lib = self.compile("\n".join(todo))
-      for s in todo:
-        libs[s] = lib
-        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
-    return [libs[s] for s in srcs]
+    return compile_batch_cached(self, srcs, lambda todo: self.compile("\n".join(todo)))
 
 
 class ClangRenderer(CStyleRenderer):

@@ -44,9 +44,9 @@ import numpy as np
 
 from refimpl.backends.cstyle import kernel_symbol
 from refimpl.backends.opencl import CORRECT_DIV_SQRT_OPTION, OpenCLRenderer, supported_dtypes
-from refimpl.device import BufferSpec, Compiled, CompileError, Compiler, DeviceUnavailable, LRUAllocator
+from refimpl.device import BufferSpec, Compiled, CompileError, Compiler, DeviceUnavailable, LRUAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
-from refimpl.helpers import GlobalCounters, diskcache_get, diskcache_put
+from refimpl.helpers import GlobalCounters
 from refimpl.ir import Ops
 
 NO_PLATFORM = ("GPU: no OpenCL platform found; install pocl-binary-distribution (pip install 'refimpl[gpu]') "
@@ -213,18 +213,7 @@ class CLCompiler(Compiler):
   def compile_batch(self, srcs: list[str]) -> list[bytes]:
     """One lib per source, building every uncached source in one cl.Program (their kernels must have distinct names;
     the prelude is include-guarded). Each source's lib (and cache entry) is the shared program's."""
-    libs: dict[str, bytes] = {}
-    if self.cachekey is not None:
-      for s in srcs:
-        hit = diskcache_get(self.cachekey, s)
-        if hit is not None: libs[s] = hit
-    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
-    if todo:
-      lib = self.compile("\n".join(todo))
-      for s in todo:
-        libs[s] = lib
-        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
-    return [libs[s] for s in srcs]
+    return compile_batch_cached(self, srcs, lambda todo: self.compile("\n".join(todo)))
 
 
 class CLProgram:

@@ -29,9 +29,8 @@ from typing import Any
 
 from refimpl.backends.elf import ElfProgram
 from refimpl.backends.llvmir import LLVMRenderer
-from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator
+from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
-from refimpl.helpers import diskcache_get, diskcache_put
 
 MISSING = "LLVM: llvmlite is not installed; pip install llvmlite (included in refimpl[llvm])"
 DEFAULT_OPT = 2
@@ -129,22 +128,14 @@ class LLVMCompiler(Compiler):
     apart by the linker, so every kernel keeps its own), optimized and emitted once. Optimizing a module of N kernels
     is optimizing each: the pipeline works function by function and no kernel calls another. Each source's cache entry
     holds the shared object."""
-    libs: dict[str, bytes] = {}
-    if self.cachekey is not None:
-      for s in srcs:
-        hit = diskcache_get(self.cachekey, s)
-        if hit is not None: libs[s] = hit
-    todo = [s for s in dict.fromkeys(srcs) if s not in libs]
-    if todo:
-      mods = [self.parse(s) for s in todo]
-      for m in mods[1:]:
-        try: mods[0].link_in(m)
-        except RuntimeError as e: raise CompileError(f"LLVM: linking the batch failed: {e}") from None
-      lib = self.tm.emit_object(self.optimize(mods[0]))
-      for s in todo:
-        libs[s] = lib
-        if self.cachekey is not None: diskcache_put(self.cachekey, s, lib)
-    return [libs[s] for s in srcs]
+    return compile_batch_cached(self, srcs, self._linked_object)
+  def _linked_object(self, srcs: list[str]) -> bytes:
+    """The sources parsed and verified one by one, linked into one module, optimized and emitted once."""
+    mods = [self.parse(s) for s in srcs]
+    for m in mods[1:]:
+      try: mods[0].link_in(m)
+      except RuntimeError as e: raise CompileError(f"LLVM: linking the batch failed: {e}") from None
+    return self.tm.emit_object(self.optimize(mods[0]))
   def optimized_ir(self, src: str) -> str: return str(self.module(src))
   def assembly(self, src: str) -> str: return self.tm.emit_assembly(self.module(src))
 
