@@ -39,7 +39,19 @@ from refimpl.fuzz.compare import Tally
 from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, load_finding, remove_finding, save_finding
 from refimpl.fuzz.execute import BackendRef, open_backends
 from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
-from refimpl.fuzz.isolate import DISCARDED, EMULATOR, FINDING, UNSUPPORTED_STATUS, Item, Job, Lost, Pool, Result, after_loss
+from refimpl.fuzz.isolate import (
+  CAMPAIGN_ENV,
+  DISCARDED,
+  EMULATOR,
+  FINDING,
+  UNSUPPORTED_STATUS,
+  Item,
+  Job,
+  Lost,
+  Pool,
+  Result,
+  after_loss,
+)
 from refimpl.fuzz.reduce import Reducer, same_failure
 
 SHARED_PHASES = ("generate", "emulate")                                  # once per program, whatever the backends
@@ -317,7 +329,7 @@ class Campaign:
     deadline = start + self.cfg.time if self.cfg.time else None
     grace_end, stopping, how = None, False, "every program run"
     limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
-    pool = Pool(self.refs, self.cfg.jobs, limits, silent=not DEBUG)
+    pool = Pool(self.refs, self.cfg.jobs, limits, silent=not DEBUG, env=CAMPAIGN_ENV)
     try:
       while not self.interrupted:
         now = time.perf_counter()

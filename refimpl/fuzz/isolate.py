@@ -5,8 +5,9 @@ the campaign, devices opened there; they ignore SIGINT, so Ctrl-C reaches the ca
 at a time: a list of `Item`s, each a generated program (seed, index) or a given `Case`, and the backends to run it on.
 For each item it generates and prepares (emulator) the case, then for each backend it builds every item in one batch
 (execute.build) and runs them one by one, sending a `Result` per (item, backend) as soon as it is known; a job with
-`stop` (a reduction batch) ends at its first result that fails that way. Workers run with WORKER_ENV set (unless
-already set): PoCL's kernel cache off, since every fuzz kernel is new.
+`stop` (a reduction batch) ends at its first result that fails that way. A pool may give its workers environment
+variables (unless already set): a campaign's turn PoCL's kernel cache off (CAMPAIGN_ENV), since every fuzz kernel is
+new; a replay's keep it, since corpus kernels come back every run.
 
 Before each risky step the worker says what it is doing (a *phase*: generate, compile, run). So when a worker dies
 (a signal: SIGSEGV, SIGFPE, SIGABRT...) or overruns its phase's time limit (it is killed), the pool knows which item,
@@ -36,8 +37,8 @@ from refimpl.fuzz.generate import Profile, coverage_keys, make_program
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"
 EMULATOR = "PYTHON"
 DEFAULT_LIMITS = {"generate": 120.0, "compile": 60.0, "run": 10.0, "probe": 120.0}
-# set in every worker unless already set: PoCL's kernel cache would keep every fuzz kernel (all new) on disk
-WORKER_ENV = {"POCL_KERNEL_CACHE": "0"}
+# set in a campaign's workers unless already set: PoCL's kernel cache would keep every fuzz kernel (all new) on disk
+CAMPAIGN_ENV = {"POCL_KERNEL_CACHE": "0"}
 
 
 @dataclass
@@ -169,7 +170,7 @@ def probe_culprit(device, case: Case) -> str | None:
   return op_key(case.program, probed[m.buffer])
 
 
-def worker_main(conn, refs: list[BackendRef], silent: bool = False) -> None:
+def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[str, str] | None = None) -> None:
   """The body of a worker process: open the backends, then run jobs until told to stop (None) or the pipe closes.
   silent: stderr goes to /dev/null (toolchains print warnings there; the worker's own errors come back as messages)."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -180,7 +181,7 @@ def worker_main(conn, refs: list[BackendRef], silent: bool = False) -> None:
     os.close(null)
   warnings.filterwarnings("ignore")
   np.seterr(all="ignore")
-  for k, v in WORKER_ENV.items(): os.environ.setdefault(k, v)
+  for k, v in (env or {}).items(): os.environ.setdefault(k, v)
   devices, errors = open_backends(refs)
   conn.send(("ready", os.getpid(), errors))
   while True:
@@ -223,8 +224,9 @@ def signal_name(exitcode: int | None) -> str:
 class Pool:
   """n spawned workers (see the module docstring). `poll` returns events: ("result", job, Result), ("done", job),
   ("error", job, text) for an exception inside the worker's own code, and Lost."""
-  def __init__(self, refs: list[BackendRef], n: int = 1, limits: dict[str, float] | None = None, silent: bool = False):
-    self.refs, self.limits, self.silent = list(refs), {**DEFAULT_LIMITS, **(limits or {})}, silent
+  def __init__(self, refs: list[BackendRef], n: int = 1, limits: dict[str, float] | None = None, silent: bool = False,
+               env: dict[str, str] | None = None):
+    self.refs, self.limits, self.silent, self.env = list(refs), {**DEFAULT_LIMITS, **(limits or {})}, silent, env
     self.ctx = multiprocessing.get_context("spawn")
     self.failed_starts = 0
     self.open_errors: dict[str, str] = {}
@@ -232,7 +234,8 @@ class Pool:
 
   def _spawn(self) -> _Worker:
     parent, child = self.ctx.Pipe()
-    proc = self.ctx.Process(target=worker_main, args=(child, self.refs, self.silent), daemon=True, name="refimpl-fuzz-worker")
+    proc = self.ctx.Process(target=worker_main, args=(child, self.refs, self.silent, self.env), daemon=True,
+                            name="refimpl-fuzz-worker")
     proc.start()
     child.close()
     return _Worker(proc, parent)
