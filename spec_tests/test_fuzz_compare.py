@@ -5,12 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from refimpl.dtype import dtypes
-from refimpl.emulator.machine import emulate
+from refimpl.dtype import dtypes, to_np
+from refimpl.emulator.machine import emulate, wmma_error_bound
+from refimpl.fuzz import compare as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
-from refimpl.fuzz.compare import EXACT, NANPAY, SET, TOL, UNKNOWN, WILD, analyze, compare, control_taint, join, variant_program
+from refimpl.fuzz.compare import analyze, compare, control_taint, join, variant_program
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.spec import ulp_bound
+from refimpl.testing.compare import same_value, ulp_distance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 F32 = dtypes.float32
@@ -32,18 +34,23 @@ def _select_sum(b, x, y):
 def _kind(p):
   return analyze(p).of_global(p)[0][0]
 
+def _full_kind(p):
+  return analyze(p).of_global(p)[0]
+
 
 @pytest.mark.parametrize("make, level", [
-  (lambda b, x, y: b.alu(Ops.ADD, x, y), NANPAY),                            # float arithmetic: only NaN payloads open
-  (lambda b, x, y: b.alu(Ops.EXP2, x), TOL),                                 # tolerance op, one deep
-  (lambda b, x, y: b.alu(Ops.MULACC, x, y, x), SET),                         # allowed set
-  (lambda b, x, y: b.alu(Ops.MAX, x, y), SET),
-  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.EXP2, x), y), UNKNOWN),          # computed on a tolerance result
-  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.EXP2, x)), TOL),                 # a sign flip keeps the bound
-  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.MAX, x, y)), SET),               # ... and the allowed set
-  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, b.alu(Ops.SIN, x), y), x, y), UNKNOWN),  # discontinuous op
-  (lambda b, x, y: _select_sum(b, x, y), NANPAY),                            # a compare of NaN-loose values is exact
-  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, x, y), x, y), EXACT),   # moves of loaded values stay exact
+  (lambda b, x, y: b.alu(Ops.ADD, x, y), fc.NANPAY),                            # float arithmetic: only NaN payloads open
+  (lambda b, x, y: b.alu(Ops.EXP2, x), fc.TOL),                                 # tolerance op, one deep
+  (lambda b, x, y: b.alu(Ops.MULACC, x, y, x), fc.SET),                         # allowed set
+  (lambda b, x, y: b.alu(Ops.MAX, x, y), fc.SET),
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.EXP2, x), y), fc.MONO),             # a monotone chain on a tolerance result
+  (lambda b, x, y: b.alu(Ops.MUL, b.alu(Ops.EXP2, x), b.alu(Ops.EXP2, y)), fc.UNKNOWN),  # a product of two loose values
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MAX, x, y), y), fc.UNKNOWN),        # computed on an allowed-set result
+  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.EXP2, x)), fc.MONO),                # a sign flip: a decreasing chain
+  (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.MAX, x, y)), fc.SET),               # ... and the allowed set
+  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, b.alu(Ops.SIN, x), y), x, y), fc.UNKNOWN),  # discontinuous op
+  (lambda b, x, y: _select_sum(b, x, y), fc.NANPAY),                            # a compare of NaN-loose values is exact
+  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, x, y), x, y), fc.EXACT),   # moves of loaded values stay exact
 ])
 def test_kind_of_float_results(make, level):
   """Rule: the kind lattice of the module docstring, op by op."""
@@ -54,9 +61,9 @@ def test_kind_of_integer_and_bitcast_results():
   """Rule: integer arithmetic is EXACT; a BITCAST of a computed float is UNKNOWN (a NaN's bits are open); a BITCAST of
   a NaN CONST is WILD (the IR leaves its bits open while the emulator reads them as exact)."""
   ints = (dtypes.int32, dtypes.int32)
-  assert _kind(_kernel(lambda b, x, y: b.alu(Ops.MUL, x, y), out=dtypes.int32, ins=ints)) == EXACT
-  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.alu(Ops.ADD, x, y), dtypes.int32), out=dtypes.int32)) == UNKNOWN
-  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)) == WILD
+  assert _kind(_kernel(lambda b, x, y: b.alu(Ops.MUL, x, y), out=dtypes.int32, ins=ints)) == fc.EXACT
+  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.alu(Ops.ADD, x, y), dtypes.int32), out=dtypes.int32)) == fc.UNKNOWN
+  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)) == fc.WILD
 
 
 def test_store_under_a_loose_gate_is_wild():
@@ -68,16 +75,62 @@ def test_store_under_a_loose_gate_is_wild():
   v = b.load(x, i)
   with b.when(b.alu(Ops.CMPLT, b.alu(Ops.LOG2, v), b.const(0.5, F32))): b.store(o, i, v)
   p = b.build()
-  assert _kind(p) == WILD
+  assert _kind(p) == fc.WILD
+
+
+def _exp2(b, x): return b.alu(Ops.EXP2, x)
+
+@pytest.mark.parametrize("make, kind", [
+  (lambda b, x, y: b.alu(Ops.SUB, y, _exp2(b, x)), (fc.MONO, fc.DOWN)),                         # SUB flips its second operand
+  (lambda b, x, y: b.alu(Ops.MUL, _exp2(b, x), b.const(-2.0, F32)), (fc.MONO, fc.DOWN)),        # a negative constant flips
+  (lambda b, x, y: b.alu(Ops.MUL, _exp2(b, x), y), (fc.MONO, fc.EITHER)),                        # a sign known per element
+  (lambda b, x, y: b.alu(Ops.FDIV, y, _exp2(b, x)), (fc.UNKNOWN, 0)),                         # 1/x is not monotone
+  (lambda b, x, y: b.alu(Ops.ADD, _exp2(b, x), _exp2(b, y)), (fc.MONO, fc.UP)),                  # two increasing chains
+  (lambda b, x, y: b.alu(Ops.SUB, _exp2(b, x), _exp2(b, y)), (fc.UNKNOWN, 0)),                # opposite directions
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MUL, _exp2(b, x), y), y), (fc.MONO, fc.EITHER)),
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MUL, _exp2(b, x), y), _exp2(b, y)), (fc.UNKNOWN, 0)),  # EITHER + UP
+  (lambda b, x, y: _exp2(b, b.alu(Ops.ADD, _exp2(b, x), y)), (fc.MONO, fc.UP)),                   # EXP2 of an increasing chain
+  (lambda b, x, y: _exp2(b, b.alu(Ops.NEG, _exp2(b, x))), (fc.UNKNOWN, 0)),                    # ... of a decreasing one
+  (lambda b, x, y: b.alu(Ops.SQRT, b.alu(Ops.NEG, _exp2(b, x))), (fc.MONO, fc.DOWN)),
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.SIN, b.alu(Ops.ADD, _exp2(b, x), y)), y), (fc.UNKNOWN, 0)),  # SIN of a chain
+  (lambda b, x, y: b.alu(Ops.MAX, _exp2(b, x), y), (fc.UNKNOWN, 0)),                          # MAX is not a chain op
+])
+def test_kind_of_loose_chains(make, kind):
+  """Rule: MONO chains and their direction (module docstring): monotone exact ops of tolerance results, two loose
+  operands only when they share a direction, EXP2/LOG2 only of an increasing chain."""
+  assert _full_kind(_kernel(make)) == kind
+
+
+def test_kind_of_an_accumulated_chain_and_of_wmma():
+  """Rule: a loop sum of EXP2 results is an increasing chain (the accumulator joins its updates); a WMMA of loaded
+  values is BOUND with its K; NEG keeps it; anything computed on it is UNKNOWN."""
+  b = ProgramBuilder("k")
+  o, x = b.global_buf(F32, 1), b.global_buf(F32, 8)
+  acc = b.acc(b.const(0.0, F32))
+  with b.loop(8) as r: b.assign(acc, b.alu(Ops.ADD, acc, _exp2(b, b.load(x, r))))
+  b.store(o, b.const(0, dtypes.int32), acc)
+  assert _full_kind(b.build()) == (fc.MONO, fc.UP)
+  for wrap, kind in ((lambda b, w: w, (fc.BOUND, 2)), (lambda b, w: b.alu(Ops.NEG, w), (fc.BOUND, 2)),
+                     (lambda b, w: b.alu(Ops.ADD, w, w), (fc.UNKNOWN, 0))):
+    b = ProgramBuilder("k")
+    o, a, c = b.global_buf(F32, 1), b.global_buf(dtypes.float16, 2), b.global_buf(F32, 1)
+    zero = b.const(0, dtypes.int32)
+    w = b.wmma(b.load(a, zero, count=2), b.load(a, zero, count=2), b.load(c, zero), (1, 1, 2))
+    b.store(o, zero, wrap(b, w))
+    assert _full_kind(b.build()) == kind
 
 
 def test_join():
-  """Rule: WILD > UNKNOWN > {TOL, SET} > NANPAY > EXACT; TOL with SET is UNKNOWN; TOL keeps the larger bound."""
-  assert join((TOL, 2), (TOL, 4)) == (TOL, 4)
-  assert join((TOL, 2), (SET, 0)) == (UNKNOWN, 0)
-  assert join((NANPAY, 0), (SET, 0)) == (SET, 0)
-  assert join((EXACT, 0), (NANPAY, 0)) == (NANPAY, 0)
-  assert join((UNKNOWN, 0), (WILD, 0)) == (WILD, 0)
+  """Rule: WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT; TOL keeps the larger bound, BOUND the larger
+  K; TOL with MONO is MONO; MONO keeps a shared direction, else EITHER; other middle pairs are UNKNOWN."""
+  assert join((fc.TOL, 2), (fc.TOL, 4)) == (fc.TOL, 4)
+  assert join((fc.TOL, 2), (fc.SET, 0)) == (fc.UNKNOWN, 0)
+  assert join((fc.BOUND, 2), (fc.BOUND, 1)) == (fc.BOUND, 2) and join((fc.BOUND, 2), (fc.TOL, 1)) == (fc.UNKNOWN, 0)
+  assert join((fc.TOL, 2), (fc.MONO, fc.UP)) == (fc.MONO, fc.UP) and join((fc.TOL, 2), (fc.MONO, fc.DOWN)) == (fc.MONO, fc.EITHER)
+  assert join((fc.MONO, fc.DOWN), (fc.NANPAY, 0)) == (fc.MONO, fc.DOWN) and join((fc.MONO, fc.UP), (fc.SET, 0)) == (fc.UNKNOWN, 0)
+  assert join((fc.NANPAY, 0), (fc.SET, 0)) == (fc.SET, 0)
+  assert join((fc.EXACT, 0), (fc.NANPAY, 0)) == (fc.NANPAY, 0)
+  assert join((fc.UNKNOWN, 0), (fc.WILD, 0)) == (fc.WILD, 0)
 
 
 def _check(p, inputs, got_out):
@@ -85,7 +138,7 @@ def _check(p, inputs, got_out):
   prep = prepare(Case(p, inputs))
   e = prep.expected
   got = [got_out, *inputs[1:]]
-  return compare(p, e.buffers, e.undefined, e.loose, e.kinds, e.variant, got)[0], e
+  return compare(p, e, got)[0], e
 
 
 def test_exact_elements_compare_every_bit():
@@ -148,14 +201,121 @@ def test_allowed_set_accepts_either_member_only():
 
 
 def test_variant_program_is_the_other_member():
-  """Rule: the variant program unfuses float MULACC and makes MAX(+0, -0) give -0, and changes nothing else."""
+  """Rule: the below run unfuses float MULACC and makes MAX(+0, -0) give -0, and changes nothing else."""
   p = _kernel(lambda b, x, y: b.alu(Ops.MAX, x, y))
-  vp = variant_program(p)
+  vp = variant_program(p, -1)
   xs = [np.zeros(3, np.float32), np.array([0.0, -0.0, 2], np.float32), np.array([-0.0, 0.0, 1], np.float32)]
   pz = _kernel(lambda b, x, y: b.alu(Ops.MAX, x, y), n=3)
-  got = emulate(variant_program(pz), xs).buffers[0]
+  got = emulate(variant_program(pz, -1), xs).buffers[0]
   assert np.signbit(got).tolist() == [True, True, False] and got[2] == 2
-  assert vp is not None and variant_program(_kernel(lambda b, x, y: b.alu(Ops.ADD, x, y))) is None
+  assert vp is not None and variant_program(_kernel(lambda b, x, y: b.alu(Ops.ADD, x, y)), -1) is None
+  assert variant_program(p, 1) is None  # the above run leaves MAX alone
+
+
+@pytest.mark.parametrize("dt", [F32, dtypes.float16, dtypes.bfloat16, dtypes.float64])
+def test_variant_program_moves_each_transcendental_result_past_its_bound(dt):
+  """Rule: the below / above runs move each finite tolerance result at least b + 1 ulps down / up (b its bound) and
+  keep NaN and +-inf, for subnormal, normal and binade-edge results."""
+  p = _kernel(lambda b, x: b.alu(Ops.EXP2, x), n=8, out=dt, ins=(dt,))
+  x = np.array([0.0, 1.0, -1.0, 0.37, -140.0, -1e4, np.inf, np.nan], to_np(dt))
+  inputs = [np.zeros(8, to_np(dt)), x]
+  ref = emulate(p, inputs).buffers[0]
+  steps = ulp_bound(Ops.EXP2, dt) + 1
+  lo, hi = (emulate(variant_program(p, side), inputs).buffers[0] for side in (-1, 1))
+  finite = np.isfinite(ref.astype(np.float64))
+  assert (lo[finite] < ref[finite]).all() and (hi[finite] > ref[finite]).all()
+  assert (ulp_distance(lo, ref)[finite] >= steps).all() and (ulp_distance(hi, ref)[finite] >= steps).all()
+  assert same_value(lo[~finite], ref[~finite]).all() and same_value(hi[~finite], ref[~finite]).all()
+
+
+def _nudged(ref, bound, rng):
+  """ref with every element moved by a random whole number of ulps within +-bound (what a backend may return)."""
+  k = rng.integers(-bound, bound + 1, ref.size).astype(np.int64)
+  ordered = ref.view(np.int32).astype(np.int64)
+  ordered = np.where(ordered < 0, -(ordered & 0x7FFFFFFF), ordered) + k
+  bits = np.where(ordered < 0, (-ordered) | 0x80000000, ordered)
+  return bits.astype(np.uint32).view(np.float32)
+
+def test_monotone_bracket_accepts_any_error_within_the_bounds_and_not_beyond():
+  """Rule: MONO elements pass when each transcendental of the chain is within its bound (a backend's exp2 off by up to
+  b ulps, then exactly rounded ops: out = sum_k 3 * exp2(x_k) - y), and fail when the chain is computed wrong."""
+  b = ProgramBuilder("k")
+  n, k = 64, 4
+  o, x, y = b.global_buf(F32, n), b.global_buf(F32, n * k), b.global_buf(F32, n)
+  i = b.gidx(0, n)
+  acc = b.acc(b.const(0.0, F32))
+  with b.loop(k) as r:
+    ix = b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(k, dtypes.int32)), r)
+    b.assign(acc, b.alu(Ops.ADD, acc, b.alu(Ops.MUL, _exp2(b, b.load(x, ix)), b.const(3.0, F32))))
+  b.store(o, i, b.alu(Ops.SUB, acc, b.load(y, i)))
+  p = b.build()
+  assert _full_kind(p) == (fc.MONO, fc.UP)
+  rng = np.random.default_rng(1)
+  xs = rng.uniform(-3, 3, n * k).astype(np.float32)
+  ys = rng.uniform(0, 40, n).astype(np.float32)
+  inputs = [np.zeros(n, np.float32), xs, ys]
+  ref_exp = emulate(_kernel(lambda b, v: _exp2(b, v), n=n * k, ins=(F32,)), [np.zeros(n * k, np.float32), xs]).buffers[0]
+  bound = ulp_bound(Ops.EXP2, F32)
+  def backend(exps):
+    s = np.zeros(n, np.float32)
+    for r in range(k): s = s + exps.reshape(n, k)[:, r] * np.float32(3)
+    return s - ys
+  for _ in range(5):
+    m, e = _check(p, inputs, backend(_nudged(ref_exp, bound, rng)))
+    assert m is None, m.describe()
+  assert e.below is not None and e.above is not None
+  m, _ = _check(p, inputs, backend(_nudged(ref_exp, 4 * bound + 8, np.random.default_rng(2))))
+  assert m is not None and m.rule == "monotone bracket"
+  m, _ = _check(p, inputs, backend(ref_exp) + ys * np.float32(2 ** -20))  # one small term too many
+  assert m is not None and m.rule == "monotone bracket"
+
+
+def _wmma_kernel(dt_in, dt_out, n, K):
+  """out[t] = WMMA(a[t], b[t], c[t]) with (N, M, K) = (1, 1, K): a K-term dot product plus c per thread."""
+  b = ProgramBuilder("k")
+  o, a, bb, c = b.global_buf(dt_out, n), b.global_buf(dt_in, n * K), b.global_buf(dt_in, n * K), b.global_buf(dt_out, n)
+  t = b.gidx(0, n)
+  base = b.alu(Ops.MUL, t, b.const(K, dtypes.int32))
+  w = b.wmma(b.load(a, base, count=K), b.load(bb, base, count=K), b.load(c, t), (1, 1, K))
+  b.store(o, t, w)
+  return b.build()
+
+def test_wmma_results_are_compared_within_the_error_bound():
+  """Rule: the WMMA error bound: a result accumulated in the result dtype in reverse order, products rounded (an
+  allowed execution) passes; one that drops c or reads b in a wrong order fails; a NaN reference wants a NaN."""
+  n, K = 64, 8
+  p = _wmma_kernel(dtypes.float16, dtypes.float16, n, K)
+  rng = np.random.default_rng(3)
+  a = rng.uniform(-2, 2, n * K).astype(np.float16)
+  bb = rng.uniform(-2, 2, n * K).astype(np.float16)
+  c = rng.uniform(-4, 4, n).astype(np.float16)
+  c[0], a[K] = np.nan, np.inf  # thread 0: NaN c; thread 1: inf times a finite b
+  inputs = [np.zeros(n, np.float16), a, bb, c]
+  ref = prepare(Case(p, inputs)).expected.buffers[0]
+  def dot(a_, b_, with_c=True):
+    s = c.copy() if with_c else np.zeros(n, np.float16)
+    for k in reversed(range(K)): s = (s + (a_.reshape(n, K)[:, k] * b_.reshape(n, K)[:, k]).astype(np.float16))
+    return s.astype(np.float16)
+  with np.errstate(all="ignore"):
+    other_order = dot(a, bb)
+    assert (other_order != ref)[2:].any(), "the inputs must tell the orders apart"
+    assert _check(p, inputs, other_order)[0] is None
+    no_c = dot(a, bb, with_c=False)
+    m, _ = _check(p, inputs, no_c)
+    assert m is not None and m.rule == "WMMA error bound"
+    m, _ = _check(p, inputs, dot(a, bb[::-1].copy()))
+    assert m is not None and m.rule == "WMMA error bound"
+    not_nan = other_order.copy()
+    not_nan[0] = 1
+    assert _check(p, inputs, not_nan)[0].element == 0
+
+
+def test_wmma_error_bound_is_gamma_times_the_magnitude_sum():
+  """Rule: |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, gamma(n) = n eps / (1 - n eps); unbounded once (K+1) eps
+  reaches 1."""
+  eps, tau = 2.0 ** -10, 2.0 ** -24
+  assert wmma_error_bound(dtypes.float16, 3, 8.0) == pytest.approx(4 * eps / (1 - 4 * eps) * 8 + 7 * tau, rel=1e-12)
+  assert wmma_error_bound(dtypes.bfloat16, 127, 1.0) == np.inf
 
 
 def test_undefined_and_unknown_elements_are_skipped():
@@ -167,7 +327,7 @@ def test_undefined_and_unknown_elements_are_skipped():
   assert _check(p, inputs, got)[0] is None
   got[0] = 3
   assert _check(p, inputs, got)[0].element == 0
-  pu = _kernel(lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.SIN, x), y))
+  pu = _kernel(lambda b, x, y: b.alu(Ops.MUL, b.alu(Ops.SIN, x), b.alu(Ops.SIN, y)))
   xs = [np.zeros(4, np.float32), np.array([1, 2, 3, 4], np.float32), np.ones(4, np.float32)]
   assert _check(pu, xs, np.full(4, 99, np.float32))[0] is None
 

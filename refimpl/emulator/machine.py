@@ -46,10 +46,12 @@ the elements it would store are not marked; nor are those of iterations past a l
 Undefined behaviour. The undefined lanes of an op (only active lanes count) are: those alu's Outcome marks; a LOAD or
 STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
 stored in this launch; a race (memory.py: two threads touching one element, at least one writing, with no barrier
-between). Strict mode (the default) raises UndefinedBehavior(op, uop index, lane, operands, reason, count) at the first
-op that has one: `lane` is the first such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its
-operand values (memory ops: its index), `count` how many lanes. Permissive mode (strict=False) records one event per
-(uop, kind) instead (count summed over the lane executions) and carries the damage forward:
+between). Strict mode (the default) raises UndefinedBehavior(op, uop index, lane, operands, reason, count, kind) at
+the first op that has one: `lane` is the first such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands`
+are its operand values (memory ops: its index), `count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB
+(alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED or RACE). Permissive mode (strict=False) records one event per (uop,
+check: alu, out of bounds, uninitialised, or one of memory.py's three race checks) instead (count summed over the lane
+executions) and carries the damage forward:
   - an element computed from an undefined element is undefined (WHERE: the condition or the chosen value);
   - an undefined index, an out-of-bounds access, an undefined gate: the access does nothing (a LOAD's value is
     undefined on that lane; a STORE writes nothing, but with an undefined gate the element it would store becomes
@@ -64,7 +66,11 @@ operand values (memory ops: its index), `count` how many lanes. Permissive mode 
 WMMA rule. Per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n]: every product and sum in float64, in the order
 c, k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST). Products of inputs up to float32 are exact
 in float64, so for float16 / bfloat16 inputs and small K the result is the exactly rounded one. Hardware accumulates
-in other orders and precisions, so every WMMA result element is loose.
+in other orders and precisions, so every WMMA result element is loose, within an error bound: any order of the K
+additions, each rounded (to nearest or toward zero) in a precision at least the result dtype's, products exact or
+rounded likewise, gives |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, where S = |c| + sum_k |a_k * b_k|,
+gamma(n) = n * eps / (1 - n * eps), eps is the result dtype's machine epsilon and tau its smallest subnormal
+(`wmma_error_bound`; unbounded when (K + 1) * eps >= 1).
 
 Speed. indexing.py analyses the int32 index arithmetic before the run: an affine index is a strided view of memory
 (no gather), its bounds need no scan, the integer ops that only feed indices are never executed, and race tracking
@@ -104,6 +110,7 @@ from refimpl.emulator import alu
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
 from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
+from refimpl.emulator.ub import UB
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 from refimpl.ir.arguments import check_arguments
@@ -351,16 +358,17 @@ class Machine:
 
   def result(self) -> Emulation:
     def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return _no_element(like.size) if x is None else x
-    evs = [UndefinedBehavior(*e) for _, e in sorted(self.events.values(), key=lambda entry: entry[0])]
+    evs = [UndefinedBehavior(*e, kind=kind) for _, e, kind in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
     return Emulation([g.data for g in mems], [mask(g.undef, g.data) for g in mems], [mask(g.loose, g.data) for g in mems], evs)
 
   # ***** undefined behaviour *****
 
-  def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple[str, tuple]]) -> None:
-    """Undefined behaviour of uop i on `lanes` (lane numbers, ascending): raise (strict) or record an event.
-    describe(k) -> (reason, operands) of lanes[k]; only the lane that comes first in the sequential order is
-    described. Inside a loop run as lanes, strict mode records too, and raises the first event when the loop ends."""
+  def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple[UB, str, tuple]]) -> None:
+    """Undefined behaviour of uop i on `lanes` (lane numbers, ascending), found by check `kind`: raise (strict) or
+    record an event. describe(k) -> (UB kind, reason, operands) of lanes[k]; only the lane that comes first in the
+    sequential order is described. Inside a loop run as lanes, strict mode records too, and raises the first event
+    when the loop ends."""
     if len(lanes) == 0: return
     k = self.first_lane(lanes)
     key, entry = self.order_key(i, int(lanes[k])), self.events.get((i, kind))
@@ -375,14 +383,16 @@ class Machine:
       if entry is not None and entry[0] <= key:
         entry[1][-1] = count
         return
-    reason, operands = describe(k)
+    ub, reason, operands = describe(k)
     ev = [self.uops[i].op, i, self.grid.thread(lanes[k]), operands, reason, count]
-    if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev)
-    self.events[(i, kind)] = [key, ev]
+    if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev, kind=ub)
+    self.events[(i, kind)] = [key, ev, ub]
 
   def raise_first(self) -> None:
     """Strict mode, after a part of the run that collected its findings: raise the first in the sequential order."""
-    if self.events: raise UndefinedBehavior(*min(self.events.values(), key=lambda entry: entry[0])[1])
+    if not self.events: return
+    _, ev, ub = min(self.events.values(), key=lambda entry: entry[0])
+    raise UndefinedBehavior(*ev, kind=ub)
 
   def run_chunks(self, grids: list[Grid]) -> None:
     """The program on each chunk of the launch's workgroups in turn (memories and race tracking kept across them)."""
@@ -410,7 +420,7 @@ class Machine:
     return (*key, i, int(self.grid.tids(np.int64(lane))))
 
   def ub_elements(self, i: int, kind: str, lanes: np.ndarray, e: np.ndarray, bad: np.ndarray,
-                  describe: Callable[[int, int], tuple[str, tuple]]) -> None:
+                  describe: Callable[[int, int], tuple[UB, str, tuple]]) -> None:
     """ub() for per-element findings: bad (L, count) over lanes (L,) with addresses e; describe(row, col)."""
     rows = np.flatnonzero(bad.any(axis=1))
     if len(rows): self.ub(i, kind, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
@@ -507,10 +517,10 @@ class Machine:
       oob = np.broadcast_to(oob if live is None else oob & live, (grid.lanes,))
       lanes = np.flatnonzero(oob)
       if len(lanes):
-        def describe(k: int) -> tuple[str, tuple]:
+        def describe(k: int) -> tuple[UB, str, tuple]:
           at = int(_at(idx, lanes[k]))
           what = f"index {at}" if count == 1 else f"a {count}-element access at {at} (elements {at}..{at + count - 1})"
-          return f"{what} is outside [0, {mem.size}) of {mem.name}", (at,)
+          return UB.OUT_OF_BOUNDS, f"{what} is outside [0, {mem.size}) of {mem.name}", (at,)
         self.ub(i, "out of bounds", lanes, describe)
         bad, live = _or(bad, oob), ~oob if live is None else live & ~oob
     addr = idx.astype(np.int64)
@@ -634,9 +644,9 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
-    s, lane, reason, operands = out.undefined_step
+    s, lane, ub, reason, operands = out.undefined_step
     m.loops[i] = start + s // len(scan.steps)
-    m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (reason, tuple(map(_py, operands))))
+    m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (ub, reason, tuple(map(_py, operands))))
   undef = _or(acc.undef, any_step(chain([t.undef for t in terms])), out.undef)
   loose = _or(acc.loose, any_step(chain([t.loose for t in terms])), out.loose)
   _set_register(m, scan.acc, _val(out.values, undef, loose))
@@ -688,12 +698,12 @@ def _load(m: Machine, i: int, u: UOp) -> None:
     found = np.zeros((len(lanes), count), dtype=bool)
     if mem.local:
       unset = ~mem.written[e]
-      m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (
+      m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (UB.UNINITIALISED,
         f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
       found |= unset
     if mem.tracked:
       for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
-        m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (
+        m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (UB.RACE,
           f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
           f"{m.grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
         found |= hit
@@ -741,7 +751,7 @@ def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, co
   if mem.tracked:
     for kind, (hit, other) in track_store(mem, grid.tids(lanes), e).items():
       verb = "both write" if kind == "write/write" else "reads and another writes"
-      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (
+      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (UB.RACE,
         f"{kind} race: threads {m.grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
         f"{m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
       if kind == "write/write": raced = hit
@@ -757,19 +767,20 @@ def _settle(m: Machine, i: int, xs: list[Val], out: Any, undef: np.ndarray | Non
   if out.undefined is not None:
     bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
-    m.ub(i, "alu", lanes, lambda k: (_reason(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
+    m.ub(i, "alu", lanes, lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
     undef = _or(undef, bad)
   m.env[i] = _val(out.values, undef, _or(loose, out.loose))
 
-def _reason(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> str:
-  """Why uop i is undefined on `lane`: its rule run again on that lane's operands (an Outcome's reason is its first
-  undefined element's, which need not be the lane reported)."""
+def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, str]:
+  """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's
+  kind and reason are its first undefined element's, which need not be the lane reported)."""
   u, ops = m.uops[i], [x.v[lane:lane + 1] if x.v.shape[0] > 1 else x.v for x in xs]
   src = m.uops[u.src[-1]].dtype.scalar()
-  if u.op is Ops.CAST: return alu.exec_cast(ops[0], src, u.dtype.scalar()).reason
-  if u.op is Ops.BITCAST: return alu.exec_bitcast(ops[0], src, u.dtype.scalar()).reason
-  if u.op in GroupOp.ALU: return alu.exec_alu(u.op, src, *ops).reason
-  return out.reason
+  if u.op is Ops.CAST: again = alu.exec_cast(ops[0], src, u.dtype.scalar())
+  elif u.op is Ops.BITCAST: again = alu.exec_bitcast(ops[0], src, u.dtype.scalar())
+  elif u.op in GroupOp.ALU: again = alu.exec_alu(u.op, src, *ops)
+  else: again = out
+  return again.kind, again.reason
 
 def _masks(xs: list[Val]) -> tuple[np.ndarray | None, np.ndarray | None]:
   """The union of the operands' undefined masks, and of their loose masks."""
@@ -827,6 +838,14 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
     cu = np.zeros((1, M, N), bool) if c.undef is None else c.undef.reshape(-1, M, N)
     undef = (rows | cols | cu).reshape(shape)
   _settle(m, i, [a, b, c], out, undef, np.ones(out.values.shape, dtype=bool))
+
+def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
+  """The WMMA rule's error bound (module docstring) for result dtype dt, reduction length k and S = `magnitude`."""
+  e, m = dtypes.finfo(dt)
+  eps, tau = 2.0 ** -m, 2.0 ** (2 - 2 ** (e - 1) - m)
+  n = k + 1
+  gamma = n * eps / (1 - n * eps) if n * eps < 1 else np.inf  # the bound of n rounded steps
+  return gamma * np.asarray(magnitude, np.float64) + (2 * k + 1) * tau
 
 HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {
   Ops.DEFINE_GLOBAL: _skip, Ops.DEFINE_LOCAL: _skip, Ops.DEFINE_VAR: _lazy, Ops.SPECIAL: _lazy, Ops.CONST: _const,

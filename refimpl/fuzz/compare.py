@@ -12,22 +12,42 @@ static *kind* per buffer, the join of the kinds of every value stored into it (a
            moved but not computed on                               op's bound, refimpl.spec.ulp_bound); where the
                                                                    reference is NaN, +-inf or +-0 exactly that value
   SET      results of float MULACC / MAX on NANPAY/EXACT operands  loose elements: equal (as EXACT) to the reference or
-           (the allowed sets {fused, unfused} and {+0, -0})        to the *variant* run: the emulator on the program with
-                                                                   every float MULACC unfused (MUL then ADD) and every
-                                                                   float MAX(+0, -0) giving -0 (see `variant_program`)
-           NEG of a TOL or SET value keeps its kind (a sign flip moves the error or the set member exactly)
-  UNKNOWN  anything else computed from a TOL or SET value (a chain, or a discontinuous op such as a compare or a float->int
-           CAST), WMMA results (every element is loose), BITCASTs of NaN-loose floats: loose elements are skipped
+           (the allowed sets {fused, unfused} and {+0, -0})        to the *below* run's value: the emulator on the
+                                                                   program with every float MULACC unfused (MUL then
+                                                                   ADD) and every float MAX(+0, -0) giving -0
+  BOUND(K) WMMA results on NANPAY/EXACT operands (K: the largest   loose elements: within the WMMA rule's error bound
+           reduction length), moved but not computed on            (machine.wmma_error_bound) of the reference, twice
+                                                                   over (the reference is one allowed execution); the
+                                                                   *above* run gives S = |c| + sum |a_k b_k|; where
+                                                                   the reference is NaN, a NaN
+  MONO(o)  chains of monotone ops on tolerance results: ADD, SUB,  loose elements: between the *below* and *above*
+           MUL or FDIV by a settled operand, NEG, SQRT, float      runs, the emulator with every transcendental result
+           CASTs, EXP2/LOG2 of an increasing chain, selects by a   moved b+1 ulps down (up), where those and the
+           settled condition, memory and accumulators; o is the    reference are finite (else skipped)
+           chain's direction in the errors (see `bracket`)
+           NEG of a SET or BOUND value keeps its kind (a sign flip moves the set member or the error exactly); NEG of
+           a TOL value is MONO(DOWN)
+  UNKNOWN  anything else computed from a loose value (a compare, a float->int CAST, MAX, a product of two loose
+           values, a SET or BOUND value computed on), BITCASTs of NaN-loose floats: loose elements are skipped
   WILD     a value whose *control* was loose: stored through an index, or under a gate, an IF or a RANGE bound, that
            came from anything but EXACT, or a BITCAST of a NaN CONST (the IR leaves its bits open while the emulator
            reads them as exact): every element of the buffer is skipped, because the emulator's masks follow data, not
            control (a store that a loose gate skips leaves an element the emulator calls exact)
 
-Joins: WILD > UNKNOWN > {TOL, SET} > NANPAY > EXACT; TOL with SET is UNKNOWN; TOL with TOL keeps the larger bound.
-Exact elements (loose mask false) are always compared bit for bit (NaN == NaN for floats), whatever the kind.
-The rules are deliberately one op deep (NEG aside): a tolerance that grows along a chain would need per-op error
-propagation, which is not sound through cancellation (ADD/SUB) or across subnormals (CASTs); the skipped elements are
-counted and shown in the campaign summary.
+Joins (`join`): WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT. Of the middle four, TOL with TOL keeps the
+larger bound, BOUND with BOUND the larger K, TOL with MONO is MONO (a tolerance result is an increasing chain of one
+op), MONO with MONO keeps a direction both share; every other pair is UNKNOWN. Exact elements (loose mask false) are
+always compared bit for bit (NaN == NaN for floats), whatever the kind.
+
+Why MONO is sound (`bracket`). Each loose element of a MONO buffer is f(e1, e2, ...) where the e are the errors the
+backend's transcendentals make (each within b ulps, so inside the nudges of the two runs) and every op of f is exact
+(correctly rounded, so monotone) and monotone in each of its loose operands. The direction o tracks how f moves with
+the errors: UP (non-decreasing in every one), DOWN, or EITHER (one of the two per element: a product by a value whose
+sign is not known statically). Where the directions agree, moving every error down gives one end of f's range and
+moving every error up the other, so the backend's value lies between the two runs' values. Two loose operands are
+combined only when they share a direction (UP + UP), never UP with DOWN or EITHER with anything loose. Where both
+ends are finite, no infinity or NaN arises in between: the ops of a chain carry an infinite operand to an infinite or
+NaN result in the chain's direction (MAX, which can drop one, is not a chain op).
 """
 from __future__ import annotations
 
@@ -41,19 +61,32 @@ from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
 from refimpl.testing.compare import same_value, ulp_distance
 
-EXACT, NANPAY, TOL, SET, UNKNOWN, WILD = range(6)
-LEVEL_NAMES = ("exact", "nan-payload", "tolerance", "allowed-set", "unknown", "wild")
-Kind = tuple[int, int]  # (level, ulp bound for TOL)
+EXACT, NANPAY, TOL, SET, BOUND, MONO, UNKNOWN, WILD = range(8)
+LEVEL_NAMES = ("exact", "nan-payload", "tolerance", "allowed-set", "error-bound", "monotone", "unknown", "wild")
+Kind = tuple[int, int]  # (level, parameter: the ulp bound of TOL, the K of BOUND, the direction of MONO)
+UP, DOWN, EITHER = 1, -1, 0  # MONO's direction in the errors
 K_EXACT, K_NAN, K_SET, K_UNKNOWN, K_WILD = (EXACT, 0), (NANPAY, 0), (SET, 0), (UNKNOWN, 0), (WILD, 0)
 MOVES = frozenset({Ops.GEP, Ops.VECTORIZE})
-FLOAT_EXACT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.NEG})
+LOOSE_LEVELS = frozenset({TOL, SET, BOUND, MONO})
 
+
+def _direction(k: Kind) -> int | None:
+  """The direction of a chain value (a tolerance result is an increasing chain of one op), None for other kinds."""
+  if k[0] == TOL: return UP
+  return k[1] if k[0] == MONO else None
+
+def _either(a: int, b: int) -> int: return a if a == b else EITHER
 
 def join(a: Kind, b: Kind) -> Kind:
+  """The kind of a place that holds a value of kind a on some elements or executions and of kind b on others."""
   if WILD in (a[0], b[0]): return K_WILD
-  if UNKNOWN in (a[0], b[0]) or {a[0], b[0]} == {TOL, SET}: return K_UNKNOWN
-  if a[0] == b[0] == TOL: return (TOL, max(a[1], b[1]))
-  return max(a, b)
+  if UNKNOWN in (a[0], b[0]): return K_UNKNOWN
+  if a[0] not in LOOSE_LEVELS or b[0] not in LOOSE_LEVELS: return max(a, b)
+  if a[0] == b[0] and a[0] in (TOL, BOUND): return (a[0], max(a[1], b[1]))
+  if a[0] == b[0] == SET: return K_SET
+  da, db = _direction(a), _direction(b)
+  if da is None or db is None: return K_UNKNOWN
+  return (MONO, _either(da, db))
 
 def _join_all(ks) -> Kind:
   out = K_EXACT
@@ -134,9 +167,9 @@ def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict
   if op is Ops.DEFINE_ACC: return join(accs[i], ks[0])
   if op is Ops.ASSIGN: return accs[u.src[0]]
   if op in MOVES: return _join_all(ks)
-  if op is Ops.WMMA: return join(_join_all(ks), K_UNKNOWN)
   top = _join_all(ks)
   if top == K_WILD: return K_WILD
+  if op is Ops.WMMA: return (BOUND, u.arg[2]) if _settled(top) else K_UNKNOWN
   if op is Ops.WHERE: return (_join_all(ks[1:]) if ks[0] == K_EXACT else join(_join_all(ks[1:]), K_UNKNOWN))
   src = uops[u.src[-1]].dtype.scalar()
   if op in (Ops.CAST, Ops.BITCAST):
@@ -144,46 +177,126 @@ def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict
     if op is Ops.BITCAST:
       if dtypes.is_float(src) and top != K_EXACT: return K_UNKNOWN  # the bits of a NaN are open
       return top
-    if not _settled(top): return K_UNKNOWN
-    return (K_NAN if dtypes.is_float(dst) else K_EXACT)
+    if _settled(top): return K_NAN if dtypes.is_float(dst) else K_EXACT
+    return _chain(op, ks, uops, u) if dtypes.is_float(dst) else K_UNKNOWN
   if not dtypes.is_float(src): return (K_EXACT if top == K_EXACT else K_UNKNOWN)
-  if op is Ops.NEG and top[0] in (TOL, SET): return top  # a sign flip: the bound, or the allowed set (negated), holds
-  if not _settled(top): return K_UNKNOWN
+  if op is Ops.NEG and top[0] in (SET, BOUND): return top  # a sign flip: the allowed set, or the bound, holds
+  if not _settled(top): return _chain(op, ks, uops, u)
   if op in GroupOp.Transcendental: return (TOL, spec.ulp_bound(op, src) or 0)
   if op in (Ops.MULACC, Ops.MAX): return K_SET
   if op in GroupOp.Comparison: return K_EXACT
   return K_NAN
 
 
-def variant_program(program: Program) -> Program | None:
-  """The program with the other member of each allowed set: float MULACC(a, b, c) as ADD(MUL(a, b), c) (unfused), and
-  float MAX(a, b) as WHERE(a != 0 | b != 0, MAX(a, b), NEG(MAX(NEG a, NEG b))), which is MAX except that max(+0, -0)
-  is -0. None when the program has neither."""
+def _const_sign(uops, j: int) -> int | None:
+  """The sign of uop j's value when it is a float CONST (or a VECTORIZE of one), else None."""
+  u = uops[j]
+  if u.op is Ops.VECTORIZE and len(set(u.src)) == 1: u = uops[u.src[0]]
+  if u.op is not Ops.CONST or u.arg != u.arg: return None
+  return (u.arg > 0) - (u.arg < 0) or UP  # times zero: a constant result, monotone either way
+
+def _chain(op: Ops, ks: list[Kind], uops, u) -> Kind:
+  """The kind of a float op with a loose operand: MONO with its direction where the op continues a monotone chain
+  (the module docstring), else UNKNOWN."""
+  dirs = [_direction(k) if not _settled(k) else None for k in ks]
+  loose = [j for j, k in enumerate(ks) if not _settled(k)]
+  if any(dirs[j] is None for j in loose): return K_UNKNOWN
+  d = dirs[loose[0]]
+  if op in (Ops.SQRT, Ops.CAST): return (MONO, d)  # exact and non-decreasing
+  if op is Ops.NEG: return (MONO, -d)
+  if op in (Ops.EXP2, Ops.LOG2): return (MONO, UP) if d == UP else K_UNKNOWN  # increasing, and its own error too
+  if op in (Ops.ADD, Ops.SUB):
+    if op is Ops.SUB and dirs[1] is not None: dirs[1] = -dirs[1]
+    ds = {dirs[j] for j in loose}
+    if len(loose) == 2 and (len(ds) > 1 or EITHER in ds): return K_UNKNOWN
+    return (MONO, ds.pop())
+  if op in (Ops.MUL, Ops.FDIV) and len(loose) == 1 and (op is Ops.MUL or loose == [0]):
+    sign = _const_sign(uops, u.src[1 - loose[0]])
+    return (MONO, EITHER if sign is None else d * sign)
+  return K_UNKNOWN
+
+
+# ***** the runs beside the reference: below (allowed-set alternatives, errors down) and above (errors up) *****
+
+def _abs(n: Node) -> list[Node]:
+  """|n| as MAX(n, NEG n) (the nodes; the last is the value)."""
+  neg = Node(Ops.NEG, n.dtype, [n])
+  return [neg, Node(Ops.MAX, n.dtype, [n, neg])]
+
+def _moved(g: Graph, n: Node, side: int) -> None:
+  """Rewrites transcendental n in place into its result moved one error bound and one ulp more toward side (-1 down,
+  +1 up): r +- (|r| * (b+1) * eps + (b+1) * tau), which is at least b+1 ulps at every finite r (eps the machine
+  epsilon, tau the smallest subnormal); NaN and +-inf stay."""
+  dt, s = n.dtype, n.dtype.scalar()
+  e, m = dtypes.finfo(s)
+  steps = (spec.ulp_bound(n.op, s) or 0) + 1
+  tau = 2.0 ** (2 - 2 ** (e - 1) - m)
+  r = Node(n.op, dt, list(n.src), n.arg)
+  c1, c2, zero = const_node(steps * 2.0 ** -m, dt), const_node(steps * tau, dt), const_node(0.0, dt)
+  mag = _abs(r)
+  scaled = Node(Ops.MUL, dt, [mag[-1], c1[-1]])
+  step = Node(Ops.ADD, dt, [scaled, c2[-1]])
+  bdt = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  infinite = Node(Ops.CMPNE, bdt, [Node(Ops.SUB, dt, [r, r]), zero[-1]])  # r - r is NaN exactly when r is not finite
+  kept = Node(Ops.WHERE, dt, [infinite, zero[-1], step])
+  g.insert_before(n, [r, *c1, *c2, *zero, *mag, scaled, step, infinite.src[0], infinite, kept])
+  n.op, n.src, n.arg = (Ops.ADD if side > 0 else Ops.SUB), [r, kept], None
+
+def _unfused(g: Graph, n: Node) -> None:
+  """Float MULACC(a, b, c) rewritten in place as ADD(MUL(a, b), c): the other member of its allowed set."""
+  mul = Node(Ops.MUL, n.dtype, [n.src[0], n.src[1]])
+  g.insert_before(n, [mul])
+  n.op, n.src = Ops.ADD, [mul, n.src[2]]
+
+def _max_negative_zero(g: Graph, n: Node) -> None:
+  """Float MAX(a, b) rewritten in place as WHERE(a != 0 | b != 0, MAX(a, b), NEG(MAX(NEG a, NEG b))): MAX, except
+  that max(+0, -0) is -0 (the other member of its allowed set)."""
+  a, b = n.src[0], n.src[1]
+  bdt = dtypes.bool.vec(n.dtype.count) if n.dtype.count > 1 else dtypes.bool
+  zero = const_node(0.0, n.dtype)
+  nza, nzb = Node(Ops.CMPNE, bdt, [a, zero[-1]]), Node(Ops.CMPNE, bdt, [b, zero[-1]])
+  anynz = Node(Ops.OR, bdt, [nza, nzb])
+  na, nb = Node(Ops.NEG, n.dtype, [a]), Node(Ops.NEG, n.dtype, [b])
+  mx, mn = Node(Ops.MAX, n.dtype, [a, b]), Node(Ops.MAX, n.dtype, [na, nb])
+  neg = Node(Ops.NEG, n.dtype, [mn])
+  g.insert_before(n, zero + [nza, nzb, anynz, na, nb, mx, mn, neg])
+  n.op, n.src = Ops.WHERE, [anynz, mx, neg]
+
+def _magnitudes(g: Graph, n: Node) -> None:
+  """WMMA n rewritten in place to compute S = |c| + sum |a_k b_k| (WMMA of the operands' magnitudes)."""
+  srcs = [_abs(x) for x in n.src]
+  g.insert_before(n, [x for s in srcs for x in s])
+  n.src = [s[-1] for s in srcs]
+
+VARIED = GroupOp.Transcendental | {Ops.MULACC, Ops.MAX, Ops.WMMA}
+
+def variant_program(program: Program, side: int) -> Program | None:
+  """The program of the below (side -1) or above (+1) run (module docstring), None when it would be the program.
+  below: every float MULACC unfused, every float MAX(+0, -0) -0, every transcendental result moved down;
+  above: every transcendental result moved up, every float WMMA computing its magnitude sum S."""
   g = Graph.from_program(program)
   changed = False
   for n in list(g.nodes):
-    if n.op not in (Ops.MULACC, Ops.MAX) or not dtypes.is_float(n.dtype): continue
+    if n.op not in VARIED or not dtypes.is_float(n.dtype.scalar()): continue
+    if n.op in GroupOp.Transcendental: _moved(g, n, side)
+    elif side < 0 and n.op is Ops.MULACC: _unfused(g, n)
+    elif side < 0 and n.op is Ops.MAX: _max_negative_zero(g, n)
+    elif side > 0 and n.op is Ops.WMMA: _magnitudes(g, n)
+    else: continue
     changed = True
-    a, b = n.src[0], n.src[1]
-    if n.op is Ops.MULACC:
-      mul = Node(Ops.MUL, n.dtype, [a, b])
-      g.insert_before(n, [mul])
-      n.op, n.src = Ops.ADD, [mul, n.src[2]]
-      continue
-    cnt = n.dtype.count
-    bdt = dtypes.bool.vec(cnt) if cnt > 1 else dtypes.bool
-    zero = const_node(0.0, n.dtype)
-    nza, nzb = Node(Ops.CMPNE, bdt, [a, zero[-1]]), Node(Ops.CMPNE, bdt, [b, zero[-1]])
-    anynz = Node(Ops.OR, bdt, [nza, nzb])
-    na, nb = Node(Ops.NEG, n.dtype, [a]), Node(Ops.NEG, n.dtype, [b])
-    mx, mn = Node(Ops.MAX, n.dtype, [a, b]), Node(Ops.MAX, n.dtype, [na, nb])
-    neg = Node(Ops.NEG, n.dtype, [mn])
-    g.insert_before(n, zero + [nza, nzb, anynz, na, nb, mx, mn, neg])
-    n.op, n.src = Ops.WHERE, [anynz, mx, neg]
   return g.program(check=False) if changed else None
 
+def sides_needed(kinds: list[Kind]) -> tuple[int, ...]:
+  """Which of the runs (-1 below, +1 above) the comparison of buffers of these kinds reads."""
+  levels = {k[0] for k in kinds}
+  return tuple(side for side, need in ((-1, {SET, MONO}), (1, {BOUND, MONO})) if levels & need)
 
-def needs_variant(kinds: list[Kind]) -> bool: return any(k[0] == SET for k in kinds)
+
+@dataclass
+class Side:
+  """One run beside the reference: its buffers and undefined masks (see variant_program)."""
+  buffers: list[np.ndarray]
+  undefined: list[np.ndarray]
 
 
 @dataclass
@@ -218,13 +331,59 @@ class Tally:
     self.exact, self.loose, self.skipped = self.exact + o.exact, self.loose + o.loose, self.skipped + o.skipped
 
 
-def compare(program: Program, expected: list[np.ndarray], undefined: list[np.ndarray], loose: list[np.ndarray],
-            kinds: list[Kind], variant: list[np.ndarray] | None, got: list[np.ndarray]) -> tuple[Mismatch | None, Tally]:
+@dataclass
+class Expected:
+  """What the spec expects of a case's buffers: the reference run, each buffer's kind, and the runs beside it."""
+  buffers: list[np.ndarray]
+  undefined: list[np.ndarray]
+  loose: list[np.ndarray]
+  kinds: list[Kind]
+  below: Side | None = None
+  above: Side | None = None
+
+  def check(self, program: Program, got: list[np.ndarray]) -> tuple[Mismatch | None, Tally]:
+    return compare(program, self, got)
+
+
+def expect(program: Program, reference, run) -> Expected:
+  """The Expected of a program from its permissive reference Emulation; `run(program)` emulates a variant (with the
+  case's inputs and vars) when a kind needs one."""
+  kinds = analyze(program).of_global(program)
+  e = Expected(reference.buffers, reference.undefined, reference.loose, kinds)
+  for side in sides_needed(kinds):
+    vp = variant_program(program, side)
+    em = reference if vp is None else run(vp)
+    if side < 0: e.below = Side(em.buffers, em.undefined)
+    else: e.above = Side(em.buffers, em.undefined)
+  return e
+
+
+def _within_bracket(ref, got, lo, hi, known) -> tuple[np.ndarray, np.ndarray]:
+  """(compared, good) of MONO elements: compared where the reference and both ends are finite and defined."""
+  r, a, below, above = (x.astype(np.float64) for x in (ref, got, lo, hi))
+  compared = known & np.isfinite(r) & np.isfinite(below) & np.isfinite(above)
+  low, high = np.minimum(np.minimum(below, above), r), np.maximum(np.maximum(below, above), r)
+  return compared, (low <= a) & (a <= high)
+
+def _within_bound(ref, got, magnitude, known, dt: DType, k: int) -> tuple[np.ndarray, np.ndarray]:
+  """(compared, good) of BOUND elements: a NaN reference wants a NaN; elsewhere |got - ref| <= twice the WMMA error
+  bound where the magnitude sum S is finite (S rounded to dt is widened by one rounding: S (1 + eps) + tau)."""
+  from refimpl.emulator.machine import wmma_error_bound
+  r, a, s = (x.astype(np.float64) for x in (ref, got, magnitude))
+  e, m = dtypes.finfo(dt)
+  widened = s * (1 + 2.0 ** -m) + 2.0 ** (2 - 2 ** (e - 1) - m)
+  nan = np.isnan(r)
+  compared = known & (nan | np.isfinite(s))
+  with np.errstate(invalid="ignore"):
+    close = np.abs(a - r) <= 2 * wmma_error_bound(dt, k, widened)
+  return compared, np.where(nan, np.isnan(a), close)
+
+def compare(program: Program, e: Expected, got: list[np.ndarray]) -> tuple[Mismatch | None, Tally]:
   """Checks every buffer of a backend's run (`got`) against the emulator's by the rules above; (first mismatch, tally)."""
   tally = Tally()
   first: Mismatch | None = None
   bufs = program.buffers
-  for b, (ref, act, und, lse, kind) in enumerate(zip(expected, got, undefined, loose, kinds)):
+  for b, (ref, act, und, lse, kind) in enumerate(zip(e.buffers, got, e.undefined, e.loose, e.kinds)):
     dt = bufs[b].base
     act = np.asarray(act).view(to_np(dt)) if act.dtype != to_np(dt) else act
     if kind[0] == WILD:
@@ -245,18 +404,29 @@ def compare(program: Program, expected: list[np.ndarray], undefined: list[np.nda
         good[loose_l] = ok
         rule = f"tolerance {kind[1]} ulp"
       elif kind[0] == SET:
-        assert variant is not None, "a SET buffer needs the variant run"
-        good[loose_l] = same_value(act[loose_l], ref[loose_l]) | same_value(act[loose_l], variant[b][loose_l])
-        rule, alt = "allowed set", variant[b]
+        assert e.below is not None, "a SET buffer needs the below run"
+        good[loose_l] = same_value(act[loose_l], ref[loose_l]) | same_value(act[loose_l], e.below.buffers[b][loose_l])
+        rule, alt = "allowed set", e.below.buffers[b]
+      elif kind[0] == MONO:
+        assert e.below is not None and e.above is not None, "a MONO buffer needs both runs"
+        known = loose_l & ~e.below.undefined[b] & ~e.above.undefined[b]
+        loose_l, ok = _within_bracket(ref, act, e.below.buffers[b], e.above.buffers[b], known)
+        good[loose_l] = ok[loose_l]
+        rule = "monotone bracket"
+      elif kind[0] == BOUND:
+        assert e.above is not None, "a BOUND buffer needs the above run"
+        loose_l, ok = _within_bound(ref, act, e.above.buffers[b], loose_l & ~e.above.undefined[b], dt, kind[1])
+        good[loose_l] = ok[loose_l]
+        rule = "WMMA error bound"
       else: loose_l = np.zeros_like(loose_l)
     tally.exact += int(exact_l.sum())
     tally.loose += int(loose_l.sum())
     tally.skipped += int(ref.size - exact_l.sum() - loose_l.sum())
     bad = ~good & (exact_l | loose_l)
     if first is None and bad.any():
-      e = int(np.argmax(bad))
-      first = Mismatch(b, e, "exact" if exact_l[e] or kind[0] <= NANPAY else rule, dt, ref, act,
-                       alt if loose_l[e] and kind[0] == SET else None)
+      el = int(np.argmax(bad))
+      first = Mismatch(b, el, "exact" if exact_l[el] or kind[0] <= NANPAY else rule, dt, ref, act,
+                       alt if loose_l[el] and kind[0] == SET else None)
   return first, tally
 
 
