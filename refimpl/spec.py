@@ -1,8 +1,10 @@
 """Per-op semantics metadata: arity, the dtypes each op takes, the result kind per dtype (exact / tolerance with its ULP
-bound / allowed set), the undefined domains, and a one-line rationale per decision (docs/semantics.md, "Decisions").
+bound / allowed set), the undefined domains per dtype, and a one-line rationale per decision (docs/semantics.md,
+"Decisions").
 
-The rules themselves live in refimpl/emulator/alu.py (RULES: op -> rule function, docstring = the rule); this module
-holds the data around them, and `python -m refimpl.spec` prints SPEC.md from both. SPEC.md at the repo root is exactly
+The rules themselves live in refimpl/emulator/alu.py (RULES: op -> rule function, docstring = the rule, `@undefined`
+= the kinds of undefined behaviour it reports, refimpl/emulator/ub.py); this module holds the data around them and
+reads the rest from there, and `python -m refimpl.spec` prints SPEC.md from both. SPEC.md at the repo root is exactly
 that output (regenerate it with `.venv/bin/python -m refimpl.spec > SPEC.md`); spec_tests/test_spec_md.py fails when it
 is stale.
 """
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from refimpl.dtype import DType, dtypes
 from refimpl.emulator import alu, reference
+from refimpl.emulator.ub import UB
 from refimpl.ir.dtype_text import dtype_to_str
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.verify import alu_allows
@@ -33,45 +36,48 @@ reference in refimpl/emulator/reference.py is within 0.5 ulp + 2^-9 ulp of it). 
 
 @dataclass(frozen=True)
 class OpSpec:
-  """What the spec says about one op, dtype by dtype: see `kind`, `undefined_domains`, `ulp_bound`."""
+  """What the spec says about one op, dtype by dtype: see `kind`, `undefined_kinds`, `ulp_bound`."""
   op: Ops
   arity: int
   takes: str                   # the dtype classes it takes, in words
-  undefined: tuple[str, ...]   # the undefined domains, in words (empty: defined everywhere it is accepted)
   rationale: str               # why the rule is what it is, one line
+
+  @property
+  def undefined(self) -> tuple[UB, ...]:
+    """The kinds of undefined behaviour its rule declares (empty: defined everywhere it is accepted)."""
+    return alu.undefined_kinds(self.op)
 
 _ANY = "bool, ints, floats"
 OPS: dict[Ops, OpSpec] = {s.op: s for s in (
-  OpSpec(Ops.ADD, 2, _ANY, (), "wrap on ints (no signed-overflow UB), OR on bool, IEEE correctly rounded on floats"),
-  OpSpec(Ops.SUB, 2, "ints, floats", (), "as ADD; on bool it has no meaning and is rejected"),
-  OpSpec(Ops.MUL, 2, _ANY, (), "wrap on ints, AND on bool, IEEE correctly rounded on floats"),
-  OpSpec(Ops.NEG, 1, "ints, floats", (), "wrap on ints (NEG INT_MIN = INT_MIN), sign flip on floats"),
-  OpSpec(Ops.FDIV, 2, "floats", (), "IEEE correctly rounded; x/0 is a defined inf or NaN on floats"),
-  OpSpec(Ops.RECIP, 1, "floats", (), "1/x correctly rounded, as FDIV"),
-  OpSpec(Ops.SQRT, 1, "floats", (), "IEEE requires a correctly rounded square root"),
-  OpSpec(Ops.IDIV, 2, "ints", ("divisor 0", "signed INT_MIN / -1"),
+  OpSpec(Ops.ADD, 2, _ANY, "wrap on ints (no signed-overflow UB), OR on bool, IEEE correctly rounded on floats"),
+  OpSpec(Ops.SUB, 2, "ints, floats", "as ADD; on bool it has no meaning and is rejected"),
+  OpSpec(Ops.MUL, 2, _ANY, "wrap on ints, AND on bool, IEEE correctly rounded on floats"),
+  OpSpec(Ops.NEG, 1, "ints, floats", "wrap on ints (NEG INT_MIN = INT_MIN), sign flip on floats"),
+  OpSpec(Ops.FDIV, 2, "floats", "IEEE correctly rounded; x/0 is a defined inf or NaN on floats"),
+  OpSpec(Ops.RECIP, 1, "floats", "1/x correctly rounded, as FDIV"),
+  OpSpec(Ops.SQRT, 1, "floats", "IEEE requires a correctly rounded square root"),
+  OpSpec(Ops.IDIV, 2, "ints",
          "C, OpenCL and LLVM sdiv truncate; both undefined cases trap (SIGFPE) on x86, so no value can be promised"),
-  OpSpec(Ops.MOD, 2, "ints", ("divisor 0", "signed INT_MIN % -1"), "C's %: the sign of the dividend; traps as IDIV does"),
-  OpSpec(Ops.MAX, 2, _ANY, (), "NaN-propagating and order-independent; the sign of max(+0, -0) differs between "
+  OpSpec(Ops.MOD, 2, "ints", "C's %: the sign of the dividend; traps as IDIV does"),
+  OpSpec(Ops.MAX, 2, _ANY, "NaN-propagating and order-independent; the sign of max(+0, -0) differs between "
          "maxss and fmax, so both zeros are allowed"),
-  OpSpec(Ops.CMPLT, 2, _ANY, (), "IEEE ordered comparison; on bool false < true"),
-  OpSpec(Ops.CMPNE, 2, _ANY, (), "IEEE: NaN != everything, -0 == +0; on bool XOR"),
-  OpSpec(Ops.XOR, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
-  OpSpec(Ops.OR, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
-  OpSpec(Ops.AND, 2, "ints, bool", (), "bitwise on the two's complement pattern"),
-  OpSpec(Ops.SHL, 2, "ints", ("shift count outside [0, bits)",),
-         "C and LLVM leave counts >= the width undefined (x86 masks the count, other targets do not)"),
-  OpSpec(Ops.SHR, 2, "ints", ("shift count outside [0, bits)",), "as SHL; arithmetic or logical by signedness, as in C"),
-  OpSpec(Ops.THREEFRY, 2, "uint64", (), "tinygrad's random numbers are defined by it; bit exact so random tensors agree"),
-  OpSpec(Ops.WHERE, 3, _ANY, (), "a select moves bits, NaN payloads included"),
-  OpSpec(Ops.MULACC, 3, _ANY, (), "backends contract a*b+c into an FMA or not (clang -ffp-contract, OpenCL mad); "
+  OpSpec(Ops.CMPLT, 2, _ANY, "IEEE ordered comparison; on bool false < true"),
+  OpSpec(Ops.CMPNE, 2, _ANY, "IEEE: NaN != everything, -0 == +0; on bool XOR"),
+  OpSpec(Ops.XOR, 2, "ints, bool", "bitwise on the two's complement pattern"),
+  OpSpec(Ops.OR, 2, "ints, bool", "bitwise on the two's complement pattern"),
+  OpSpec(Ops.AND, 2, "ints, bool", "bitwise on the two's complement pattern"),
+  OpSpec(Ops.SHL, 2, "ints", "C and LLVM leave counts >= the width undefined (x86 masks the count, other targets do not)"),
+  OpSpec(Ops.SHR, 2, "ints", "as SHL; arithmetic or logical by signedness, as in C"),
+  OpSpec(Ops.THREEFRY, 2, "uint64", "tinygrad's random numbers are defined by it; bit exact so random tensors agree"),
+  OpSpec(Ops.WHERE, 3, _ANY, "a select moves bits, NaN payloads included"),
+  OpSpec(Ops.MULACC, 3, _ANY, "backends contract a*b+c into an FMA or not (clang -ffp-contract, OpenCL mad); "
          "both are legitimate on floats"),
-  OpSpec(Ops.EXP2, 1, "floats", (), "no backend's libm or decomposition is correctly rounded; OpenCL full-profile bounds"),
-  OpSpec(Ops.LOG2, 1, "floats", (), "as EXP2"),
-  OpSpec(Ops.SIN, 1, "floats", (), "as EXP2; over the full range (large arguments need Payne-Hanek reduction)"),
-  OpSpec(Ops.CAST, 1, "any to any", ("float -> int: NaN, +-inf, or a truncated value outside the target's range",),
+  OpSpec(Ops.EXP2, 1, "floats", "no backend's libm or decomposition is correctly rounded; OpenCL full-profile bounds"),
+  OpSpec(Ops.LOG2, 1, "floats", "as EXP2"),
+  OpSpec(Ops.SIN, 1, "floats", "as EXP2; over the full range (large arguments need Payne-Hanek reduction)"),
+  OpSpec(Ops.CAST, 1, "any to any",
          "C's conversions with the implementation-defined and undefined cases pinned down or declared undefined"),
-  OpSpec(Ops.BITCAST, 1, "same size, no bool", (), "a reinterpretation; only equal sizes have a meaning"),
+  OpSpec(Ops.BITCAST, 1, "same size, no bool", "a reinterpretation; only equal sizes have a meaning"),
 )}
 assert set(OPS) == set(alu.RULES), "every op with a rule needs its metadata"
 
@@ -92,13 +98,15 @@ def ulp_bound(op: Ops, dt: DType) -> int | None:
   """The ULP bound of a tolerance op on dtype dt (None for every other op)."""
   return ULP_BOUNDS[dt][op] if kind(op, dt) == "tolerance" else None
 
-def undefined_domains(op: Ops, dt: DType) -> tuple[str, ...]:
-  """The undefined domains of `op` on operand dtype `dt` (CAST: over every target dtype)."""
+def undefined_kinds(op: Ops, dt: DType) -> tuple[UB, ...]:
+  """The kinds of undefined behaviour `op` can report on operand dtype `dt` (CAST: as a source, over every target):
+  those its rule declares that occur on dt (UB.occurs_on)."""
   if not accepts(op, dt): return ()
-  d = OPS[op].undefined
-  if op in (Ops.IDIV, Ops.MOD) and dt in dtypes.uints: return d[:1]
-  if op is Ops.CAST and not dtypes.is_float(dt): return ()
-  return d
+  return tuple(k for k in alu.undefined_kinds(op) if k.occurs_on(dt))
+
+def undefined_domains(op: Ops, dt: DType) -> tuple[str, ...]:
+  """The undefined domains of `op` on operand dtype `dt`, in words (the descriptions of `undefined_kinds`)."""
+  return tuple(k.description for k in undefined_kinds(op, dt))
 
 # ---- casts: how each (source, target) pair behaves ----
 
@@ -136,15 +144,17 @@ class Decision:
   rationale: str
   where: str  # what implements or enforces it
 
+def _undefined_by(rule) -> str:
+  """The text "undefined: KIND, KIND" of the kinds a rule of alu.py declares (refimpl/emulator/ub.py says what each is)."""
+  return "undefined: " + ", ".join(k.name for k in rule.undefined)
+
 DECISIONS: tuple[Decision, ...] = (
   Decision("int ADD SUB MUL NEG MULACC", "two's complement wrap-around, every width, signed included",
            "every target's integer adder is modular; C backends must not rely on signed-overflow UB", "alu.arith, alu.mulacc"),
-  Decision("IDIV / MOD (ints)", "truncate toward zero; MOD takes the dividend's sign; divisor 0 -> undefined; signed "
-           "MIN / -1 and MIN % -1 -> undefined", "what C, OpenCL and LLVM sdiv/srem do; the undefined cases trap on x86",
-           "alu.idiv_mod"),
-  Decision("SHL / SHR", "count outside [0, bits) -> undefined; SHR arithmetic on signed, logical on unsigned; SHL on the "
-           "bit pattern (1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them",
-           "alu.shift"),
+  Decision("IDIV / MOD (ints)", f"truncate toward zero; MOD takes the dividend's sign; {_undefined_by(alu.idiv_mod)}",
+           "what C, OpenCL and LLVM sdiv/srem do; the undefined cases trap on x86", "alu.idiv_mod"),
+  Decision("SHL / SHR", f"{_undefined_by(alu.shift)}; SHR arithmetic on signed, logical on unsigned; SHL on the bit pattern "
+           "(1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them", "alu.shift"),
   Decision("bool", "ADD=OR, MUL=AND, MAX=OR, CMPNE=XOR, CMPLT=(!a&&b); IDIV MOD SUB NEG SHL SHR are rejected",
            "a one-bit integer: the arithmetic reduces to logic, and ops with no meaning on one bit never run",
            "alu.arith, alu.maximum, alu.compare; refimpl.ir.verify (bool-op)"),
@@ -164,19 +174,18 @@ DECISIONS: tuple[Decision, ...] = (
   Decision("CAST int->int, int->float, float->float", "int->int wraps (keeps the low bits); to float: round to nearest "
            "even, overflow -> +-inf (fp8 formats follow ml_dtypes: fp8e4m3 has no inf, so NaN)",
            "C's implementation-defined narrowing is a wrap on every target; RNE is the IEEE default", "alu.cast"),
-  Decision("CAST float->int", "truncate toward zero; a truncated value outside the target range, NaN or inf -> undefined",
+  Decision("CAST float->int", f"truncate toward zero; {_undefined_by(alu.cast)}",
            "C leaves it undefined and targets differ (x86 gives INT_MIN, ARM saturates)", "alu.cast"),
   Decision("CAST to/from bool", "x != 0 (NaN -> true, -0 -> false); bool -> 0 / 1", "C's conversion to _Bool",
            "alu.cast"),
   Decision("BITCAST", "same size only; bits preserved exactly; a BITCAST of a computed NaN is unspecified (loose)",
            "NaN payloads differ between targets (x86's default NaN is negative, ARM's positive)", "alu.bitcast"),
-  Decision("LOAD / STORE", "index outside the buffer -> undefined; a false gate does no access (a gated LOAD yields its "
+  Decision("LOAD / STORE", f"undefined: {UB.OUT_OF_BOUNDS.name}; a false gate does no access (a gated LOAD yields its "
            "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
-  Decision("races", "two threads of one launch writing one address, or one reading what another wrote without a BARRIER "
-           "between (locals) -> undefined", "the kernel language has no memory model for unsynchronised accesses",
+  Decision("races", f"undefined: {UB.RACE.name}", "the kernel language has no memory model for unsynchronised accesses",
+           "emulator/machine.py, emulator/memory.py"),
+  Decision("uninitialised", f"undefined: {UB.UNINITIALISED.name}", "local memory holds whatever the last kernel left",
            "emulator/machine.py"),
-  Decision("uninitialised", "reading DEFINE_LOCAL memory never written -> undefined",
-           "local memory holds whatever the last kernel left", "emulator/machine.py"),
   Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first)",
            "tinygrad defines its random numbers by it", "alu.threefry"),
   Decision("looseness", "lanes from tolerance or allowed-set ops and every NaN an op produces are loose; WHERE and "
@@ -198,6 +207,10 @@ def _cell(op: Ops, dt: DType) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
   out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
   return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+def _reported_by(k: UB) -> str:
+  """The ops whose rule declares kind k; the kinds no rule declares are the executor's (memory accesses)."""
+  return " ".join(op.name for op in OP_ORDER if k in alu.undefined_kinds(op)) or "LOAD STORE (emulator/machine.py)"
 
 OP_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
           Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, Ops.EXP2, Ops.LOG2,
@@ -231,8 +244,12 @@ def render() -> str:
   out += _table(["area", "rule", "rationale", "where"], [[d.area, d.rule, d.rationale, d.where] for d in DECISIONS])
   out += ["", "## Ops", ""]
   out += _table(["op", "arity", "takes", "undefined", "rationale"],
-                [[op.name, str(s.arity), s.takes, "; ".join(s.undefined) or "-", s.rationale]
+                [[op.name, str(s.arity), s.takes, ", ".join(k.name for k in s.undefined) or "-", s.rationale]
                  for op in OP_ORDER for s in (OPS[op],)])
+  out += ["", "## Undefined behaviour (refimpl/emulator/ub.py)", "", inspect.getdoc(UB) or "", ""]
+  out += _table(["kind", "domain", "family", "contained", "on", "reported by"],
+                [[k.name, k.description, k.family, "yes" if k.contained else "no", k.on or "any", _reported_by(k)]
+                 for k in UB])
   out += ["", "## Rules (refimpl/emulator/alu.py)", ""]
   seen: dict = {}
   for op in OP_ORDER: seen.setdefault(alu.RULES[op], []).append(op.name)

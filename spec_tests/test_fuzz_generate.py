@@ -99,7 +99,7 @@ def _fix_until_defined(g: Graph, inputs: list[np.ndarray]) -> np.ndarray:
     _, _, order = g.linearize()
     em = emulate(g.program(), [out, *inputs], strict=False)
     if not em.events: return em.buffers[0]
-    for e in em.events: assert fix_node(g, order[e.uop_index], e.reason), e
+    for e in em.events: assert fix_node(g, order[e.uop_index], e.kind), e
   raise AssertionError("still undefined after the rewrites")
 
 

@@ -7,7 +7,8 @@ Each rule's docstring is the rule (SPEC.md prints them). The executor (machine.p
   allowed_results(op, dtype, *operands) -> list  every acceptable result array of an allowed-set op
 Operands are numpy arrays (0-d too) of `to_np` of their scalar dtype (Python scalars are converted); they broadcast, and
 vectors are just more array dimensions, so every rule is elementwise. Undefined lanes are reported in `Outcome.undefined` with the
-reason of the first one (in C order), never raised: strict or permissive is the executor's choice. Their values are 0.
+kind (refimpl/emulator/ub.py) and the reason of the first one (in C order), never raised: strict or permissive is the
+executor's choice. Their values are 0. A rule declares the kinds it can report with `@undefined(...)` (`undefined_kinds`).
 An op/dtype pair that the verifier rejects raises ValueError; operands of the wrong numpy dtype raise TypeError.
 
 Looseness (docs/semantics.md, "Looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
@@ -27,6 +28,7 @@ import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np
 from refimpl.emulator.reference import F32, F64, bits_of, correctly_rounded, from_f64, ro_sum
+from refimpl.emulator.ub import UB
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.verify import alu_dtype_error
 
@@ -36,8 +38,9 @@ class Outcome:
   """The result of one op over many lanes (see the module docstring)."""
   values: np.ndarray                   # result lanes: to_np(result dtype), the operands' broadcast shape
   undefined: np.ndarray | None = None  # bool mask of lanes the spec leaves undefined; None = no such lane
-  reason: str = ""                     # the rule the first undefined lane broke
+  reason: str = ""                     # how the first undefined lane broke the rule, with its operands
   loose: np.ndarray | None = None      # bool mask of lanes that are not bit-exact (tolerance, allowed set, NaN payload)
+  kind: UB | None = None               # the kind of undefined behaviour of the first undefined lane
 
 def _some(mask: np.ndarray | None) -> np.ndarray | None: return mask if mask is not None and mask.any() else None
 def _nan_loose(v: np.ndarray, also: np.ndarray | None = None) -> np.ndarray | None:
@@ -45,19 +48,28 @@ def _nan_loose(v: np.ndarray, also: np.ndarray | None = None) -> np.ndarray | No
   m = np.isnan(v)
   return _some(m if also is None else m | also)
 
-Check = tuple[np.ndarray, Callable[[Callable[[np.ndarray], Any]], str]]
+Check = tuple[np.ndarray, UB, Callable[[Callable[[np.ndarray], Any]], str]]
 
 def _undefined(values: np.ndarray, checks: list[Check]) -> Outcome:
-  """An Outcome whose lanes failing any check (mask, reason) are undefined (values 0). The reason is the first failing
-  lane's; a reason function gets `at`, which picks that lane out of an operand."""
+  """An Outcome whose lanes failing any check (mask, kind, reason) are undefined (values 0). The kind and reason are
+  the first failing lane's (its first failing check's); a reason function gets `at`, which picks that lane out of an
+  operand."""
   bad = checks[0][0]
-  for m, _ in checks[1:]: bad = bad | m
+  for m, _, _ in checks[1:]: bad = bad | m
   if not bad.any(): return Outcome(values)
   bad = np.broadcast_to(bad, values.shape).copy()
   first = int(np.argmax(bad))
   at = lambda x: np.broadcast_to(x, values.shape).flat[first]
-  reason = next(why(at) for m, why in checks if at(m))
-  return Outcome(np.where(bad, values.dtype.type(0), values), bad, reason)
+  kind, why = next((kind, why) for m, kind, why in checks if at(m))
+  return Outcome(np.where(bad, values.dtype.type(0), values), bad, why(at), kind=kind)
+
+def undefined(*kinds: UB) -> Callable[[Callable], Callable]:
+  """Declares the kinds of undefined behaviour a rule can report (a rule without it is defined wherever it is
+  accepted). SPEC.md and the fuzzer read the declaration (`undefined_kinds`)."""
+  def declare(rule: Callable) -> Callable:
+    rule.undefined = kinds  # type: ignore[attr-defined]
+    return rule
+  return declare
 
 def _bits(dt: DType) -> int: return 8 * dt.itemsize
 def _is_signed(dt: DType) -> bool: return dt in dtypes.sints
@@ -101,31 +113,33 @@ def float_arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
   v = _rounded(_FLOAT_FN[op], dt, *xs)
   return Outcome(v, loose=_nan_loose(v))
 
+@undefined(UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW)
 def idiv_mod(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """IDIV, MOD (ints only).
   IDIV truncates toward zero (7 / -2 = -3); MOD is a - (a IDIV b) * b, so it takes the dividend's sign (-7 % 2 = -1).
-  Undefined: divisor 0 ("division by zero"); signed INT_MIN / -1 and INT_MIN % -1 (the quotient overflows)."""
+  Undefined: DIVISOR_ZERO (reason "division by zero"), DIVISION_OVERFLOW (reason "signed INT_MIN / -1")."""
   sym = "/" if op is Ops.IDIV else "%"
-  checks: list[Check] = [(b == 0, lambda at: "division by zero")]
+  checks: list[Check] = [(b == 0, UB.DIVISOR_ZERO, lambda at: "division by zero")]
   minus1 = b == -1 if _is_signed(dt) else None
   if minus1 is not None and minus1.any():
-    checks.append(((a == dtypes.min(dt)) & minus1, lambda at: f"signed INT_MIN {sym} -1"))
+    checks.append(((a == dtypes.min(dt)) & minus1, UB.DIVISION_OVERFLOW, lambda at: f"signed INT_MIN {sym} -1"))
   bad = checks[0][0] | checks[-1][0]
   bs = np.where(bad, b.dtype.type(1), b) if bad.any() else b
   r = np.fmod(a, bs)  # C's % on ints: the truncated remainder, with the dividend's sign
   return _undefined(r if op is Ops.MOD else (a - r) // bs, checks)  # a - r is a multiple of b: the floor is exact
 
+@undefined(UB.SHIFT_COUNT)
 def shift(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """SHL, SHR (ints only; the count b has a's dtype).
   SHL shifts the two's complement bit pattern left, dropping high bits (1 << 31 in int32 is INT_MIN). SHR is arithmetic
   on signed (copies of the sign bit come in), logical on unsigned (zeros come in).
-  Undefined: a count outside [0, bits) ("shift count 40 outside [0, 32)")."""
+  Undefined: SHIFT_COUNT (reason "shift count 40 outside [0, 32)")."""
   bits = _bits(dt)
   bad = (b < 0) | (b >= bits)
   n = np.where(bad, b.dtype.type(0), b) if bad.any() else b
   u = a.view(np.dtype(f"u{dt.itemsize}"))  # the bit pattern
   v = (u << n.view(u.dtype)).view(a.dtype) if op is Ops.SHL else a >> n
-  return _undefined(v, [(bad, lambda at: f"shift count {int(at(b))} outside [0, {bits})")])
+  return _undefined(v, [(bad, UB.SHIFT_COUNT, lambda at: f"shift count {int(at(b))} outside [0, {bits})")])
 
 def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """XOR, OR, AND (ints and bool): bit by bit on the two's complement pattern; on bool the logical operation."""
@@ -258,6 +272,7 @@ def threefry(op: Ops, dt: DType, x: np.ndarray, key: np.ndarray) -> Outcome:
     x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + u32(i + 1)
   return Outcome((x1.astype(np.uint64) << np.uint64(32)) | x0.astype(np.uint64))
 
+@undefined(UB.CAST_RANGE)
 def cast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
   """CAST (any scalar dtype to any other).
   to bool: x != 0 (NaN -> true, -0 -> false). from bool: false -> 0, true -> 1.
@@ -265,8 +280,8 @@ def cast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
   int -> float, float -> float: the exact value rounded once to nearest even; beyond the largest finite -> +-inf
   (fp8e4m3 has no inf: a value that rounds beyond 448 (|x| > 464), or an inf, becomes NaN, as in ml_dtypes);
   NaN stays NaN (payload unspecified: loose).
-  float -> int: truncate toward zero. Undefined: NaN, +-inf, and a truncated value outside the target's range
-  ("float->int cast of nan", "float->int cast of inf", "float->int cast of 300.5 outside [-128, 127]")."""
+  float -> int: truncate toward zero. Undefined: CAST_RANGE (reasons "float->int cast of nan", "float->int cast of inf",
+  "float->int cast of 300.5 outside [-128, 127]")."""
   if dst is dtypes.bool: return Outcome((x.astype(F64) if dtypes.is_float(src) else x) != 0)
   if src is dtypes.bool: return Outcome(x.astype(to_np(dst)))
   if dtypes.is_int(src) and dtypes.is_int(dst): return Outcome(x.astype(to_np(dst)))
@@ -287,8 +302,9 @@ def _float_to_int(x: np.ndarray, dst: DType) -> Outcome:
   lo, hi = dtypes.min(dst), dtypes.max(dst)
   nan, inf = np.isnan(w), np.isinf(w)
   out = ~nan & ~inf & ~((t >= float(lo)) & (t < float(hi + 1)))  # both bounds are 0 or powers of two: exact in w
-  checks: list[Check] = [(nan, lambda at: "float->int cast of nan"), (inf, lambda at: f"float->int cast of {float(at(w))}"),
-                         (out, lambda at: f"float->int cast of {float(at(w))!r} outside [{lo}, {hi}]")]
+  checks: list[Check] = [(nan, UB.CAST_RANGE, lambda at: "float->int cast of nan"),
+                         (inf, UB.CAST_RANGE, lambda at: f"float->int cast of {float(at(w))}"),
+                         (out, UB.CAST_RANGE, lambda at: f"float->int cast of {float(at(w))!r} outside [{lo}, {hi}]")]
   return _undefined(np.where(nan | inf | out, 0.0, t).astype(to_np(dst)), checks)
 
 def bitcast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
@@ -305,6 +321,10 @@ RULES: dict[Ops, Callable] = {
 take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome
 (the emulator, whose programs are verified, calls run_alu / run_conversion)."""
 assert set(RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
+
+def undefined_kinds(op: Ops) -> tuple[UB, ...]:
+  """The kinds of undefined behaviour op's rule declares (`undefined`); () for a rule defined everywhere."""
+  return getattr(RULES[op], "undefined", ())
 
 # ---- the interface ----
 
@@ -331,7 +351,7 @@ def _full(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def _shaped(out: Outcome, shape: tuple[int, ...]) -> Outcome:
   r = lambda m: None if m is None else _full(m, shape)
-  return Outcome(_full(out.values, shape), r(out.undefined), out.reason, r(out.loose))
+  return Outcome(_full(out.values, shape), r(out.undefined), out.reason, r(out.loose), out.kind)
 
 _ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}, **{op: 3 for op in GroupOp.Ternary}}
 

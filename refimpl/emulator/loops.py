@@ -35,6 +35,7 @@ import numpy as np
 from refimpl.dtype import DType
 from refimpl.emulator import alu
 from refimpl.emulator.indexing import IntInfo, thread_form
+from refimpl.emulator.ub import UB
 from refimpl.ir import GroupOp, Ops, Program
 
 SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE)  # WHERE: a select chain (`_select`)
@@ -218,11 +219,11 @@ def _dependent(program: Program, i: int, end: int, carried: set[int]) -> set[int
 @dataclass
 class Folded:
   """The accumulator after a fold, per outer lane, with its masks; `undefined_step`: the first step in order that alu
-  leaves undefined on some lane, as (step, lane, reason, operands), or None."""
+  leaves undefined on some lane, as (step, lane, kind, reason, operands), or None."""
   values: np.ndarray
   undef: np.ndarray | None
   loose: np.ndarray | None
-  undefined_step: tuple[int, int, str, tuple] | None = None
+  undefined_step: tuple[int, int, UB, str, tuple] | None = None
 
 
 def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
@@ -290,7 +291,7 @@ def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, ac
     if o.undefined is not None:
       if first is None:
         lane = int(np.argmax(o.undefined.reshape(o.undefined.shape[0], -1).any(axis=1)))
-        first = (s, lane, o.reason, tuple(np.broadcast_to(a, o.values.shape)[lane] for a in operands))
+        first = (s, lane, o.kind, o.reason, tuple(np.broadcast_to(a, o.values.shape)[lane] for a in operands))
       undef = o.undefined if undef is None else undef | o.undefined
     values = o.values
   return Folded(values, undef, loose, first)

@@ -13,8 +13,8 @@ An access (`Site`) is located once per LOAD/STORE: either a strided view that co
 whose every lane is in bounds: no gather, no scan) or one flat address per lane. Both feed `read`, `write` and
 `elements` (explicit (lane, element) pairs, which only tracking and the uninitialised-local check need).
 
-Race rule: two different threads touching one element, at least one of them writing, with no BARRIER between (locals:
-the barrier of their workgroup; globals: none in a launch) -> undefined. Three checks give it: a store finds another
+Race rule (UB.RACE): two different threads touching one element, at least one of them writing, with no BARRIER between
+(locals: the barrier of their workgroup; globals: none in a launch) -> undefined. Three checks give it: a store finds another
 thread's write (write/write) or read (write-after-read) of the element, a load finds another thread's write
 (read-after-write), and two threads of one op touch one element.
 """
@@ -137,7 +137,7 @@ def _shared(e: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   return hit.reshape(e.shape), other.reshape(e.shape)
 
 def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-  """Records a store by `lanes` to elements `e`; returns kind -> (bad elements (L, count), the other thread there)."""
+  """Records a store by `lanes` to elements `e`; returns race check -> (bad elements (L, count), the other thread there)."""
   ln = lanes[:, None]
   w, r = mem.writer[e], mem.reader[e]
   ww = (w != NOBODY) & (w != ln)
@@ -148,7 +148,7 @@ def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tupl
   return {"write/write": (ww | dup, np.where(ww, w, dup_other)), "write after read": (war, r_other)}
 
 def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-  """Records a load by `lanes` of elements `e`; returns kind -> (bad elements, the thread that wrote them)."""
+  """Records a load by `lanes` of elements `e`; returns race check -> (bad elements, the thread that wrote them)."""
   ln = lanes[:, None]
   w, r = mem.writer[e], mem.reader[e]
   raw = (w != NOBODY) & (w != ln)

@@ -26,12 +26,13 @@ Defined by construction (what the emulator would call undefined never happens):
     a DEFINE_LOCAL is initialised by every thread in its own slots first, then read in its own slots, or, with a BARRIER
     after the initialisation, anywhere (and never written again).
   - values: the YARPGen approach. The emulator runs the program (permissive mode) and each op it reports undefined is
-    rewritten in place, then the emulator runs again (at most FIX_ROUNDS times):
-      IDIV/MOD by 0          the divisor becomes (b | 1)
-      IDIV/MOD INT_MIN / -1  the dividend becomes (a | 1)
-      SHL/SHR count          the count becomes (b & (bits - 1))
-      float -> int CAST      the source is clamped first: NaN -> 0, below/above the target range -> its first/last
-                             float inside it (WHERE/CMPLT/CMPNE; fp8 sources are clamped in float32 and cast back exactly)
+    rewritten in place by the kind of its first undefined lane (REWRITES), then the emulator runs again (at most
+    FIX_ROUNDS times):
+      DIVISOR_ZERO       the divisor becomes (b | 1)
+      DIVISION_OVERFLOW  the dividend becomes (a | 1)
+      SHIFT_COUNT        the count becomes (b & (bits - 1))
+      CAST_RANGE         the source is clamped first: NaN -> 0, below/above the target range -> its first/last
+                         float inside it (WHERE/CMPLT/CMPNE; fp8 sources are clamped in float32 and cast back exactly)
     The rewrite applies only to ops that were undefined on these inputs, so the raw ops stay in most programs.
 What remains undefined after that is left to `refimpl.fuzz.case.prepare` (masked or discarded).
 """
@@ -40,12 +41,14 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from refimpl.dtype import DType, dtypes, to_np, truncate
 from refimpl.emulator.machine import Emulation, emulate
+from refimpl.emulator.ub import UB
 from refimpl.fuzz.bias import CHAINS, double_rounding_values, halfway_values, tiny_factors
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramError, alu_allows
@@ -587,16 +590,21 @@ def _clamp(x: Node, d: DType) -> list[Node]:
   if w != s: out.append(Node(Ops.CAST, x.dtype, [r], tag="fix"))
   return out
 
-def fix_node(g: Graph, n: Node, reason: str) -> bool:
-  """Rewrites node n (undefined on some lane for `reason`) into a defined form in place. False when there is no rewrite."""
-  if n.op in (Ops.IDIV, Ops.MOD):
-    k = 1 if "zero" in reason else 0
-    new = _binop(Ops.OR, n.src[k], 1)
-  elif n.op in (Ops.SHL, Ops.SHR):
-    k, new = 1, _binop(Ops.AND, n.src[1], 8 * n.dtype.scalar().itemsize - 1)
-  elif n.op is Ops.CAST and dtypes.is_float(n.src[0].dtype) and dtypes.is_int(n.dtype):
-    k, new = 0, _clamp(n.src[0], n.dtype.scalar())
-  else: return False
+REWRITES: dict[UB, Callable[[Node], tuple[int, list[Node]]]] = {
+  UB.DIVISOR_ZERO: lambda n: (1, _binop(Ops.OR, n.src[1], 1)),
+  UB.DIVISION_OVERFLOW: lambda n: (0, _binop(Ops.OR, n.src[0], 1)),
+  UB.SHIFT_COUNT: lambda n: (1, _binop(Ops.AND, n.src[1], 8 * n.dtype.scalar().itemsize - 1)),
+  UB.CAST_RANGE: lambda n: (0, _clamp(n.src[0], n.dtype.scalar())),
+}
+"""UB kind -> node -> (the src it replaces, the nodes that compute the replacement, last): the module docstring's table.
+Every kind an ALU rule declares has one; the memory kinds have none (generation avoids them by construction)."""
+
+def fix_node(g: Graph, n: Node, kind: UB | None) -> bool:
+  """Rewrites node n (undefined on some lane, the first of kind `kind`) into a defined form in place (REWRITES). False
+  when there is no rewrite for the kind."""
+  rewrite = REWRITES.get(kind) if kind is not None else None
+  if rewrite is None: return False
+  k, new = rewrite(n)
   g.insert_before(n, new)
   n.src[k] = new[-1]
   return True
@@ -634,7 +642,7 @@ def make_program(seed: int, index: int, profile: Profile, name: str = "fuzz") ->
       from refimpl.fuzz.case import emulator_error_op
       return Generated(program, g, arrays, vals, None, rounds, fixed, f"{type(e).__name__}: {e}",
                        emulator_error_op(e, program, program))
-    todo = [(order[e.uop_index], e.reason) for e in em.events if e.uop_index is not None]
+    todo = [(order[e.uop_index], e.kind) for e in em.events if e.uop_index is not None]
     applied = sum(fix_node(g, n, why) for n, why in todo)
     fixed += applied
     if not applied: return Generated(program, g, arrays, vals, em, rounds, fixed)
