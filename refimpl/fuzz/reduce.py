@@ -19,7 +19,10 @@ Passes, repeated until a whole round changes nothing:
   3. one work item, one iteration: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1
      tries 0), so the work item left computes the element that failed; a RANGE of constant bounds runs only its last
      iteration (what an accumulator read after the loop holds; pass 1 then unwraps it); int ALU uops of CONSTs become
-     CONSTs of their values (so indices become constants).
+     CONSTs of their values (so indices become constants). Locals to inputs: in a case of one workgroup, a
+     DEFINE_LOCAL becomes an input buffer holding what the threads stored there (from an emulator run), its STOREs go,
+     and BARRIERs go once no local is left: a value another thread computed and exchanged through local memory is
+     then an input that pass 6 turns into a constant.
   4. merge: the uses of a value read an earlier value of the same dtype instead (the nearest two visible there), so
      operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go).
   5. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
+from refimpl.emulator.machine import emulate
 from refimpl.fuzz.case import Case
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
@@ -126,6 +130,23 @@ def loaded_constant(s: State, n: Node, stored: set[int]):
   if arr is None or not 0 <= int(i.arg) < arr.size: return None
   x = arr[int(i.arg)]
   return bool(x) if n.dtype == dtypes.bool else int(x) if dtypes.is_int(n.dtype) else float(x)
+
+def local_contents(s: State, local: Node) -> np.ndarray | None:
+  """What the threads of a case stored in `local` by the end of its run (the emulator on a copy in which every STORE
+  into it also stores into a shadow output), or None when that run has undefined behaviour."""
+  st, m = s.copy()
+  g, copy = st.graph, m[id(local)]
+  shadow = Node(Ops.DEFINE_GLOBAL, copy.dtype.base.ptr(copy.dtype.size))
+  g.nodes.append(shadow)
+  for n in list(g.nodes):
+    if n.op is Ops.STORE and n.src[0].src[0] is copy:
+      ix = Node(Ops.INDEX, shadow.dtype, [shadow, n.src[0].src[1]])
+      g.insert_before(n, [ix, Node(Ops.STORE, dtypes.void, [ix, *n.src[1:]])])
+  st.arrays[id(shadow)] = np.zeros(shadow.dtype.size, to_np(shadow.dtype.base))
+  case = st.case()
+  if case is None: return None
+  run = emulate(case.program, case.inputs, case.vals, strict=False)
+  return None if run.events else run.buffers[g.globals().index(shadow)]
 
 def _shift_index(g: Graph, access: Node, lane: int) -> None:
   """The LOAD or STORE `access` goes through a new INDEX at its index + lane (a new CONST, or an ADD)."""
@@ -282,6 +303,7 @@ class Reducer:
       yield from self._remove_units()
       yield from self._retarget()
       yield from self._specials()
+      yield from self._locals_to_inputs()
       yield from self._last_iterations()
       yield from self._folds()
       yield from self._merge_values()
@@ -330,6 +352,28 @@ class Reducer:
           with contextlib.suppress(ValueError): self._drop_buffers(st)
         return f
       yield from self._try([edit(id(s), j) for j in range(len(v.src))], smaller=True)
+
+  def _locals_to_inputs(self):
+    """Pass 3 (module docstring): in a one-workgroup case, each DEFINE_LOCAL becomes an input holding what the threads
+    stored in it (the emulator's run of a copy that also stores every value written there into a shadow buffer)."""
+    st0 = self._state
+    if st0.graph.global_size != [1, 1, 1]: return
+    def edit(lid, snapshot):
+      def f(st, m):
+        g, local = st.graph, m[lid]
+        buf = Node(Ops.DEFINE_GLOBAL, local.dtype.base.ptr(local.dtype.size))
+        g.nodes = [buf if n is local else n for n in g.nodes if not (n.op is Ops.STORE and n.src[0].src[0] is local)]
+        for n in g.nodes:
+          if n.op is Ops.INDEX and n.src[0] is local: n.src[0], n.dtype = buf, buf.dtype
+        if not any(n.op is Ops.DEFINE_LOCAL for n in g.nodes): g.nodes = [n for n in g.nodes if n.op is not Ops.BARRIER]
+        st.arrays[id(buf)] = snapshot
+        g.dce()
+      return f
+    edits = []
+    for local in (n for n in st0.graph.nodes if n.op is Ops.DEFINE_LOCAL):
+      snapshot = local_contents(st0, local)
+      if snapshot is not None: edits.append(edit(id(local), snapshot))
+    yield from self._try(edits)
 
   def _specials(self):
     """Pass 3 (module docstring): a SPECIAL becomes one of its values k > 0 (launch dimension 1)."""
