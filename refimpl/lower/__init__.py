@@ -3,6 +3,8 @@
   grid_to_loops.py  lower_grid_to_loops: SPECIAL gidx/lidx -> RANGE loops, for backends with no grid
   transcendental.py decompose_transcendentals: EXP2/LOG2/SIN -> ALU ops, for backends with no libm (CLANG, LLVM)
   threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for every renderer (one algorithm, not one each)
+  narrow.py         lower_narrow: float16/bfloat16/fp8 values -> their bits, ops on them -> float32/float64 and integer
+                    ops with one rounding, for every renderer (renderers only load and store the bits)
   emit.py           Emitter and V: straight-line IR written as Python expressions (the decompositions use them)
 
 `lower_for(program, renderer)` is what a backend calls before rendering: verify, lower the grid when the
@@ -15,12 +17,13 @@ from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program
 from refimpl.ir.verify import ProgramError, verify
 from refimpl.lower.grid_to_loops import LoweringError, lower_grid_to_loops
+from refimpl.lower.narrow import lower_narrow
 from refimpl.lower.threefry import decompose_threefry
 from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.renderer import Renderer
 
 __all__ = ["LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals", "lower_for",
-           "lower_grid_to_loops"]
+           "lower_grid_to_loops", "lower_narrow"]
 
 
 def check_capabilities(program: Program, renderer: Renderer) -> None:

@@ -1,8 +1,8 @@
 """Writing straight-line IR: the values of a decomposition (refimpl.lower's passes) as Python expressions.
 
 `Emitter(out, count)` appends uops to the list `out`; a `V` is one value it made, and arithmetic on V's (+ - * / & | ^
-<< >>, `lt`, `ne`, `where`, `cast`, `bitcast`) appends the op's uop and gives its value. Python numbers become CONSTs of
-the other operand's dtype (VECTORIZEd when the values have count > 1 lanes); one CONST is made per value and dtype.
+<< >>, `max`, `lt`, `ne`, `where`, `cast`, `bitcast`) appends the op's uop and gives its value. Python numbers become
+CONSTs of the other operand's dtype (VECTORIZEd when the values have count > 1 lanes); one CONST is made per value and dtype.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ class V:
   def __xor__(self, x) -> V: return self._alu(Ops.XOR, x)
   def __lshift__(self, x) -> V: return self._alu(Ops.SHL, x)
   def __rshift__(self, x) -> V: return self._alu(Ops.SHR, x)
+  def max(self, x) -> V: return self._alu(Ops.MAX, x)
   def lt(self, x) -> V: return self.e.value(Ops.CMPLT, dtypes.bool, self, self.c(x))
   def ne(self, x) -> V: return self.e.value(Ops.CMPNE, dtypes.bool, self, self.c(x))
   def where(self, a, b) -> V:
