@@ -2,7 +2,8 @@
 name) is what porting looks like, so the suite must hold it to the spec without false alarms. Rules:
 - every process the suite, the fuzzer or the corpus replay starts (subprocesses, spawned workers) knows every backend
   the parent registered, by `module:Class` or by entry point;
-- the whole suite passes on a correct third-party backend, with zero failures."""
+- the suite passes on a correct third-party backend, with zero failures: every test whose result depends on --backend
+  (those that take the backend fixture; the others give the same result whatever the backend)."""
 import importlib.util
 import multiprocessing
 import os
@@ -75,13 +76,13 @@ def test_a_class_no_other_process_can_import_is_not_passed_down(monkeypatch):
   finally: Device._specs.pop("LOCALONLY", None)
 
 
-def test_the_whole_suite_passes_on_a_correct_third_party_backend(tmp_path):
-  """`pytest spec_tests --backend faithful_backend.device:FaithfulDevice` (this file left out: it would recurse), run as
-  a porter runs it, with the package importable; zero failures, and its conformance report is written. Left out too:
-  the files whose tests pick their own backends (the result does not depend on --backend)."""
+def test_the_suite_passes_on_a_correct_third_party_backend(tmp_path):
+  """`pytest spec_tests --backend faithful_backend.device:FaithfulDevice --backend-tests-only` (this file left out: it
+  would recurse), run as a porter runs it, with the package importable; zero failures, and its conformance report is
+  written. Left out too: the files whose tests pick their own backends (the result does not depend on --backend)."""
   report = tmp_path / "faithful.md"
   args = [sys.executable, "-m", "pytest", str(pathlib.Path(__file__).parent), "--backend", SPEC, "-q", "-p", "no:cacheprovider",
-          f"--ignore={__file__}", "--conformance-report", str(report), "--hypothesis-profile", "dev"]
+          f"--ignore={__file__}", "--conformance-report", str(report), "--hypothesis-profile", "dev", "--backend-tests-only"]
   # these choose their own backends (a porter's project, PYTHON and CLANG, tinygrad's), whatever --backend says
   own_backends = ("test_packaged_suite.py", "test_parallel_runs.py", "test_tinygrad_backends.py")
   args += [f"--ignore={pathlib.Path(__file__).with_name(n)}" for n in own_backends]

@@ -61,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--xfail-file", default=None, metavar="FILE", help="known failures, one pattern per line")
   group.addoption("--only", action="append", default=[], metavar="PATTERN", help="run only the matching backend tests")
   group.addoption("--skip", action="append", default=[], metavar="PATTERN", help="leave the matching backend tests out")
+  group.addoption("--backend-tests-only", action="store_true", default=False,
+                  help="run only the tests that take the backend fixture (those whose result depends on --backend)")
 
 
 @dataclass
@@ -266,11 +268,13 @@ def selection_of(config: pytest.Config) -> Selection:
   return config._refimpl_selection
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-  """Applies EXPECTATIONS to the backend tests: --only / --skip deselect, --xfail marks expected failures."""
+  """Applies EXPECTATIONS to the backend tests: --only / --skip deselect, --xfail marks expected failures;
+  --backend-tests-only deselects every other test."""
   keep, dropped = [], []
+  backend_only = config.getoption("backend_tests_only")
   for item in items:
     backend_test = "backend" in getattr(item, "fixturenames", ())
-    if backend_test and EXPECTATIONS.leaves_out(item):
+    if (backend_test and EXPECTATIONS.leaves_out(item)) or (backend_only and not backend_test):
       dropped.append(item)
       continue
     keep.append(item)
