@@ -5,7 +5,7 @@ Sections, in the order a program meets them:
   profiling    ProfileEvent and friends, cpu_profile, the Chrome trace written at exit with PROFILE=1
   memory       BufferSpec, Buffer, Allocator, LRUAllocator, MallocAllocator
   native code  CPUProgram (W^X loader for position-independent machine code)
-  compilers    CompileError, Compiler (with the disk cache)
+  compilers    CompileError (defined in refimpl.errors), Compiler (with the disk cache)
   devices      Compiled, is_dtype_supported
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.errors import CompileError as CompileError  # tinygrad's device contract names refimpl.device.CompileError
 from refimpl.helpers import OSX, GlobalCounters, diskcache_get, diskcache_put, flat_mv, from_mv, getenv, mv_address, round_up
 from refimpl.renderer import Renderer
 
@@ -509,9 +510,6 @@ def _address_of(buf: Any) -> int:
   return ctypes.addressof(buf)
 
 # *** compilers ***
-
-class CompileError(Exception):
-  """The backend's compiler rejected the source; the message carries its diagnostics."""
 
 class Compiler:
   """Turns rendered source into a binary. `cachekey` names the compiler, its version and flags: compile_cached keys the disk

@@ -1,4 +1,6 @@
-"""Errors that describe what a kernel did, as opposed to what is wrong with refimpl or a toolchain."""
+"""Errors that describe what a kernel did (UndefinedBehavior) or why a backend would not take it (CompileError), as
+opposed to what is wrong with refimpl or a toolchain. A leaf module: renderers raise CompileError without importing
+the device layer (refimpl.device exports the name too, as tinygrad's device contract has it)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -22,3 +24,7 @@ class UndefinedBehavior(Exception):
     where = f"uop {uop_index} ({op_name})" if uop_index is not None else op_name
     more = f" (and {count - 1} more lane{'s' if count > 2 else ''})" if count > 1 else ""
     super().__init__(f"undefined behavior at {where}, lane {lane}: {reason}; operands {operands}{more}")
+
+
+class CompileError(Exception):
+  """The backend's compiler rejected the source; the message carries its diagnostics."""

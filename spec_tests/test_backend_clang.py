@@ -14,7 +14,7 @@ import pytest
 from refimpl.conformance import PROGRAMS_DIR
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes
-from refimpl.ir import Ops, Program, ProgramBuilder, elementwise, verify
+from refimpl.ir import Ops, ProgramBuilder, elementwise, load_program, verify
 from refimpl.lower import lower_grid_to_loops
 from refimpl.testing.programs import a
 
@@ -161,7 +161,7 @@ def test_max_reductions_that_hung_clang_22_compile_on_the_native_path(path):
   with -march=native (LLVM's loop vectorizer, exponential in the unrolled length of the old three-select MAX); the
   one-select MAX compiles at once. The native path itself must finish (no generic-CPU retry)."""
   comp = ops_clang.ClangCompiler()
-  p = lower_grid_to_loops(Program.load(path))
+  p = lower_grid_to_loops(load_program(path))
   assert comp._run(comp.args, Device["CLANG"].renderer.render(p.name, p), ops_clang.NATIVE_TIMEOUT_S).startswith(b"\x7fELF")
 
 def test_a_native_compile_past_its_limit_is_redone_for_the_generic_cpu(monkeypatch):

@@ -17,7 +17,7 @@ from tinygrad.renderer.cstyle import ClangRenderer
 
 from refimpl.dtype import dtypes, truncate
 from refimpl.emulator.machine import emulate
-from refimpl.ir import Ops, Program, verify
+from refimpl.ir import Ops, load_program, save_program, verify
 from refimpl.tinygrad import RULES, TranslationError, capture, from_tinygrad, translate
 
 D = "PYTHON"
@@ -40,8 +40,8 @@ def check_kernel(k, tmp_path) -> None:
   except float buffers of a kernel where a float CONST was rounded (rule 8), which must agree to float32 precision."""
   p = verify(k.program)
   path = tmp_path / f"{p.name}.json"
-  p.save(path)
-  assert Program.load(path) == p
+  save_program(p, path)
+  assert load_program(path) == p
   res = emulate(p, k.inputs, vals=k.vals)
   for n, (got, want) in enumerate(zip(res.buffers, k.outputs)):
     got = np.asarray(got).reshape(-1)

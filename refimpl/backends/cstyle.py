@@ -42,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 from refimpl.lower import check_capabilities, decompose_threefry
 from refimpl.renderer import Renderer

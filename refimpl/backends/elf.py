@@ -34,7 +34,8 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from refimpl.device import CompileError, CPUProgram
+from refimpl.device import CPUProgram
+from refimpl.errors import CompileError
 
 EM_X86_64, EM_AARCH64 = 62, 183
 SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_NOTE = 2, 4, 8, 9, 7

@@ -60,8 +60,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 from refimpl.lower import check_capabilities, decompose_threefry
 from refimpl.renderer import Renderer

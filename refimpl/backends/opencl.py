@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from refimpl.backends.cstyle import NARROW, CStyleRenderer
-from refimpl.device import CompileError
 from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, ProgramError, verify
 from refimpl.lower import check_capabilities
 

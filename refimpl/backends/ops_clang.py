@@ -36,8 +36,9 @@ import warnings
 
 from refimpl.backends.cstyle import CStyleRenderer, kernel_symbol
 from refimpl.backends.elf import ElfProgram
-from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
+from refimpl.device import Compiled, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Program
 from refimpl.lower import decompose_transcendentals
 

@@ -44,8 +44,9 @@ import numpy as np
 
 from refimpl.backends.cstyle import kernel_symbol
 from refimpl.backends.opencl import CORRECT_DIV_SQRT_OPTION, OpenCLRenderer, supported_dtypes
-from refimpl.device import BufferSpec, Compiled, CompileError, Compiler, DeviceUnavailable, LRUAllocator, compile_batch_cached
+from refimpl.device import BufferSpec, Compiled, Compiler, DeviceUnavailable, LRUAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.errors import CompileError
 from refimpl.helpers import GlobalCounters
 from refimpl.ir import Ops
 

@@ -29,8 +29,9 @@ from typing import Any
 
 from refimpl.backends.elf import ElfProgram
 from refimpl.backends.llvmir import LLVMRenderer
-from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
+from refimpl.device import Compiled, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
+from refimpl.errors import CompileError
 
 MISSING = "LLVM: llvmlite is not installed; pip install llvmlite (included in refimpl[llvm])"
 DEFAULT_OPT = 2

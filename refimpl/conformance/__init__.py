@@ -19,4 +19,4 @@ runs these modules too (spec_tests/test_conformance_*.py).
 """
 from pathlib import Path
 
-PROGRAMS_DIR = Path(__file__).parent / "programs"  # real kernels kept as regression programs (JSON, Program.load)
+PROGRAMS_DIR = Path(__file__).parent / "programs"  # real kernels kept as regression programs (JSON, refimpl.ir.load_program)

@@ -16,7 +16,7 @@ from refimpl.conformance import PROGRAMS_DIR
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
 from refimpl.fuzz.case import Case, prepare
-from refimpl.ir import Ops, Program, ProgramBuilder
+from refimpl.ir import Ops, Program, ProgramBuilder, load_program
 from refimpl.ir.strategies import RandomChooser, random_program
 from refimpl.runner import Kernel
 from refimpl.testing.programs import check_against_emulator, require
@@ -171,7 +171,7 @@ def test_constant_chains_match_the_emulator_by_the_fuzzers_rules(backend, path):
   sums, NaN/infinity/signed-zero arithmetic and compares, float64 -> int64 and fp8 -> int32 casts. Constants let a
   compiler fold and rewrite (relaxed math, nsw, contraction), which it cannot do to values it loads. Compared with the
   fuzzer's rules (refimpl.fuzz.compare: NaN as one value, exact elsewhere) against the emulator."""
-  p = Program.load(path)
+  p = load_program(path)
   require(backend, *{ptr.base for ptr in p.buffers.values()} | {u.dtype.scalar() for u in p.uops if u.op is Ops.CONST})
   zeros = [np.zeros(ptr.size, to_np(ptr.base)) for _, ptr in sorted(p.buffers.items())]
   expected = prepare(Case(p, zeros)).expected

@@ -28,7 +28,7 @@ from refimpl.device import Device
 from refimpl.dtype import dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_cast
 from refimpl.emulator.machine import emulate
-from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramBuilder, dtype_to_str, elementwise
+from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramBuilder, dtype_to_str, elementwise, load_program, save_program
 from refimpl.ir.strategies import RandomChooser, random_program
 from refimpl.runner import Kernel
 from refimpl.testing.compare import compare
@@ -525,11 +525,11 @@ def test_gated_loads_and_stores_with_a_false_gate_touch_no_memory(backend, tmp_p
   init, xs = np.full(16, -1, np.int32), np.arange(16, dtype=np.int32) * 10
   want = emulate(p, [init, xs], vals=(9,)).buffers[0]
   assert want.tolist() == [10 * k + 100 for k in range(9)] + [-7] * 7  # the rule, stated
-  code = ("import sys, numpy as np\nfrom refimpl.ir import Program\nfrom refimpl.runner import Kernel\n"
-          "p = Program.load(sys.argv[1])\n"
+  code = ("import sys, numpy as np\nfrom refimpl.ir import load_program\nfrom refimpl.runner import Kernel\n"
+          "p = load_program(sys.argv[1])\n"
           "out = Kernel(p, sys.argv[2])(np.full(16, -1, np.int32), np.arange(16, dtype=np.int32) * 10, vals=(9,))[0]\n"
           "print(out.tolist())\n")
-  p.save(tmp_path / "p.json")
+  save_program(p, tmp_path / "p.json")
   res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.json"), backend], capture_output=True, timeout=300,
                        text=True)
   assert res.returncode == 0, f"exit status {res.returncode}: {res.stderr[-2000:]}"
@@ -740,7 +740,7 @@ def test_grid_with_vector_loads_gated_stores_and_a_var(backend):
 def test_tinygrad_max_reductions_over_a_local_array_match_the_emulator(backend, path):
   """Two max reductions tinygrad 0.10.1 generates (a softmax max and an argmax's max, staged through a local array);
   inputs with NaN, infinities and signed zeros. MAX propagates NaN; everything the emulator marks exact is bit-exact."""
-  p = Program.load(path)
+  p = load_program(path)
   n_in, n_out = (u.dtype.size for u in reversed([u for u in p.uops if u.op is Ops.DEFINE_GLOBAL]))
   xs = random_values(f32, n_in, np.random.default_rng(5))
   xs[::17] = np.nan

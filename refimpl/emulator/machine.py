@@ -19,7 +19,7 @@ that is the same on every lane may keep a single row (1,) and broadcasts. Beside
 WHERE's value dtype and the compared dtype are what alu gets as `dtype`.
 
 Looseness rule. An element of a value is loose when the op that made it says so (alu's Outcome.loose: tolerance and
-allowed-set results, unspecified NaN payloads; every WMMA result, see below) or when any operand element it was
+allowed-set results, unspecified NaN payloads; every WMMA result, see `_wmma`) or when any operand element it was
 computed from is loose. WHERE (and a gated LOAD's choice between memory and its alternative) is loose where the
 condition is loose or the chosen value is. A float CONST that is NaN is loose (the IR carries no NaN payload, so
 neither its JSON form nor a backend promises one). Memory keeps a loose mask per element: a STORE writes the value's
@@ -63,14 +63,7 @@ executions) and carries the damage forward:
   - lanes whose IF gate or RANGE bound is undefined skip the block, and every accumulator the block assigns becomes
     undefined on them; under an IF they run it as phantom lanes, so the elements they would store become undefined.
 
-WMMA rule. Per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n]: every product and sum in float64, in the order
-c, k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST). Products of inputs up to float32 are exact
-in float64, so for float16 / bfloat16 inputs and small K the result is the exactly rounded one. Hardware accumulates
-in other orders and precisions, so every WMMA result element is loose, within an error bound: any order of the K
-additions, each rounded (to nearest or toward zero) in a precision at least the result dtype's, products exact or
-rounded likewise, gives |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, where S = |c| + sum_k |a_k * b_k|,
-gamma(n) = n * eps / (1 - n * eps), eps is the result dtype's machine epsilon and tau its smallest subnormal
-(`wmma_error_bound`; unbounded when (K + 1) * eps >= 1).
+WMMA rule: see `_wmma` (every WMMA result element is loose, within an error bound).
 
 Speed. indexing.py analyses the int32 index arithmetic before the run: an affine index is a strided view of memory
 (no gather), its bounds need no scan, the integer ops that only feed indices are never executed, and race tracking
@@ -540,16 +533,42 @@ class Machine:
 # ***** handlers: (machine, uop index, uop) -> None, or the index to continue at (blocks) *****
 
 def _skip(m: Machine, i: int, u: UOp) -> None: pass
-def _lazy(m: Machine, i: int, u: UOp) -> None: m.env[i] = LAZY
+def _lazy(m: Machine, i: int, u: UOp) -> None: m.env[i] = LAZY  # computed when first read (indexing.py's forms)
+
+def _define_global(m: Machine, i: int, u: UOp) -> None:
+  """DEFINE_GLOBAL: buffer argument number `arg`, the caller's array (flat, the pointee's dtype, the declared size)."""
+
+def _define_local(m: Machine, i: int, u: UOp) -> None:
+  """DEFINE_LOCAL: one array per workgroup, new in each launch: an element no thread stored in this launch is
+  uninitialised, and reading it is undefined (UNINITIALISED)."""
+
+def _end_block(m: Machine, i: int, u: UOp) -> None:
+  """ENDRANGE / ENDIF: the end of the block its source opened (RANGE and IF run their bodies)."""
+
+def _define_var(m: Machine, i: int, u: UOp) -> None:
+  """DEFINE_VAR: the launch's value of the var (checked against its bounds before the run), on every lane."""
+  m.env[i] = LAZY
+
+def _special(m: Machine, i: int, u: UOp) -> None:
+  """SPECIAL: the lane's thread id: gidx<d> its workgroup's position and lidx<d> its position in the workgroup along
+  dimension d, exact."""
+  m.env[i] = LAZY
+
 def _const(m: Machine, i: int, u: UOp) -> None:
-  """CONST: exact, except a float NaN, whose payload the IR does not carry (loose)."""
+  """CONST: the value on every lane, exact, except a float NaN, whose payload the IR does not carry (loose)."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
   m.env[i] = Val(v, loose=np.ones(1, bool) if dtypes.is_float(u.dtype) and np.isnan(float(u.arg)) else None)
-def _index(m: Machine, i: int, u: UOp) -> None: m.env[i] = Ref(m.env[u.src[0]], u.src[1])
-def _define_acc(m: Machine, i: int, u: UOp) -> None: m.env[i] = m.val(u.src[0])
+def _index(m: Machine, i: int, u: UOp) -> None:
+  """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
+  m.env[i] = Ref(m.env[u.src[0]], u.src[1])
+
+def _define_acc(m: Machine, i: int, u: UOp) -> None:
+  """DEFINE_ACC: a register per lane, holding the initial value (with its masks)."""
+  m.env[i] = m.val(u.src[0])
 
 def _assign(m: Machine, i: int, u: UOp) -> None:
-  """ASSIGN: the register takes the value on active lanes."""
+  """ASSIGN: the register takes the value (with its masks) on active lanes and keeps its own elsewhere; the ASSIGN
+  reads as the register. Under loose (undefined) control the register becomes loose (undefined) on those lanes."""
   _set_register(m, u.src[0], m.val(u.src[1]))
 
 def _set_register(m: Machine, acc: int, new: Val) -> None:
@@ -564,8 +583,12 @@ def _set_register(m: Machine, acc: int, new: Val) -> None:
                     _or(_sel(wide, new.loose, old.loose), None if loose is None else _lanewise(loose, v.ndim)))
 
 def _range(m: Machine, i: int, u: UOp) -> int:
-  """RANGE: uniform bounds run the body end - start times; per-lane bounds run it with a mask per counter value.
-  A loop that loops.py proves may run as lanes runs its iterations at once (in chunks that fit LANE_MEMORY)."""
+  """RANGE: the body runs once per counter value r = start, start + 1, ..., end - 1, in order. Where the bounds differ
+  per lane, r runs from the smallest start to the largest end and a lane is active in the iterations in its own
+  [start, end). A lane whose bounds are undefined skips the loop, and every accumulator the body assigns becomes
+  undefined on it; a lane whose bounds are loose runs its own iterations, and what the body stores or assigns on it
+  becomes loose (control rule). A loop that loops.py proves may run as lanes runs its iterations at once (in chunks
+  that fit LANE_MEMORY), with the same results and findings as the sequential order."""
   end = m.block_end[i]
   s, e = m.val(u.src[0]), m.val(u.src[1])
   loop = m.lane_loops.get(i)
@@ -652,7 +675,9 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
   _set_register(m, scan.acc, _val(out.values, undef, loose))
 
 def _if(m: Machine, i: int, u: UOp) -> int:
-  """IF: the body runs on the active lanes whose gate is true (not at all when there are none)."""
+  """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is
+  loose or undefined and false runs it as a phantom lane: it writes nothing, but the elements it would store become
+  loose (undefined), and so does every accumulator the block assigns (control rule)."""
   g = m.val(u.src[0])
   act, lost = m.narrow(g.v, g.undef)
   m.spoil(i, lost)
@@ -671,12 +696,18 @@ def _if(m: Machine, i: int, u: UOp) -> int:
   return m.block_end[i] + 1
 
 def _barrier(m: Machine, i: int, u: UOp) -> None:
-  """BARRIER: ends the race-tracking epoch of the locals of every workgroup whose threads are active."""
+  """BARRIER: every thread of the workgroup reaches it (the verifier makes sure); it orders the workgroup's accesses to
+  its locals: it ends their race-tracking epoch, for every workgroup whose threads are active. Global memory gets no
+  order from it."""
   groups = None if m.real is None else m.real.reshape(m.grid.workgroups, m.grid.group).any(axis=1)
   for mem in m.locals: mem.barrier(groups)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
-  """LOAD: count consecutive elements per live lane; a gated LOAD yields its alternative where the gate is false."""
+  """LOAD: `count` consecutive elements from the index, on each live lane (active, gate true); a gated LOAD yields its
+  alternative where the gate is false (an undefined gate: an undefined element). Undefined (and the element read is
+  undefined): an index outside [0, size) for any element (OUT_OF_BOUNDS), a local element never stored in this launch
+  (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's
+  undefined and loose marks; through a loose index it is loose."""
   ref, count, grid = m.env[u.src[0]], u.dtype.count, m.grid
   mem, gate = ref.mem, m.val(u.src[2]) if len(u.src) == 3 else None
   live = m.gated(gate)
@@ -720,7 +751,11 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   m.env[i] = val
 
 def _store(m: Machine, i: int, u: UOp) -> None:
-  """STORE: writes the value (and its undefined / loose masks) on the live lanes."""
+  """STORE: writes the value's elements (with their undefined and loose marks) at the index on each live lane (active,
+  gate true). Undefined: an index outside [0, size) for any element (OUT_OF_BOUNDS; nothing is written), another
+  thread's access to the element with no barrier between (RACE; after two writes the element is undefined). Through a
+  loose index, or under loose (undefined) control, the element written is loose (undefined), and so is the element a
+  lane would have written had that control gone the other way."""
   ref, value = m.env[u.src[0]], m.val(u.src[1])
   gate = m.val(u.src[2]) if len(u.src) == 3 else None
   live = m.gated(gate)
@@ -791,24 +826,26 @@ def _masks(xs: list[Val]) -> tuple[np.ndarray | None, np.ndarray | None]:
   return undef, loose
 
 def _alu(m: Machine, i: int, u: UOp) -> None:
-  """Every ALU op: alu's rule with the operands' scalar dtype; masks from every operand."""
+  """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element is undefined (loose)
+  where the rule says so or where an operand element it is computed from is."""
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
   _settle(m, i, xs, out, *_masks(xs))
 
 def _where(m: Machine, i: int, u: UOp) -> None:
-  """WHERE: like any ALU op, but the masks follow the chosen value (and the condition)."""
+  """WHERE: alu's rule; an element is undefined (loose) where the condition is or where the value it chooses is."""
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
   c = xs[0].v
   _settle(m, i, xs, out, _or(xs[0].undef, _sel(c, xs[1].undef, xs[2].undef)), _or(xs[0].loose, _sel(c, xs[1].loose, xs[2].loose)))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
-  """CAST / BITCAST: alu's rule elementwise over the scalar dtypes."""
+  """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; masks as ALU ops'."""
   x = m.val(u.src[0])
   _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), x.undef, x.loose)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
+  """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its marks)."""
   xs = [m.val(j) for j in u.src]
   n = max(x.v.shape[0] for x in xs)
   def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
@@ -817,12 +854,21 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
   m.env[i] = Val(stack([x.v for x in xs]), stack([x.undef for x in xs]), stack([x.loose for x in xs]))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
+  """GEP: the elements `arg` of a vector (with their marks): a scalar for one, else a vector in that order."""
   x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
   def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else np.ascontiguousarray(a[:, sel])
   m.env[i] = Val(pick(x.v), pick(x.undef), pick(x.loose))
 
 def _wmma(m: Machine, i: int, u: UOp) -> None:
-  """WMMA: see the rule in the module docstring (float64 sums in order k = 0..K-1 from c, one rounding, loose)."""
+  """WMMA: per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n], every product and sum in float64 in the order c,
+  k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST); undefined where an element of a's row, b's
+  column or c is. Products of inputs up to float32 are exact in float64, so for float16 / bfloat16 inputs and small K
+  the result is the exactly rounded one. Hardware accumulates in other orders and precisions, so every element is
+  loose, within an error bound: any order of the K additions, each rounded (to nearest or toward zero) in a
+  precision at least the result dtype's, products exact or rounded likewise, gives
+  |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, where S = |c| + sum_k |a_k * b_k|, gamma(n) = n eps / (1 - n eps),
+  eps is the result dtype's machine epsilon and tau its smallest subnormal (`wmma_error_bound`; unbounded when
+  (K + 1) eps >= 1)."""
   N, M, K = u.arg
   a, b, c = (m.val(j) for j in u.src)
   A, B = a.v.astype(np.float64).reshape(-1, M, K), b.v.astype(np.float64).reshape(-1, K, N)
@@ -840,7 +886,7 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   _settle(m, i, [a, b, c], out, undef, np.ones(out.values.shape, dtype=bool))
 
 def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
-  """The WMMA rule's error bound (module docstring) for result dtype dt, reduction length k and S = `magnitude`."""
+  """The WMMA rule's error bound (see `_wmma`) for result dtype dt, reduction length k and S = `magnitude`."""
   e, m = dtypes.finfo(dt)
   eps, tau = 2.0 ** -m, 2.0 ** (2 - 2 ** (e - 1) - m)
   n = k + 1
@@ -848,8 +894,9 @@ def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
   return gamma * np.asarray(magnitude, np.float64) + (2 * k + 1) * tau
 
 HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {
-  Ops.DEFINE_GLOBAL: _skip, Ops.DEFINE_LOCAL: _skip, Ops.DEFINE_VAR: _lazy, Ops.SPECIAL: _lazy, Ops.CONST: _const,
-  Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _skip, Ops.IF: _if, Ops.ENDIF: _skip,
+  Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_LOCAL: _define_local, Ops.DEFINE_VAR: _define_var, Ops.SPECIAL: _special,
+  Ops.CONST: _const, Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _end_block,
+  Ops.IF: _if, Ops.ENDIF: _end_block,
   Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.BARRIER: _barrier,
   Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _convert, Ops.BITCAST: _convert, Ops.WMMA: _wmma,
   **{op: _alu for op in GroupOp.ALU}, Ops.WHERE: _where}

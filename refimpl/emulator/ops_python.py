@@ -11,7 +11,7 @@ import numpy as np
 
 from refimpl.device import Compiled, Compiler, MallocAllocator
 from refimpl.dtype import to_np
-from refimpl.ir import Program
+from refimpl.ir import Program, program_from_json, program_to_json
 from refimpl.renderer import Renderer
 
 INT32_MAX = 2**31 - 1
@@ -26,13 +26,13 @@ class PythonRenderer(Renderer):
   local_max: tuple[int, ...] | None = (1024, 1024, 1024)
   vector_widths: tuple[int, ...] = (1, 2, 3, 4, 8, 16)
 
-  def render(self, name: str, program: Program) -> str: return program.to_json()
+  def render(self, name: str, program: Program) -> str: return program_to_json(program)
 
 class PythonProgram:
   """A program loaded from its JSON form; calling it emulates one launch over host buffers, in place (like a real
   device: a launch stopped by UndefinedBehavior leaves in the buffers what it had written until then)."""
   def __init__(self, name: str, lib: bytes):
-    self.name, self.program = name, Program.from_json(lib.decode())
+    self.name, self.program = name, program_from_json(lib.decode())
 
   def __call__(self, *bufs, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:

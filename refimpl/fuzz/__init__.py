@@ -2,6 +2,7 @@
 
   generate.py  programs defined by construction, weighted to reach every op x dtype pair; UB rewritten away (YARPGen);
                the generation modes (random, tinygrad, corpus, mix)
+  grow.py      mode "random": the Profile, the op x dtype pairs, the generator the other modes build on too
   bias.py      inputs at the halfway cases of conversions, double-rounding values, factors of subnormal products
   shapes.py    mode "tinygrad": upcast vectors, reductions, local reductions with barriers, gated stencils, vars
   mutate.py    mode "corpus": kernels of corpus/tinygrad-0.10.1 with ops, dtypes, constants and shapes mutated
@@ -11,7 +12,8 @@
   execute.py   batch compile (many kernels per compiler call) and run on one backend
   isolate.py   worker processes (spawn): a crash or a hang is a finding, and the worker is replaced
   reduce.py    delta debugging of a failing case over uops, constants and inputs
-  corpus.py    finding files (JSON + a pytest file), loading with clear errors, replay; fuzz/corpus/ holds known bugs
+  finding.py   finding files (JSON + a pytest file), written atomically, loaded with clear errors
+  corpus.py    replaying findings (and the finding file names again); fuzz/corpus/ holds known bugs
   campaign.py  the scheduler, deduplication by signature, progress and the summary
   planted.py   deliberately broken backends (to test the fuzzer, or to see it work), the four classes real backends have
   __main__.py  the command line

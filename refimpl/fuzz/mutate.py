@@ -1,4 +1,4 @@
-"""Generation mode "corpus": real tinygrad 0.10.1 kernels (corpus/tinygrad-0.10.1/, loaded with corpus.load_finding),
+"""Generation mode "corpus": real tinygrad 0.10.1 kernels (corpus/tinygrad-0.10.1/, loaded with finding.load_finding),
 mutated. `corpus_graph(seed, index, profile)` picks a kernel (the loop-form CLANG ones; on backends with workgroups the
 GPU ones too, with their locals and barriers) and applies one to three mutations:
 
@@ -6,7 +6,7 @@ GPU ones too, with their locals and barriers) and applies one to three mutations
               EXP2 -> SIN, ...)
   retype      every value, buffer and constant of one float dtype becomes another float dtype (float32 -> float16, ...);
               the kernel's inputs are converted with it
-  constant    a CONST becomes another value of its dtype (edge values, halfway values, random bits; generate._Gen)
+  constant    a CONST becomes another value of its dtype (edge values, halfway values, random bits; grow._Gen)
   shape       a constant RANGE bound or a launch dimension shrinks (every index of a smaller iteration space was already
               in bounds)
   mul-add     a float value x becomes x * c1 + c2 (kernel constants: a MUL feeding an ADD)
@@ -27,9 +27,9 @@ import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
 from refimpl.fuzz.compare import CONTROL_SRCS
-from refimpl.fuzz.corpus import load_finding
-from refimpl.fuzz.generate import ARITH_FLOATS, Profile, _Gen
+from refimpl.fuzz.finding import load_finding
 from refimpl.fuzz.graph import Graph, Node
+from refimpl.fuzz.grow import ARITH_FLOATS, Profile, _Gen
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError, alu_allows, verify
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"

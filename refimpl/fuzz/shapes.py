@@ -19,8 +19,8 @@ rewrites of generate.make_program afterwards. A program is a function of (seed, 
 from __future__ import annotations
 
 from refimpl.dtype import DType, dtypes
-from refimpl.fuzz.generate import ARITH_FLOATS, Profile, _Block, _Gen
 from refimpl.fuzz.graph import Graph, Node
+from refimpl.fuzz.grow import ARITH_FLOATS, Profile, _Block, _Gen
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops
 from refimpl.ir.verify import FP8
 

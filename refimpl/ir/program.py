@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.ir.dtype_text import dtype_to_str
 from refimpl.ir.ops import GroupOp, Ops
 
 INDEX_DTYPE: DType = dtypes.int32
@@ -78,27 +79,8 @@ class Program:
     """SPECIAL name -> size."""
     return {u.arg[0]: u.arg[1] for u in self.uops if u.op is Ops.SPECIAL}
 
-  def to_json(self) -> str:
-    from refimpl.ir.serialize import program_to_json
-    return program_to_json(self)
-
-  @staticmethod
-  def from_json(text: str, verify: bool = True) -> Program:
-    from refimpl.ir.serialize import program_from_json
-    return program_from_json(text, verify=verify)
-
-  def save(self, path) -> None:
-    from refimpl.ir.serialize import save_program
-    save_program(self, path)
-
-  @staticmethod
-  def load(path, verify: bool = True) -> Program:
-    from refimpl.ir.serialize import load_program
-    return load_program(path, verify=verify)
-
   def listing(self) -> str:
     """A numbered, block-indented listing: index, op, dtype, src, arg."""
-    from refimpl.ir.dtype_text import dtype_to_str
     def dstr(dt):
       try: return dtype_to_str(dt)
       except (ValueError, AttributeError): return repr(dt)

@@ -1,0 +1,134 @@
+"""The import graph of the refimpl package, built statically from the source with `ast`: every import statement of a
+module counts, at module level or inside a function (a function-level import is a dependency all the same; hiding a
+cycle in one only moves the failure to call time). The one exception is a module's `if __name__ == "__main__":` block,
+which runs only when the file is the script `__main__`, a module apart from the one other modules import.
+
+  - no cycle;
+  - no backend (refimpl/backends/ops_*.py, the emulator's ops_python.py) imports another, even through other modules;
+  - the executor, refimpl.emulator.machine, imports no device layer: not refimpl.runner, refimpl.device, ctypes or mmap;
+  - the renderers raise CompileError from refimpl.errors and import no device layer either.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "refimpl"
+
+
+@functools.cache
+def modules() -> dict[str, Path]:
+  """Dotted name -> source file of every module of the package (a package is its __init__.py)."""
+  out = {}
+  for f in sorted(PACKAGE.rglob("*.py")):
+    parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__": parts.pop()
+    out[".".join(parts)] = f
+  return out
+
+def _is_main_block(node: ast.stmt) -> bool:
+  """`if __name__ == "__main__":`"""
+  t = node.test if isinstance(node, ast.If) else None
+  return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+          and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+
+def _imported(name: str, node: ast.Import | ast.ImportFrom, is_package: bool) -> list[str]:
+  """The modules one import statement of module `name` loads: a refimpl module by its dotted name (`from pkg import
+  sub` loads pkg.sub; `from pkg import name` loads pkg), anything else by its top-level name."""
+  if isinstance(node, ast.Import): targets = [a.name for a in node.names]
+  else:
+    base = node.module or ""
+    if node.level:
+      here = name.split(".") if is_package else name.split(".")[:-1]
+      base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules()]
+    targets = subs + ([base] if len(subs) < len(node.names) else [])
+  return [t if t in modules() else t.split(".")[0] for t in targets]
+
+@functools.cache
+def graph() -> dict[str, frozenset[str]]:
+  """Module -> the modules it imports (refimpl modules by dotted name, others by top-level name)."""
+  out = {}
+  for name, path in modules().items():
+    tree = ast.parse(path.read_text(), str(path))
+    body = [n for n in tree.body if not _is_main_block(n)]
+    found = set()
+    for stmt in body:
+      for node in ast.walk(stmt):
+        if isinstance(node, (ast.Import, ast.ImportFrom)): found.update(_imported(name, node, path.name == "__init__.py"))
+    found.discard(name)
+    out[name] = frozenset(found)
+  return out
+
+def find_cycle() -> list[str] | None:
+  """One cycle of the graph (its modules, the first repeated at the end), or None."""
+  g, state, stack = graph(), {}, []
+  def visit(v: str) -> list[str] | None:
+    state[v] = "open"
+    stack.append(v)
+    for w in sorted(g.get(v, ())):
+      if w not in g or state.get(w) == "done": continue
+      if state.get(w) == "open": return stack[stack.index(w):] + [w]
+      found = visit(w)
+      if found is not None: return found
+    stack.pop()
+    state[v] = "done"
+    return None
+  for v in sorted(g):
+    found = None if v in state else visit(v)
+    if found is not None: return found
+  return None
+
+def loads(name: str) -> set[str]:
+  """Everything importing module `name` loads: what it imports, transitively, and the packages above each refimpl
+  module reached (importing refimpl.a.b runs refimpl/__init__.py and refimpl/a/__init__.py first)."""
+  g, seen, todo = graph(), set(), [name]
+  while todo:
+    v = todo.pop()
+    if v in seen: continue
+    seen.add(v)
+    if v not in g: continue
+    parts = v.split(".")
+    todo += [".".join(parts[:k]) for k in range(1, len(parts))] + sorted(g[v])
+  seen.discard(name)
+  return seen
+
+BACKENDS = sorted(m for m in modules() if m.startswith("refimpl.backends.ops_")) + ["refimpl.emulator.ops_python"]
+RENDERERS = ["refimpl.backends.cstyle", "refimpl.backends.llvmir", "refimpl.backends.opencl"]
+DEVICE_LAYER = {"refimpl.runner", "refimpl.device", "ctypes", "mmap"}
+
+
+def test_the_graph_sees_every_kind_of_import():
+  """Rule: the graph holds module-level, function-level and relative imports, and leaves out `__main__` blocks (the
+  walk is checked on refimpl.device, which imports refimpl.selfcheck only there)."""
+  assert {"refimpl.ir.program", "refimpl.ir.verify", "refimpl.ir.dtype_text"} <= graph()["refimpl.ir.serialize"]
+  assert "refimpl.fuzz.shapes" in graph()["refimpl.fuzz.generate"]
+  assert "refimpl.selfcheck" not in graph()["refimpl.device"] and "refimpl.device" in graph()["refimpl.selfcheck"]
+  assert len(BACKENDS) >= 4 and all(m in modules() for m in BACKENDS + RENDERERS)
+
+def test_the_package_has_no_import_cycle():
+  """Rule: no module imports itself through others, at any level (program.py knows nothing of JSON or the verifier;
+  the generation modes build on grow.py, below generate.py; the finding format, finding.py, is below the replay)."""
+  cycle = find_cycle()
+  assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+@pytest.mark.parametrize("module", BACKENDS)
+def test_a_backend_imports_no_other_backend(module):
+  """Rule: a backend (a device's ops_*.py) reaches no other backend's module, directly or through shared ones."""
+  others = set(BACKENDS) - {module}
+  assert not loads(module) & others, sorted(loads(module) & others)
+
+def test_the_emulator_imports_no_device_layer():
+  """Rule: refimpl.emulator.machine (the executor, the spec's semantics) loads neither refimpl.runner nor
+  refimpl.device, nor ctypes or mmap, so the spec runs without the native device machinery."""
+  assert not loads("refimpl.emulator.machine") & DEVICE_LAYER, sorted(loads("refimpl.emulator.machine") & DEVICE_LAYER)
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_a_renderer_imports_no_device_layer(renderer):
+  """Rule: a renderer turns a Program into source text; its CompileError comes from refimpl.errors, and it loads no
+  device layer (refimpl.device keeps exporting CompileError, tinygrad's device contract)."""
+  assert "refimpl.errors" in graph()[renderer]
+  assert not loads(renderer) & DEVICE_LAYER, sorted(loads(renderer) & DEVICE_LAYER)
