@@ -310,6 +310,20 @@ def test_wmma_results_are_compared_within_the_error_bound():
     assert _check(p, inputs, not_nan)[0].element == 0
 
 
+def test_a_negated_wmma_result_keeps_its_bound():
+  """Rule: NEG of a BOUND value keeps the bound (the above run gives -S there): the reference itself passes, a value
+  far off fails."""
+  b = ProgramBuilder("k")
+  o, a, c = b.global_buf(dtypes.float64, 1), b.global_buf(dtypes.float64, 2), b.global_buf(dtypes.float64, 1)
+  zero = b.const(0, dtypes.int32)
+  b.store(o, zero, b.alu(Ops.NEG, b.wmma(b.load(a, zero, count=2), b.load(a, zero, count=2), b.load(c, zero), (1, 1, 2))))
+  p = b.build()
+  inputs = [np.zeros(1), np.array([3.0, -0.1]), np.array([1.5])]
+  ref = prepare(Case(p, inputs)).expected.buffers[0]
+  assert _check(p, inputs, ref.copy())[0] is None
+  assert _check(p, inputs, ref + 1e-3)[0].rule == "WMMA error bound"
+
+
 def test_wmma_error_bound_is_gamma_times_the_magnitude_sum():
   """Rule: |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, gamma(n) = n eps / (1 - n eps); unbounded once (K+1) eps
   reaches 1."""

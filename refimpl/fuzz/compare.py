@@ -367,9 +367,11 @@ def _within_bracket(ref, got, lo, hi, known) -> tuple[np.ndarray, np.ndarray]:
 
 def _within_bound(ref, got, magnitude, known, dt: DType, k: int) -> tuple[np.ndarray, np.ndarray]:
   """(compared, good) of BOUND elements: a NaN reference wants a NaN; elsewhere |got - ref| <= twice the WMMA error
-  bound where the magnitude sum S is finite (S rounded to dt is widened by one rounding: S (1 + eps) + tau)."""
+  bound where the magnitude sum S is finite (S rounded to dt is widened by one rounding: S (1 + eps) + tau; the above
+  run's value is -S where the result was negated)."""
   from refimpl.emulator.machine import wmma_error_bound
-  r, a, s = (x.astype(np.float64) for x in (ref, got, magnitude))
+  r, a = ref.astype(np.float64), got.astype(np.float64)
+  s = np.abs(magnitude.astype(np.float64))
   e, m = dtypes.finfo(dt)
   widened = s * (1 + 2.0 ** -m) + 2.0 ** (2 - 2 ** (e - 1) - m)
   nan = np.isnan(r)
