@@ -708,47 +708,66 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   undefined): an index outside [0, size) for any element (OUT_OF_BOUNDS), a local element never stored in this launch
   (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's
   undefined and loose marks; through a loose index it is loose."""
-  ref, count, grid = m.env[u.src[0]], u.dtype.count, m.grid
-  mem, gate = ref.mem, m.val(u.src[2]) if len(u.src) == 3 else None
-  live = m.gated(gate)
-  site, bad = m.locate(i, u, ref, count, live)
+  ref, count = m.env[u.src[0]], u.dtype.count
+  gate = m.val(u.src[2]) if len(u.src) == 3 else None
+  site, bad = m.locate(i, u, ref, count, m.gated(gate))
+  v, undef, loose = _read(m, ref, site, bad)
+  if m.phantom is not None: v = _phantom_read(m, ref, count, gate, v)
+  unsafe = _unsafe_reads(m, i, ref.mem, site, count)
+  val = _val(v, _or(undef, unsafe), loose)
+  m.env[i] = val if gate is None else _alternative(gate, val, m.val(u.src[1]))
+
+def _read(m: Machine, ref: Ref, site: Site, bad: np.ndarray | None) -> tuple[np.ndarray, Any, Any]:
+  """(values, undefined, loose) of the elements at `site`: memory's marks, undefined where the index was out of
+  bounds (`bad`), loose where the index is."""
+  mem, grid = ref.mem, m.grid
   v = read(mem.data, site, grid, snapshot=mem.mutable)
   undef = None if bad is None else _lanewise(bad, v.ndim)
   if mem.undef is not None: undef = _or(undef, read(mem.undef, site, grid, snapshot=True))
   loose = None if mem.loose is None else read(mem.loose, site, grid, snapshot=True)
   shaky = None if ref.idx in m.forms else m.val(ref.idx).loose  # a loose index: the element read is uncertain
   if shaky is not None: loose = _or(loose, _lanewise(shaky, v.ndim))
-  if m.phantom is not None:  # lanes that only might run read memory too (no checks), for what they might store
-    ph = m.phantom if m.active is None else m.phantom & m.active
-    ok, e = m.addresses(ref, count, ph if gate is None else ph & gate.v)
-    if len(ok):
-      v = np.array(np.broadcast_to(v, (grid.lanes,) + v.shape[1:]))
-      v[ok] = mem.data[e] if count > 1 else mem.data[e[:, 0]]
-  if (mem.local or mem.tracked) and (site.live is None or site.live.any()):
-    lanes, e = elements(site, m.grid)
-    found = np.zeros((len(lanes), count), dtype=bool)
-    if mem.local:
-      unset = ~mem.written[e]
-      m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (UB.UNINITIALISED,
-        f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
-      found |= unset
-    if mem.tracked:
-      for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
-        m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (UB.RACE,
-          f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
-          f"{m.grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
-        found |= hit
-    if found.any():
-      full = np.zeros((grid.lanes, count), dtype=bool)
-      full[lanes] = found
-      undef = _or(undef, full if count > 1 else full[:, 0])
-  val = _val(v, undef, loose)
-  if gate is not None:
-    alt, cond = m.val(u.src[1]), _lanewise(gate.v, val.v.ndim)
-    val = _val(np.where(cond, val.v, alt.v), _or(_lanewise(gate.undef, val.v.ndim) if gate.undef is not None else None,
-                                                    _sel(cond, val.undef, alt.undef)),
-               _sel(cond, val.loose, alt.loose))
-  m.env[i] = val
+  return v, undef, loose
+
+def _phantom_read(m: Machine, ref: Ref, count: int, gate: Val | None, v: np.ndarray) -> np.ndarray:
+  """The values with the phantom lanes' reads filled in: lanes that only might run read memory too (unchecked), for
+  the indices of what they might store."""
+  ph = m.phantom if m.active is None else m.phantom & m.active
+  ok, e = m.addresses(ref, count, ph if gate is None else ph & gate.v)
+  if not len(ok): return v
+  v = np.array(np.broadcast_to(v, (m.grid.lanes,) + v.shape[1:]))
+  v[ok] = ref.mem.data[e] if count > 1 else ref.mem.data[e[:, 0]]
+  return v
+
+def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np.ndarray | None:
+  """The elements LOAD i reads that are undefined by when they were written: a local element never written in this
+  launch (UNINITIALISED), another thread's write with no barrier between (RACE); each is reported."""
+  if not (mem.local or mem.tracked) or (site.live is not None and not site.live.any()): return None
+  grid = m.grid
+  lanes, e = elements(site, grid)
+  found = np.zeros((len(lanes), count), dtype=bool)
+  if mem.local:
+    unset = ~mem.written[e]
+    m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (UB.UNINITIALISED,
+      f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
+    found |= unset
+  if mem.tracked:
+    for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
+      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (UB.RACE,
+        f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
+        f"{grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
+      found |= hit
+  if not found.any(): return None
+  full = np.zeros((grid.lanes, count), dtype=bool)
+  full[lanes] = found
+  return full if count > 1 else full[:, 0]
+
+def _alternative(gate: Val, loaded: Val, alt: Val) -> Val:
+  """A gated LOAD's value: what it loaded where the gate is true, its alternative where false, undefined where the
+  gate is; the marks follow the value chosen."""
+  cond = _lanewise(gate.v, loaded.v.ndim)
+  undef = _or(_lanewise(gate.undef, loaded.v.ndim) if gate.undef is not None else None, _sel(cond, loaded.undef, alt.undef))
+  return _val(np.where(cond, loaded.v, alt.v), undef, _sel(cond, loaded.loose, alt.loose))
 
 def _store(m: Machine, i: int, u: UOp) -> None:
   """STORE: writes the value's elements (with their undefined and loose marks) at the index on each live lane (active,
