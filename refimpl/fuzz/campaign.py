@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from refimpl.device import Device
 from refimpl.fuzz.case import Case, last_op
@@ -45,11 +46,14 @@ from refimpl.fuzz.isolate import (
   EMULATOR,
   FINDING,
   UNSUPPORTED_STATUS,
+  Answered,
+  Finished,
   Item,
   Job,
   Lost,
   Pool,
   Result,
+  WorkerFailed,
   after_loss,
 )
 from refimpl.fuzz.reduce import Reducer, same_failure
@@ -59,10 +63,23 @@ BACKEND_PHASES = ("render", "compile", "launch", "run", "compare")        # once
 PHASES = SHARED_PHASES + BACKEND_PHASES
 DEBUG = bool(os.environ.get("REFIMPL_FUZZ_DEBUG"))
 
+class ProgramKey(NamedTuple):
+  """The key of a campaign's generated program: its index."""
+  index: int
+
+class CandidateKey(NamedTuple):
+  """The key of a reduction candidate: the reduction, its batch and the candidate's place in it."""
+  reduction: int
+  batch: int
+  candidate: int
+
+
 def _brief(ev) -> str:
   if isinstance(ev, Lost): return f"lost job {ev.job.id if ev.job else None} culprit {ev.culprit} {ev.reason}"
-  if ev[0] == "result": return f"result job {ev[1].id} {ev[2].key} {ev[2].backend} {ev[2].status} {ev[2].kind}"
-  return f"{ev[0]} job {ev[1].id if ev[1] else None}"
+  if isinstance(ev, Answered):
+    r = ev.result
+    return f"result job {ev.job.id} {r.key} {r.backend} {r.status} {r.kind}"
+  return f"{type(ev).__name__} job {ev.job.id if ev.job else None}"
 
 
 @dataclass
@@ -123,7 +140,8 @@ class Reduction:
 
   def items(self, cases: list[Case], ks: list[int] | None = None) -> list[Item]:
     b = () if self.original.backend == EMULATOR else (self.original.backend,)
-    return [Item(("r", self.rid, self.batch_no, k), b, case=cases[k]) for k in (ks if ks is not None else range(len(cases)))]
+    keys = ks if ks is not None else range(len(cases))
+    return [Item(CandidateKey(self.rid, self.batch_no, k), b, case=cases[k]) for k in keys]
 
 
 @dataclass
@@ -192,7 +210,8 @@ class Summary:
     t = self.tally
     n = t.exact + t.loose + t.skipped
     if n: out.append(f"elements compared: {100 * t.exact / n:.1f}% bit-exact, {100 * t.loose / n:.1f}% by a loose rule "
-                     f"(tolerance / allowed set / NaN), {100 * t.skipped / n:.1f}% not compared (undefined or loose)")
+                     f"(NaN, tolerance, allowed set, WMMA bound, monotone bracket), {100 * t.skipped / n:.1f}% not "
+                     "compared (undefined or loose)")
     alu, conv = self.keys
     for what, keys in (("ALU op x dtype", alu), ("conversions (src -> dst)", conv)):
       if not keys: continue
@@ -304,7 +323,7 @@ class Campaign:
     idx = list(itertools.islice(self.indices, self.cfg.batch))
     if len(idx) < self.cfg.batch: self.exhausted = True
     if not idx: return None
-    return Job(next(self.job_ids), [Item(("g", i), self.names, self.cfg.seed, i) for i in idx], self.profile, probe=True)
+    return Job(next(self.job_ids), [Item(ProgramKey(i), self.names, self.cfg.seed, i) for i in idx], self.profile, probe=True)
 
   def fuzz_busy(self) -> int: return sum(v == "fuzz" for v in self.inflight.values())
 
@@ -400,27 +419,27 @@ class Campaign:
         if red is not None:
           red.jobs.pop(ev.job.id, None)
           if found is not None: self.on_candidate(red, found)
-          if not red.done and red.batch_no == ev.job.items[0].key[2]:
+          if not red.done and red.batch_no == ev.job.items[0].key.batch:
             for j in again:
               j.id = next(self.job_ids)
-              red.jobs[j.id] = {it.key[3] for it in j.items}
+              red.jobs[j.id] = {it.key.candidate for it in j.items}
               red.waiting.append(j)
             if not again:  # nothing left to rerun: what was not answered counts as not failing
               red.verdicts = [False if x is None else x for x in red.verdicts]
               if red.probing: self.finish(red)
               else: self.decide(red)
       return
-    tag, job = ev[0], ev[1]
+    job = ev.job
     kind = self.inflight.get(job.id)
-    if tag == "error":
-      self.summary.errors.append(ev[2])
-      self.progress.message(f"internal error in a fuzz worker:\n{ev[2]}")
-    elif tag == "result":
-      if kind == "fuzz": self.on_fuzz_result(ev[2])
-      elif kind == "reduce" and (red := self.reduction_of(job)) is not None: self.on_candidate(red, ev[2])
-    elif tag == "done":
+    if isinstance(ev, WorkerFailed):
+      self.summary.errors.append(ev.text)
+      self.progress.message(f"internal error in a fuzz worker:\n{ev.text}")
+    elif isinstance(ev, Answered):
+      if kind == "fuzz": self.on_fuzz_result(ev.result)
+      elif kind == "reduce" and (red := self.reduction_of(job)) is not None: self.on_candidate(red, ev.result)
+    elif isinstance(ev, Finished):
       self.inflight.pop(job.id, None)
-      if kind == "fuzz": self.counted.difference_update(it.key[1] for it in job.items)  # keep the set small
+      if kind == "fuzz": self.counted.difference_update(it.key.index for it in job.items)  # keep the set small
       if kind == "reduce" and (red := self.reduction_of(job)) is not None and job.id in red.jobs:
         for k in red.jobs.pop(job.id):
           if red.verdicts[k] is None: red.verdicts[k] = False
@@ -428,11 +447,11 @@ class Campaign:
         else: self.decide(red)
 
   def reduction_of(self, job: Job) -> Reduction | None:
-    rid = job.items[0].key[1]
+    rid = job.items[0].key.reduction
     return next((r for r in self.reductions if r.rid == rid and not r.done), None)
 
   def on_fuzz_result(self, r: Result) -> None:
-    s, i = self.summary, r.key[1]
+    s, i = self.summary, r.key.index
     if i not in self.counted:
       self.counted.add(i)
       s.programs += 1
@@ -495,8 +514,8 @@ class Campaign:
     if b is not None:
       b.reduce_s += sum(r.times.values())
       b.reduce_runs += 1
-    if r.key[2] != red.batch_no: return
-    k = r.key[3]
+    if r.key.batch != red.batch_no: return
+    k = r.key.candidate
     if red.verdicts[k] is not None: return
     red.verdicts[k], red.results[k] = same_failure(red.original, r), r
     if red.probing:

@@ -79,9 +79,55 @@ class Result:
   tally: Tally | None = None
 
 
+# ***** messages: a worker's, over its pipe, and the pool's events (what `Pool.poll` returns) *****
+
+@dataclass(frozen=True)
+class Ready:
+  """Worker: its backends are open (`errors`: those that failed to, and why)."""
+  pid: int
+  errors: dict[str, str]
+
+@dataclass(frozen=True)
+class Phase:
+  """Worker: it starts a risky step (generate, compile, run, probe) of item `key` (None: a whole batch) on `backend`."""
+  key: Any
+  backend: str | None
+  what: str
+
+@dataclass(frozen=True)
+class Answer:
+  """Worker: the Result of one (item, backend)."""
+  result: Result
+
+@dataclass(frozen=True)
+class Failure:
+  """Worker: an exception in its own code (the traceback); the job ends."""
+  text: str
+
+@dataclass(frozen=True)
+class JobDone:
+  """Worker: its job is over."""
+
+@dataclass(frozen=True)
+class Answered:
+  """Event: a Result of `job` arrived."""
+  job: Job
+  result: Result
+
+@dataclass(frozen=True)
+class Finished:
+  """Event: `job` is over."""
+  job: Job
+
+@dataclass(frozen=True)
+class WorkerFailed:
+  """Event: an exception in a worker's own code while it ran `job` (the traceback)."""
+  job: Job | None
+  text: str
+
 @dataclass
 class Lost:
-  """A worker died or was killed during `job`: `culprit` is (item key, backend, phase) of what it was doing."""
+  """Event: a worker died or was killed during `job`: `culprit` is (item key, backend, phase) of what it was doing."""
   job: Job | None
   culprit: tuple[Any, str | None, str] | None
   reason: str          # "crash:SIGSEGV", "crash:exit 3", "hang"
@@ -104,15 +150,15 @@ def _prepare_item(job: Job, item: Item) -> tuple[Prepared, dict[str, float], fro
   return p, {"generate": t1 - t0, "emulate": time.perf_counter() - t1}, frozenset(coverage_keys(case.program))
 
 
-def run_job(job: Job, devices: dict, send: Callable[[tuple], None]) -> None:
+def run_job(job: Job, devices: dict, send: Callable[[Phase | Answer], None]) -> None:
   """Everything a worker does for one job (see the module docstring); `send` reports phases and results. A job with
   `stop` set ends at the first result that fails that way (the rest would be stale: see Job.stop)."""
   def report(r: Result) -> bool:
-    send(("result", r))
+    send(Answer(r))
     return job.stop is not None and r.status == FINDING and (r.backend, r.kind) == job.stop
   ready: list[tuple[Item, Prepared, dict, frozenset]] = []
   for item in job.items:
-    send(("phase", item.key, None, "generate"))
+    send(Phase(item.key, None, "generate"))
     prep, times, cov = _prepare_item(job, item)
     if prep.error is not None:
       if report(Result(item.key, EMULATOR, FINDING, "emulator-error", prep.error, prep.error_op, prep.case, cov, times)): return
@@ -122,7 +168,7 @@ def run_job(job: Job, devices: dict, send: Callable[[tuple], None]) -> None:
     todo = [r for r in ready if name in r[0].backends]
     keys = [r[0].key for r in todo]
     built = build(devices[name], [r[1].case.program for r in todo], job.cache,
-                  lambda i, what, name=name, keys=keys: send(("phase", None if i is None else keys[i], name, what)))
+                  lambda i, what, name=name, keys=keys: send(Phase(None if i is None else keys[i], name, what)))
     for (item, prep, times, cov), b in zip(todo, built):
       if report(_run_built(job, devices[name], name, item, prep, {**times, "render": b.render_s, "compile": b.compile_s},
                            cov, b, send)): return
@@ -133,7 +179,7 @@ def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict,
   case = prep.case
   if b.failure == UNSUPPORTED: return Result(item.key, name, UNSUPPORTED_STATUS, b.failure, b.detail, times=t)
   if b.failure is not None: return Result(item.key, name, FINDING, b.failure, b.detail, "", case, cov, t)
-  send(("phase", item.key, name, "run"))
+  send(Phase(item.key, name, "run"))
   t0 = time.perf_counter()
   try: got = run(b.kernel, case.inputs, case.vals)
   except Exception as e: return Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t)
@@ -143,7 +189,7 @@ def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict,
   if mismatch is None: return Result(item.key, name, OK, coverage=cov, times=t, tally=tally)
   op = culprit(case, mismatch)
   if job.probe:
-    send(("phase", item.key, name, "probe"))
+    send(Phase(item.key, name, "probe"))
     op = probe_culprit(device, case) or op
   return Result(item.key, name, FINDING, f"wrong-value:{mismatch.rule.split()[0]}", mismatch.describe(), op, case, cov, t, tally)
 
@@ -183,14 +229,14 @@ def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[st
   np.seterr(all="ignore")
   for k, v in (env or {}).items(): os.environ.setdefault(k, v)
   devices, errors = open_backends(refs)
-  conn.send(("ready", os.getpid(), errors))
+  conn.send(Ready(os.getpid(), errors))
   while True:
     try: job = conn.recv()
     except (EOFError, OSError): return
     if job is None: return
     try: run_job(job, devices, lambda msg: conn.send(msg))
-    except Exception: conn.send(("error", traceback.format_exc()))
-    conn.send(("done",))
+    except Exception: conn.send(Failure(traceback.format_exc()))
+    conn.send(JobDone())
 
 
 # ***** the supervisor side *****
@@ -201,7 +247,8 @@ class _Worker:
   conn: Any
   ready: bool = False
   job: Job | None = None
-  phase: tuple | None = None   # (key, backend, what, start time)
+  phase: Phase | None = None
+  phase_start: float = 0.0
   answered: set = field(default_factory=set)
   errors: dict = field(default_factory=dict)
 
@@ -222,8 +269,7 @@ def signal_name(exitcode: int | None) -> str:
 
 
 class Pool:
-  """n spawned workers (see the module docstring). `poll` returns events: ("result", job, Result), ("done", job),
-  ("error", job, text) for an exception inside the worker's own code, and Lost."""
+  """n spawned workers (see the module docstring). `poll` returns events: Answered, Finished, WorkerFailed, Lost."""
   def __init__(self, refs: list[BackendRef], n: int = 1, limits: dict[str, float] | None = None, silent: bool = False,
                env: dict[str, str] | None = None):
     self.refs, self.limits, self.silent, self.env = list(refs), {**DEFAULT_LIMITS, **(limits or {})}, silent, env
@@ -257,8 +303,8 @@ class Pool:
         while w.conn.poll():
           self._handle(w, w.conn.recv(), events)
       except (EOFError, OSError): dead = True
-      limit = self.limits.get(w.phase[2], 0) if w.phase else 0
-      hung = w.phase is not None and limit and time.perf_counter() - w.phase[3] > limit
+      limit = self.limits.get(w.phase.what, 0) if w.phase else 0
+      hung = w.phase is not None and limit and time.perf_counter() - w.phase_start > limit
       if hung or dead or not w.proc.is_alive():
         if hung: _kill_group(w.proc)
         w.proc.join(5)
@@ -270,24 +316,23 @@ class Pool:
             raise RuntimeError(f"fuzz workers keep dying before they are ready ({reason}); "
                                "REFIMPL_FUZZ_DEBUG=1 shows their stderr")
         if w.job is not None:
-          culprit = None if w.phase is None else w.phase[:3]
+          culprit = None if w.phase is None else (w.phase.key, w.phase.backend, w.phase.what)
           events.append(Lost(w.job, culprit, reason, set(w.answered)))
         w.conn.close()
         self.workers[k] = self._spawn()
     return events
 
-  def _handle(self, w: _Worker, msg: tuple, events: list) -> None:
-    tag = msg[0]
-    if tag == "ready":
-      w.ready, w.errors, self.failed_starts = True, msg[2], 0
-      self.open_errors.update(msg[2])
-    elif tag == "phase": w.phase = (*msg[1:], time.perf_counter())
-    elif tag == "result":
-      w.answered.add((msg[1].key, msg[1].backend))
-      events.append(("result", w.job, msg[1]))
-    elif tag == "error": events.append(("error", w.job, msg[1]))
-    elif tag == "done":
-      events.append(("done", w.job))
+  def _handle(self, w: _Worker, msg: Ready | Phase | Answer | Failure | JobDone, events: list) -> None:
+    if isinstance(msg, Ready):
+      w.ready, w.errors, self.failed_starts = True, msg.errors, 0
+      self.open_errors.update(msg.errors)
+    elif isinstance(msg, Phase): w.phase, w.phase_start = msg, time.perf_counter()
+    elif isinstance(msg, Answer):
+      w.answered.add((msg.result.key, msg.result.backend))
+      events.append(Answered(w.job, msg.result))
+    elif isinstance(msg, Failure): events.append(WorkerFailed(w.job, msg.text))
+    elif isinstance(msg, JobDone):
+      events.append(Finished(w.job))
       w.job, w.phase = None, None
 
   def close(self) -> None:
@@ -359,6 +404,6 @@ def run_items(pool: Pool, items: list[Item], profile: Profile | None = None, cac
         found, again = after_loss(ev)
         if found is not None: results[(found.key, found.backend)] = found
         pending.extend(again)
-      elif ev[0] == "result": results[(ev[2].key, ev[2].backend)] = ev[2]
-      elif ev[0] == "error": raise RuntimeError(f"fuzz worker error:\n{ev[2]}")
+      elif isinstance(ev, Answered): results[(ev.result.key, ev.result.backend)] = ev.result
+      elif isinstance(ev, WorkerFailed): raise RuntimeError(f"fuzz worker error:\n{ev.text}")
   return results
