@@ -15,17 +15,15 @@ nothing is left to C's undefined or unspecified corners:
   floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
               MAX propagates NaN as one select, (a > b || a != a) ? a : b (see FLOAT_RULES); MULACC is a*b+c
               unfused; RECIP is 1/x; SQRT is the correctly rounded builtin.
-  narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 live in memory as their bits (unsigned short / unsigned char)
-              and in registers as a float holding the exact value. Each arithmetic op is computed in double and
-              rounded once to the format by the prelude's rf_round_* (bit manipulation, round to nearest even):
-              for + - * / sqrt of p-bit operands, a double result (53 >= 2p + 2 bits, far wider exponent range) rounded
-              again is the correctly rounded result. MULACC rounds the product first (unfused). No _Float16, no
-              compiler-rt call, no dependence on F16C: the same rounding on every host and in OpenCL.
+  narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are lowered first by refimpl.lower.narrow (lower_narrow): their
+              values are their bits, and every op on them is float32/float64 and integer ops with one rounding, written
+              once for every backend. What reaches the renderer is the storage table: a narrow dtype's buffer element
+              and register are the unsigned int of its size (unsigned short / unsigned char; `reg_type`), its LOAD
+              and STORE move those bits, and BITCAST between it and that int is a plain int conversion. No _Float16,
+              no compiler-rt call, no dependence on F16C: the same bits on every host and in OpenCL.
   casts       to bool: x != 0; int->int, int->float32/64, float->int (truncation) and float->float32/64: C
-              conversions, each a single correct rounding; ->narrow: rf_round_* from an exact double, or for 64-bit
-              ints from a round-to-odd double (so the two roundings act as one); fp8e4m3 overflow gives NaN.
-  BITCAST     through the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd (memcpy in C, as_* in OpenCL) and the narrow
-              formats' exact bit functions (NaN payloads of loaded values are kept): no aliasing UB.
+              conversions, each a single correct rounding (casts to and from narrow formats are lowered before).
+  BITCAST     through the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd (memcpy in C, as_* in OpenCL): no aliasing UB.
   memory      gated LOAD: gate ? p[i] : alt (no access when false); gated STORE: if (gate) p[i] = v.
   kernel      `void k_name(...)`: the symbol is kernel_symbol(name), never a keyword, built-in or helper.
   structure   RANGE: for loops; IF: if blocks; DEFINE_ACC: a local variable that ASSIGN overwrites; DEFINE_LOCAL: an
@@ -45,20 +43,12 @@ from typing import ClassVar
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry
+from refimpl.lower import check_capabilities, decompose_threefry, lower_narrow
+from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
-# narrow float formats: dtype -> (helper suffix, exponent bits, mantissa bits, finite-only "fn" variant)
-NARROW: dict[DType, tuple[str, int, int, int]] = {
-  dtypes.float16: ("half", 5, 10, 0), dtypes.bfloat16: ("bf16", 8, 7, 0),
-  dtypes.fp8e4m3: ("e4m3", 4, 3, 1), dtypes.fp8e5m2: ("e5m2", 5, 2, 0)}
-
-# ops whose narrow-float result is rounded to the format (the others are exact: NEG, MAX, compares, WHERE)
-ROUNDED = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MULACC})
-
 # the per-op rules, by operand kind. {0} {1} {2}: operands; {T}: the result's register type; {U}: the unsigned wrap
-# type; {c}: the cast that widens an operand to the compute type ("" for float32/64, "(double)" for narrow floats);
-# {one}: 1 in the compute type; {sqrt}: the compute type's square root.
+# type; {one}: 1 in the operands' float type; {sqrt}: its square root.
 INT_RULES: dict[Ops, str] = {
   Ops.ADD: "({T})(({U}){0}+({U}){1})", Ops.SUB: "({T})(({U}){0}-({U}){1})", Ops.MUL: "({T})(({U}){0}*({U}){1})",
   Ops.NEG: "({T})(({U})0-({U}){0})", Ops.MULACC: "({T})(({U}){0}*({U}){1}+({U}){2})",
@@ -71,79 +61,12 @@ BOOL_RULES: dict[Ops, str] = {
   Ops.CMPLT: "(!{0}&&{1})", Ops.CMPNE: "({0}!={1})", Ops.XOR: "({0}^{1})", Ops.OR: "({0}|{1})", Ops.AND: "({0}&{1})",
   Ops.WHERE: "({0}?{1}:{2})"}
 FLOAT_RULES: dict[Ops, str] = {
-  Ops.ADD: "({c}{0}+{c}{1})", Ops.SUB: "({c}{0}-{c}{1})", Ops.MUL: "({c}{0}*{c}{1})", Ops.FDIV: "({c}{0}/{c}{1})",
-  Ops.NEG: "(-{0})", Ops.RECIP: "({one}/{c}{0})", Ops.SQRT: "{sqrt}({c}{0})", Ops.MULACC: "({c}{0}*{c}{1}+{c}{2})",
+  Ops.ADD: "({0}+{1})", Ops.SUB: "({0}-{1})", Ops.MUL: "({0}*{1})", Ops.FDIV: "({0}/{1})",
+  Ops.NEG: "(-{0})", Ops.RECIP: "({one}/{0})", Ops.SQRT: "{sqrt}({0})", Ops.MULACC: "({0}*{1}+{2})",
   # NaN-propagating, as one select (a NaN {0} is taken; a NaN {1} fails both tests). Not a!=a?a:b!=b?b:a>b?a:b: in an
   # unrolled reduction that form made LLVM 22's loop vectorizer take time exponential in the length (-march=native)
   Ops.MAX: "(({0}>{1}||{0}!={0})?{0}:{1})",
   Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.WHERE: "({0}?{1}:{2})"}
-
-# The helpers every kernel may use (static inline: unused ones cost nothing). Written once for C and OpenCL C: the
-# language supplies rf_u32/rf_u64/rf_i64, RF_U64(literal), rf_fbits/rf_bitsf/rf_dbits/rf_bitsd and rf_clz64.
-PRELUDE = r"""
-/* x rounded once, to nearest even, to the float format with E exponent and M mantissa bits; returns its bits.
-   fn: the finite variant (fp8e4m3fn): no infinities, all-ones is NaN, overflow gives NaN. NaN keeps its payload's top. */
-{fn} rf_u32 rf_to_small(double x, int E, int M, int fn) {
-  rf_u64 b = rf_dbits(x), a = b & RF_U64(0x7fffffffffffffff), frac = a & RF_U64(0xfffffffffffff);
-  rf_u32 sign = (rf_u32)(b >> 63) << (E + M), inf = ((1u << E) - 1u) << M;
-  rf_u32 nan = fn ? (inf | ((1u << M) - 1u)) : (inf | (1u << (M - 1)));
-  if (a > RF_U64(0x7ff0000000000000)) {
-    rf_u32 payload = (rf_u32)(frac >> (52 - M));
-    return sign | (fn ? nan : (payload ? (inf | payload) : nan));
-  }
-  int bias = (1 << (E - 1)) - 1, e = (int)(a >> 52) - 1023, emin = 1 - bias;
-  if (e > bias + 1) return sign | (fn ? nan : inf);
-  int shift = 52 - M + (e < emin ? emin - e : 0);
-  if (shift > 63) shift = 63;
-  rf_u64 sig = frac | RF_U64(0x10000000000000), q = sig >> shift, rem = sig & ((RF_U64(1) << shift) - 1);
-  rf_u64 tie = RF_U64(1) << (shift - 1);  /* not "half": a type name in OpenCL C */
-  if (rem > tie || (rem == tie && (q & 1))) q += 1;
-  rf_u32 bits = (rf_u32)(q + (e >= emin ? (rf_u64)(e + bias - 1) << M : 0));  /* a carry moves into the exponent */
-  if (fn ? bits >= nan : bits >= inf) return sign | (fn ? nan : inf);
-  return sign | bits;
-}
-/* the value of bits h of a format with E <= 5 exponent bits, as a float (exact: every such value is a float) */
-{fn} float rf_from_small(rf_u32 h, int E, int M, int fn) {
-  int bias = (1 << (E - 1)) - 1;
-  rf_u32 sign = ((h >> (E + M)) & 1u) << 31, ef = (h >> M) & ((1u << E) - 1u), m = h & ((1u << M) - 1u);
-  if (ef == (1u << E) - 1u && (!fn || m == (1u << M) - 1u))
-    return rf_bitsf(sign | 0x7f800000u | (fn ? 0x400000u : m << (23 - M)));
-  if (ef == 0) return rf_bitsf(sign | rf_fbits((float)m * rf_bitsf((rf_u32)(128 - bias - M) << 23)));
-  return rf_bitsf(sign | ((ef + 127u - (rf_u32)bias) << 23) | (m << (23 - M)));
-}
-/* the bits of x, a float holding a value of the format (exact); a NaN keeps the top of its payload */
-{fn} rf_u32 rf_f2small(float x, int E, int M, int fn) {
-  rf_u32 u = rf_fbits(x), payload = (u & 0x7fffffu) >> (23 - M);
-  if (!fn && (u & 0x7fffffffu) > 0x7f800000u && payload)
-    return ((u >> 31) << (E + M)) | (((1u << E) - 1u) << M) | payload;
-  return rf_to_small((double)x, E, M, fn);
-}
-{narrow}
-/* u as a double rounded to odd (exact below 2**53): rounding it again to <= 51 bits is a single rounding of u */
-{fn} double rf_u64_odd(rf_u64 u) {
-  if (u < RF_U64(0x20000000000000)) return (double)u;
-  int sh = 11 - (int)rf_clz64(u);
-  rf_u64 m = (u >> sh) | (rf_u64)((u & ((RF_U64(1) << sh) - 1)) != 0);
-  return (double)m * (double)(RF_U64(1) << sh);
-}
-{fn} double rf_i64_odd(rf_i64 x) { return x < 0 ? -rf_u64_odd((rf_u64)0 - (rf_u64)x) : rf_u64_odd((rf_u64)x); }
-"""
-
-def _narrow_helpers(fn: str) -> str:
-  """rf_round_<f>(double) -> float value, rf_bits_<f>(float value) -> bits, rf_from_<f>(bits) -> float value, per format."""
-  out = []
-  for name, e, m, fin in NARROW.values():
-    if name == "bf16":  # float32's exponent: the bits are float32's top half
-      out += [f"{fn} float rf_round_bf16(double x) {{ return rf_bitsf(rf_to_small(x, 8, 7, 0) << 16); }}",
-              f"{fn} rf_u32 rf_bits_bf16(float x) {{ return rf_fbits(x) >> 16; }}",
-              f"{fn} float rf_from_bf16(rf_u32 h) {{ return rf_bitsf(h << 16); }}"]
-      continue
-    a = f"{e}, {m}, {fin}"
-    out += [f"{fn} float rf_round_{name}(double x) {{ return rf_from_small(rf_to_small(x, {a}), {a}); }}",
-            f"{fn} rf_u32 rf_bits_{name}(float x) {{ return rf_f2small(x, {a}); }}",
-            f"{fn} float rf_from_{name}(rf_u32 h) {{ return rf_from_small(h, {a}); }}"]
-  return "\n".join(out)
-
 
 def kernel_symbol(name: str) -> str:
   """The C / OpenCL C function name of the kernel `name`: k_ + name. The verifier accepts any identifier as a program
@@ -160,7 +83,6 @@ class CStyleRenderer(Renderer):
   buffer_prefix: ClassVar[str] = ""                # e.g. "__global "
   buffer_suffix: ClassVar[str] = " restrict"       # after the '*': distinct buffers never alias
   local_prefix: ClassVar[str] = ""                 # DEFINE_LOCAL arrays, e.g. "__local "
-  func_prefix: ClassVar[str] = "static inline"     # prelude helpers
   barrier: ClassVar[str | None] = ""               # "" renders nothing (C runs one thread); None refuses BARRIER
   special: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", "lidx": ...}; None: no grid
   types: ClassVar[dict[DType, str]] = {
@@ -175,9 +97,6 @@ class CStyleRenderer(Renderer):
   transcendental: ClassVar[dict[Ops, str]] = {}    # native EXP2/LOG2/SIN spellings; C has none (decompose first)
   lang_prelude: ClassVar[str] = r"""typedef unsigned int rf_u32;
 typedef unsigned long long rf_u64;
-typedef long long rf_i64;
-#define RF_U64(x) x##ull
-#define rf_clz64(x) __builtin_clzll(x)
 static inline rf_u32 rf_fbits(float x) { rf_u32 u; __builtin_memcpy(&u, &x, 4); return u; }
 static inline float rf_bitsf(rf_u32 u) { float x; __builtin_memcpy(&x, &u, 4); return x; }
 static inline rf_u64 rf_dbits(double x) { rf_u64 u; __builtin_memcpy(&u, &x, 8); return u; }
@@ -185,24 +104,18 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
 
   # ---- types ----
   def reg_type(self, dt: DType) -> str:
-    """The C type of a register holding a scalar of dt (narrow floats: float, holding the exact value)."""
-    return "float" if dt in NARROW else self.types[dt]
+    """The C type of a register holding a scalar of dt (a lowered narrow float: its bits, refimpl.lower.narrow.BITS)."""
+    return self.types[BITS.get(dt, dt)]
   def storage_type(self, dt: DType) -> str:
     """The C type of a buffer element of dt (narrow floats: their bits)."""
-    if dt in NARROW: return self.types[dtypes.uint8 if dt.itemsize == 1 else dtypes.uint16]
-    return self.bool_storage if dt == dtypes.bool else self.types[dt]
+    return self.bool_storage if dt == dtypes.bool else self.reg_type(dt)
   def wrap_type(self, dt: DType) -> str: return "rf_u64" if dt.itemsize == 8 else "rf_u32"
   def load_conv(self, dt: DType, mem: str) -> str:
-    if dt in NARROW: return f"rf_from_{NARROW[dt][0]}({mem})"
     return f"({mem}!=0)" if dt == dtypes.bool and self.bool_storage != self.types[dtypes.bool] else mem
   def store_conv(self, dt: DType, val: str) -> str:
-    if dt in NARROW: return f"({self.storage_type(dt)})rf_bits_{NARROW[dt][0]}({val})"
     return f"({self.bool_storage}){val}" if dt == dtypes.bool and self.bool_storage != self.types[dtypes.bool] else val
 
-  def prelude(self) -> str:
-    fn = self.func_prefix
-    body = PRELUDE.replace("{fn}", fn).replace("{narrow}", _narrow_helpers(fn))
-    return f"#ifndef RF_PRELUDE\n#define RF_PRELUDE\n{self.lang_prelude}\n{body.strip()}\n#endif\n"
+  def prelude(self) -> str: return f"#ifndef RF_PRELUDE\n#define RF_PRELUDE\n{self.lang_prelude}\n#endif\n"
 
   # ---- literals ----
   def literal(self, v: bool | int | float, dt: DType) -> str:
@@ -225,49 +138,39 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
     """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's."""
     s = src_dt
     if op in GroupOp.Transcendental:
-      if op not in self.transcendental or s in NARROW:
+      if op not in self.transcendental:
         raise CompileError(f"{self.device}: {op.name} on {s.name} must be decomposed into other ops before rendering "
                            f"(refimpl.lower.transcendental)")
       return self.transcendental[op].format(*src)
     if s == dtypes.bool: rules, fmt = BOOL_RULES, {}
     elif dtypes.is_int(s): rules, fmt = INT_RULES, {"T": self.types[dt], "U": self.wrap_type(s)}
-    else:
-      wide = dtypes.float64 if s in NARROW else s
-      rules, fmt = FLOAT_RULES, {"c": "(double)" if s in NARROW else "", "one": self.literal(1.0, wide), "sqrt": self.sqrt[wide]}
+    else: rules, fmt = FLOAT_RULES, {"one": self.literal(1.0, s), "sqrt": self.sqrt[s]}
     if op not in rules: raise CompileError(f"{self.device}: no rendering of {op.name} on {s.name}")
-    if s in NARROW and op is Ops.MULACC:  # unfused: the product is rounded to the format before the add
-      rnd = f"rf_round_{NARROW[s][0]}"
-      return f"{rnd}({rnd}((double){src[0]}*(double){src[1]})+(double){src[2]})"
-    expr = rules[op].format(*src, **fmt)
-    return f"rf_round_{NARROW[s][0]}({expr})" if s in NARROW and op in ROUNDED else expr
+    return rules[op].format(*src, **fmt)
 
   def cast(self, x: str, s: DType, d: DType) -> str:
     """CAST of one lane from scalar s to scalar d."""
     if s == d: return x
     if d == dtypes.bool: return f"({x}!=0)"
-    if d in NARROW:
-      if dtypes.is_int(s) and s.itemsize == 8: arg = f"rf_{'u' if dtypes.is_unsigned(s) else 'i'}64_odd({x})"
-      else: arg = f"(double){x}"  # exact: bool, ints of <= 32 bits, every float
-      return f"rf_round_{NARROW[d][0]}({arg})"
     return f"(({self.reg_type(d)}){x})"
 
   def bitcast(self, x: str, s: DType, d: DType) -> str:
-    """BITCAST of one lane between scalars of one size: to the bits as an unsigned int, then to d."""
-    if s in NARROW: bits = f"rf_bits_{NARROW[s][0]}({x})"
-    elif s == dtypes.float32: bits = f"rf_fbits({x})"
+    """BITCAST of one lane between scalars of one size: to the bits as an unsigned int, then to d (a narrow float is
+    its bits already)."""
+    if s == dtypes.float32: bits = f"rf_fbits({x})"
     elif s == dtypes.float64: bits = f"rf_dbits({x})"
     else: bits = x
-    if d in NARROW: return f"rf_from_{NARROW[d][0]}(({self.storage_type(d)}){bits})"
     if d == dtypes.float32: return f"rf_bitsf((rf_u32){bits})"
     if d == dtypes.float64: return f"rf_bitsd((rf_u64){bits})"
-    return f"(({self.types[d]}){bits})"
+    return f"(({self.reg_type(d)}){bits})"
 
   # ---- the program ----
   def render(self, name: str, program: Program) -> str:
-    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars."""
+    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars. THREEFRY and
+    narrow floats are lowered first (refimpl.lower.threefry, refimpl.lower.narrow)."""
     verify(program)
     check_capabilities(program, self)
-    return self.prelude() + _Render(self, decompose_threefry(program)).function(name)
+    return self.prelude() + _Render(self, lower_narrow(decompose_threefry(program))).function(name)
 
 
 class _Render:

@@ -19,22 +19,19 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               drops NaN; max(+0, -0) is a (both zeros are allowed). MULACC = fmul then fadd: unfused (the allowed set is
               {fused, unfused}; unfused needs no FMA hardware and no libcall), and with no `contract` flag LLVM never
               fuses them.
-  narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are stored as their bits (i16 / i8) and held in registers as a
-              float with the exact value. Each rounded op (ADD SUB MUL FDIV RECIP SQRT, MULACC's product and sum) runs
-              in float and is rounded once more to the format by bit manipulation (the helper functions below, RNE,
-              NaN stays NaN); double rounding through float is innocuous since float has >= 2p+2 significand bits for
-              p = 11 (half) and 8 (bfloat16). NEG, MAX, compares and WHERE are exact in float. LLVM's `half` and
-              `bfloat` types are not used: x86 lowers half <-> double conversions (and every half conversion on CPUs
-              without F16C) to compiler-rt calls (__truncdfhf2, __extendhfsf2, ...), which the ELF loader cannot
-              resolve, and the bit helpers give the same results on every host. fp8 formats are storage + casts only.
+  narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are lowered first by refimpl.lower.narrow (lower_narrow): a
+              value is its bits and every op on one is float32/float64 and integer ops with one rounding, written once
+              for every backend. What reaches the renderer is the storage table: a narrow dtype is the iN of its size
+              (i16 / i8) in memory and in registers, its LOAD and STORE move those bits and BITCAST to or from that int
+              is no instruction. LLVM's `half` and `bfloat` types are not used: x86 lowers half <-> double conversions
+              (and every half conversion on CPUs without F16C) to compiler-rt calls (__truncdfhf2, __extendhfsf2, ...),
+              which the ELF loader cannot resolve.
   casts       to bool: icmp ne 0 / fcmp une 0.0 (NaN -> true, -0 -> false); from bool: zext / uitofp. int -> int:
               trunc / sext (signed source) / zext. int -> float32/64: sitofp / uitofp (one correct rounding).
               float -> int: fptosi / fptoui (truncation; out-of-range inputs give poison in LLVM, undefined in the spec).
-              float32 <-> float64: fpext / fptrunc (RNE). -> narrow: from an exact double (fpext of float32 or a narrow
-              value; sitofp/uitofp of ints up to 32 bits) or a round-to-odd double (64-bit ints, @rf.u64.odd), then the
-              helper rounds once; fp8e4m3 overflow gives NaN (it has no inf).
-  BITCAST     bitcast between ints and float/double of one size; narrow formats through their exact bit helpers
-              (@rf.bits.* keeps a NaN's payload, so loaded NaN bit patterns survive a round trip).
+              float32 <-> float64: fpext / fptrunc (RNE). Casts to and from narrow formats are lowered before.
+  BITCAST     bitcast between ints and float/double of one size; between ints of one size (a narrow float's bits
+              included) nothing.
   memory      INDEX: getelementptr inbounds (int32 index, sign-extended); LOAD/STORE of n lanes touch elements
               idx..idx+n-1. bool is stored as i8 (loaded as != 0, stored as 0/1). A gated LOAD or STORE is a branch
               around the access (a false gate does no access; the LOAD yields its alternative through a phi).
@@ -51,8 +48,7 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
 
 The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x, ...)` (buffers in DEFINE_GLOBAL order, then the
 DEFINE_VARs), nounwind (no unwind tables) and "no-builtins": LLVM may not turn loops into memset/memcpy calls or
-recognise library calls, so the object never needs an external symbol. Helpers are `internal` functions named with a
-'.' (never a C identifier, so never a kernel's name), emitted only when used.
+recognise library calls, so the object never needs an external symbol.
 """
 from __future__ import annotations
 
@@ -63,7 +59,8 @@ from dataclasses import dataclass
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry
+from refimpl.lower import check_capabilities, decompose_threefry, lower_narrow
+from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
 # ***** types *****
@@ -72,22 +69,15 @@ LL: dict[DType, str] = {
   dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
   dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float32: "float", dtypes.float64: "double"}
 
-# narrow float formats: dtype -> (helper suffix, exponent bits, mantissa bits, finite-only "fn" variant)
-NARROW: dict[DType, tuple[str, int, int, bool]] = {
-  dtypes.float16: ("half", 5, 10, False), dtypes.bfloat16: ("bf16", 8, 7, False),
-  dtypes.fp8e4m3: ("e4m3", 4, 3, True), dtypes.fp8e5m2: ("e5m2", 5, 2, False)}
-
-# ops whose narrow-float result is rounded to the format (the others are exact in float: NEG, MAX, compares, WHERE)
-ROUNDED = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT})
+FLOATS = (dtypes.float32, dtypes.float64)
 
 def reg_type(dt: DType) -> str:
-  """The LLVM type of a register holding a scalar of dt (narrow floats: float, holding the exact value)."""
-  return "float" if dt in NARROW else LL[dt]
+  """The LLVM type of a register holding a scalar of dt (a lowered narrow float: its bits, refimpl.lower.narrow.BITS)."""
+  return LL[BITS.get(dt, dt)]
 
 def storage_type(dt: DType) -> str:
   """The LLVM type of a buffer element of dt (narrow floats: their bits; bool: i8)."""
-  if dt in NARROW: return "i8" if dt.itemsize == 1 else "i16"
-  return "i8" if dt == dtypes.bool else LL[dt]
+  return "i8" if dt == dtypes.bool else reg_type(dt)
 
 def is_signed(dt: DType) -> bool: return dt in dtypes.sints
 
@@ -134,211 +124,7 @@ FLOAT_RULES: dict[Ops, list[str]] = {
   Ops.CMPLT: ["{r} = fcmp olt {T} {0}, {1}"], Ops.CMPNE: ["{r} = fcmp une {T} {0}, {1}"],
   Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"]}
 SQRT = {"float": "@llvm.sqrt.f32", "double": "@llvm.sqrt.f64"}
-INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sqrt.f64": "declare double @llvm.sqrt.f64(double)",
-              "@llvm.ctlz.i64": "declare i64 @llvm.ctlz.i64(i64, i1)"}
-
-
-# ***** helper functions (internal, emitted when used) *****
-
-class _Body:
-  """Straight-line SSA code: each call appends `%tN = <rhs>` and returns %tN."""
-  def __init__(self): self.lines, self.n = [], 0
-  def __call__(self, rhs: str) -> str:
-    name = f"%t{self.n}"
-    self.n += 1
-    self.lines.append(f"  {name} = {rhs}")
-    return name
-  def define(self, sig: str, ret: str) -> str:
-    return f"define internal {sig} #1 {{\n" + "\n".join(self.lines) + f"\n  ret {sig.split()[0]} {ret}\n}}"
-
-def _to_small(E: int, M: int, fn: bool) -> str:
-  """@rf.to.<f>(double x) -> i32: the bits of x rounded once to nearest even to the format (E exponent, M mantissa bits).
-  Overflow gives inf (fn: NaN); a NaN keeps the top M bits of its payload when they are not all zero (fn: its NaN)."""
-  f = _Body()
-  bias, emin = (1 << (E - 1)) - 1, 2 - (1 << (E - 1))
-  inf = ((1 << E) - 1) << M
-  nan = inf | ((1 << M) - 1) if fn else inf | (1 << (M - 1))
-  ovf = nan if fn else inf
-  b = f("bitcast double %x to i64")
-  a = f(f"and i64 {b}, {2**63 - 1}")
-  frac = f(f"and i64 {a}, {2**52 - 1}")
-  s64 = f(f"lshr i64 {b}, 63")
-  s32 = f(f"trunc i64 {s64} to i32")
-  sign = f(f"shl i32 {s32}, {E + M}")
-  isnan = f(f"icmp ugt i64 {a}, {0x7ff << 52}")
-  if fn: nanv = str(nan)
-  else:
-    pl64 = f(f"lshr i64 {frac}, {52 - M}")
-    pl = f(f"trunc i64 {pl64} to i32")
-    plnz = f(f"icmp ne i32 {pl}, 0")
-    plinf = f(f"or i32 {pl}, {inf}")
-    nanv = f(f"select i1 {plnz}, i32 {plinf}, i32 {nan}")
-  e64 = f(f"lshr i64 {a}, 52")
-  e32 = f(f"trunc i64 {e64} to i32")
-  e = f(f"sub i32 {e32}, 1023")
-  big = f(f"icmp sgt i32 {e}, {bias + 1}")
-  sub = f(f"icmp slt i32 {e}, {emin}")
-  extra = f(f"sub i32 {emin}, {e}")
-  extra0 = f(f"select i1 {sub}, i32 {extra}, i32 0")
-  sh0 = f(f"add i32 {extra0}, {52 - M}")
-  shbig = f(f"icmp sgt i32 {sh0}, 63")
-  sh32 = f(f"select i1 {shbig}, i32 63, i32 {sh0}")
-  sh = f(f"zext i32 {sh32} to i64")
-  sig = f(f"or i64 {frac}, {1 << 52}")
-  q = f(f"lshr i64 {sig}, {sh}")
-  one_sh = f(f"shl i64 1, {sh}")
-  mask = f(f"sub i64 {one_sh}, 1")
-  rem = f(f"and i64 {sig}, {mask}")
-  sh1 = f(f"sub i64 {sh}, 1")
-  half = f(f"shl i64 1, {sh1}")
-  gt = f(f"icmp ugt i64 {rem}, {half}")
-  eq = f(f"icmp eq i64 {rem}, {half}")
-  odd = f(f"trunc i64 {q} to i1")
-  tie = f(f"and i1 {eq}, {odd}")
-  up = f(f"or i1 {gt}, {tie}")
-  up64 = f(f"zext i1 {up} to i64")
-  qr = f(f"add i64 {q}, {up64}")
-  norm = f(f"icmp sge i32 {e}, {emin}")
-  eb = f(f"add i32 {e}, {bias - 1}")
-  eb64 = f(f"zext i32 {eb} to i64")
-  ebs = f(f"shl i64 {eb64}, {M}")
-  eadd = f(f"select i1 {norm}, i64 {ebs}, i64 0")
-  bits64 = f(f"add i64 {qr}, {eadd}")  # a carry out of the significand moves into the exponent
-  bits = f(f"trunc i64 {bits64} to i32")
-  over = f(f"icmp uge i32 {bits}, {nan if fn else inf}")
-  fin = f(f"select i1 {over}, i32 {ovf}, i32 {bits}")
-  fin2 = f(f"select i1 {big}, i32 {ovf}, i32 {fin}")
-  fin3 = f(f"select i1 {isnan}, i32 {nanv}, i32 {fin2}")
-  r = f(f"or i32 {sign}, {fin3}")
-  return f.define("i32 @rf.to.{n}(double %x)", r)
-
-def _from_small(E: int, M: int, fn: bool) -> str:
-  """@rf.from.<f>(i32 h) -> float: the value of the format's bits h (E <= 5: every value is a float, exactly)."""
-  f = _Body()
-  bias = (1 << (E - 1)) - 1
-  s = f(f"lshr i32 %h, {E + M}")
-  s1 = f(f"and i32 {s}, 1")
-  sign = f(f"shl i32 {s1}, 31")
-  efs = f(f"lshr i32 %h, {M}")
-  ef = f(f"and i32 {efs}, {(1 << E) - 1}")
-  m = f(f"and i32 %h, {(1 << M) - 1}")
-  special = f(f"icmp eq i32 {ef}, {(1 << E) - 1}")
-  if fn:
-    mall = f(f"icmp eq i32 {m}, {(1 << M) - 1}")
-    special = f(f"and i1 {special}, {mall}")
-    spbits = f(f"or i32 {sign}, {0x7f800000 | 0x400000}")
-  else:
-    msh = f(f"shl i32 {m}, {23 - M}")
-    sp = f(f"or i32 {msh}, {0x7f800000}")
-    spbits = f(f"or i32 {sign}, {sp}")
-  mf = f(f"uitofp i32 {m} to float")
-  subv = f(f"fmul float {mf}, {float_literal(2.0 ** (1 - bias - M))}")  # exact: a small integer times a power of two
-  subb = f(f"bitcast float {subv} to i32")
-  subbits = f(f"or i32 {sign}, {subb}")
-  ne = f(f"add i32 {ef}, {127 - bias}")
-  nes = f(f"shl i32 {ne}, 23")
-  mm = f(f"shl i32 {m}, {23 - M}")
-  nb = f(f"or i32 {nes}, {mm}")
-  normbits = f(f"or i32 {sign}, {nb}")
-  iszero = f(f"icmp eq i32 {ef}, 0")
-  r1 = f(f"select i1 {iszero}, i32 {subbits}, i32 {normbits}")
-  r2 = f(f"select i1 {special}, i32 {spbits}, i32 {r1}")
-  r = f(f"bitcast i32 {r2} to float")
-  return f.define("float @rf.from.{n}(i32 %h)", r)
-
-def _bits_small(E: int, M: int, fn: bool) -> str:
-  """@rf.bits.<f>(float x) -> i32: the format's bits of x, a float holding one of its values; a NaN keeps its sign and
-  the top M bits of its payload (fn: the format's NaN), so loaded bit patterns survive. Bit operations only."""
-  f = _Body()
-  inf = ((1 << E) - 1) << M
-  nan = inf | ((1 << M) - 1) if fn else inf | (1 << (M - 1))
-  u = f("bitcast float %x to i32")
-  a = f(f"and i32 {u}, {0x7fffffff}")
-  isnan = f(f"icmp ugt i32 {a}, {0x7f800000}")
-  s = f(f"lshr i32 {u}, 31")
-  sign = f(f"shl i32 {s}, {E + M}")
-  if fn: nanv = f(f"or i32 {sign}, {nan}")
-  else:
-    frac = f(f"and i32 {u}, {0x7fffff}")
-    pl = f(f"lshr i32 {frac}, {23 - M}")
-    plnz = f(f"icmp ne i32 {pl}, 0")
-    plinf = f(f"or i32 {pl}, {inf}")
-    nb = f(f"select i1 {plnz}, i32 {plinf}, i32 {nan}")
-    nanv = f(f"or i32 {sign}, {nb}")
-  d = f("fpext float %x to double")
-  b = f(f"call i32 @rf.to.{{n}}(double {d})")
-  r = f(f"select i1 {isnan}, i32 {nanv}, i32 {b}")
-  return f.define("i32 @rf.bits.{n}(float %x)", r)
-
-def _round_small() -> str:
-  """@rf.round.<f>(double x) -> float: x rounded once to the format, as a float."""
-  f = _Body()
-  b = f("call i32 @rf.to.{n}(double %x)")
-  r = f(f"call float @rf.from.{{n}}(i32 {b})")
-  return f.define("float @rf.round.{n}(double %x)", r)
-
-def _bf16_helpers() -> dict[str, str]:
-  """bfloat16 is float32's top half: its bits are float32's bits shifted right by 16 (payloads included)."""
-  f, g = _Body(), _Body()
-  s = f("shl i32 %h, 16")
-  r = f(f"bitcast i32 {s} to float")
-  u = g("bitcast float %x to i32")
-  b = g(f"lshr i32 {u}, 16")
-  return {"from": f.define("float @rf.from.bf16(i32 %h)", r), "bits": g.define("i32 @rf.bits.bf16(float %x)", b)}
-
-def _u64_odd() -> str:
-  """@rf.u64.odd(i64 u) -> double: u rounded to odd (exact below 2^53); one more rounding to <= 51 bits is then a single
-  correct rounding of u."""
-  f = _Body()
-  small = f("icmp ult i64 %u, 9007199254740992")
-  exact = f("uitofp i64 %u to double")
-  lz = f("call i64 @llvm.ctlz.i64(i64 %u, i1 false)")
-  sh0 = f(f"sub i64 11, {lz}")
-  sh = f(f"select i1 {small}, i64 1, i64 {sh0}")
-  hi = f(f"lshr i64 %u, {sh}")
-  one_sh = f(f"shl i64 1, {sh}")
-  mask = f(f"sub i64 {one_sh}, 1")
-  lost = f(f"and i64 %u, {mask}")
-  sticky = f(f"icmp ne i64 {lost}, 0")
-  st = f(f"zext i1 {sticky} to i64")
-  m = f(f"or i64 {hi}, {st}")
-  mf = f(f"uitofp i64 {m} to double")
-  eb = f(f"add i64 {sh}, 1023")
-  ebs = f(f"shl i64 {eb}, 52")
-  scale = f(f"bitcast i64 {ebs} to double")
-  big = f(f"fmul double {mf}, {scale}")  # exact: times a power of two
-  r = f(f"select i1 {small}, double {exact}, double {big}")
-  return f.define("double @rf.u64.odd(i64 %u)", r)
-
-def _i64_odd() -> str:
-  """@rf.i64.odd(i64 x) -> double: x rounded to odd (the magnitude by @rf.u64.odd, 0 - MIN as unsigned is 2^63)."""
-  f = _Body()
-  neg = f("icmp slt i64 %x, 0")
-  mag0 = f("sub i64 0, %x")
-  mag = f(f"select i1 {neg}, i64 {mag0}, i64 %x")
-  d = f(f"call double @rf.u64.odd(i64 {mag})")
-  nd = f(f"fneg double {d}")
-  r = f(f"select i1 {neg}, double {nd}, double {d}")
-  return f.define("double @rf.i64.odd(i64 %x)", r)
-
-def _helper_table() -> dict[str, tuple[str, tuple[str, ...]]]:
-  """helper name -> (its IR, the helpers and intrinsics it calls)."""
-  table: dict[str, tuple[str, tuple[str, ...]]] = {}
-  bf = _bf16_helpers()
-  for n, E, M, fn in NARROW.values():
-    table[f"@rf.to.{n}"] = (_to_small(E, M, fn).replace("{n}", n), ())
-    if n == "bf16":
-      table[f"@rf.from.{n}"] = (bf["from"], ())
-      table[f"@rf.bits.{n}"] = (bf["bits"], ())
-    else:
-      table[f"@rf.from.{n}"] = (_from_small(E, M, fn).replace("{n}", n), ())
-      table[f"@rf.bits.{n}"] = (_bits_small(E, M, fn).replace("{n}", n), (f"@rf.to.{n}",))
-    table[f"@rf.round.{n}"] = (_round_small().replace("{n}", n), (f"@rf.to.{n}", f"@rf.from.{n}"))
-  table["@rf.u64.odd"] = (_u64_odd(), ("@llvm.ctlz.i64",))
-  table["@rf.i64.odd"] = (_i64_odd(), ("@rf.u64.odd",))
-  return table
-
-HELPERS = _helper_table()
+INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sqrt.f64": "declare double @llvm.sqrt.f64(double)"}
 
 
 # ***** the renderer *****
@@ -349,13 +135,14 @@ class LLVMRenderer(Renderer):
   device: str = "LLVM"
 
   def render(self, name: str, program: Program) -> str:
-    """The module text: the kernel `name` (buffers then int vars), the helpers it uses, the intrinsic declarations."""
+    """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations; THREEFRY, narrow floats
+    and EXP2/LOG2/SIN are lowered first (refimpl.lower)."""
     verify(program)
     check_capabilities(program, self)
     if any(u.op in GroupOp.Transcendental for u in program.uops):
       from refimpl.lower.transcendental import decompose_transcendentals
       program = decompose_transcendentals(program)
-    return _Render(self, decompose_threefry(program)).module(name)
+    return _Render(self, lower_narrow(decompose_threefry(program))).module(name)
 
 
 class _Render:
@@ -389,15 +176,7 @@ class _Render:
     names = {f"t{k}": self.tmp() for k in range(3) if any(f"{{t{k}}}" in line for line in rule)}
     for line in rule: self.emit(line.format(*operands, r=result, **names, **fmt))
     return result
-  def call(self, helper: str, ret: str, args: str, result: str | None = None) -> str:
-    self.use(helper)
-    r = result or self.tmp()
-    self.emit(f"{r} = call {ret} {helper}({args})")
-    return r
-  def use(self, name: str) -> None:
-    if name in self.used: return
-    self.used.add(name)
-    for dep in HELPERS.get(name, ("", ()))[1]: self.use(dep)
+  def use(self, name: str) -> None: self.used.add(name)
   def name(self, i: int, k: int, n: int) -> str: return f"%v{i}" if n == 1 else f"%v{i}_{k}"
 
   # ---- values ----
@@ -411,15 +190,6 @@ class _Render:
     return self.lanes[j][k]
   def srcs(self, u: UOp, k: int) -> list[str]: return [self.get(j, k) for j in u.src]
 
-  # ---- narrow floats ----
-  def round_narrow(self, x: str, dt: DType, wide: str, result: str | None = None) -> str:
-    """The narrow dtype dt's value nearest x (a float or double register), as a float."""
-    if wide == "float":
-      d = self.tmp()
-      self.emit(f"{d} = fpext float {x} to double")
-      x = d
-    return self.call(f"@rf.round.{NARROW[dt][0]}", "float", f"double {x}", result)
-
   # ---- the module ----
   def module(self, name: str) -> str:
     for i, u in enumerate(self.uops):
@@ -429,10 +199,9 @@ class _Render:
     self.emit("ret void")
     params = [self.params[k] for k in sorted(self.params)] + self.vars
     body = "\n".join(["entry:", *["  " + a for a in self.allocas], *self.lines])
-    helpers = [HELPERS[h][0] for h in sorted(self.used) if h in HELPERS]
     decls = [INTRINSICS[h] for h in sorted(self.used) if h in INTRINSICS]
-    return "\n\n".join([f"define void @{name}({', '.join(params)}) #0 {{\n{body}\n}}", *helpers, *decls,
-                        'attributes #0 = { nounwind "no-builtins" }\nattributes #1 = { nounwind alwaysinline "no-builtins" }'])
+    return "\n\n".join([f"define void @{name}({', '.join(params)}) #0 {{\n{body}\n}}", *decls,
+                        'attributes #0 = { nounwind "no-builtins" }'])
 
 
 def _unsupported(s: _Render, i: int, u: UOp) -> None:
@@ -468,17 +237,13 @@ def _element(s: _Render, ptr: str, dt: DType, k: int) -> str:
 
 def _load_lane(s: _Render, ptr: str, dt: DType, k: int, result: str) -> str:
   st, p = storage_type(dt), _element(s, ptr, dt, k)
-  if dt not in NARROW and dt != dtypes.bool:
+  if dt != dtypes.bool:
     s.emit(f"{result} = load {st}, ptr {p}")
     return result
   m = s.tmp()
   s.emit(f"{m} = load {st}, ptr {p}")
-  if dt == dtypes.bool:
-    s.emit(f"{result} = icmp ne i8 {m}, 0")
-    return result
-  h = s.tmp()
-  s.emit(f"{h} = zext {st} {m} to i32")
-  return s.call(f"@rf.from.{NARROW[dt][0]}", "float", f"i32 {h}", result)
+  s.emit(f"{result} = icmp ne i8 {m}, 0")
+  return result
 
 def _load(s: _Render, i: int, u: UOp) -> None:
   dt, n = u.dtype.scalar(), u.dtype.count
@@ -497,14 +262,9 @@ def _load(s: _Render, i: int, u: UOp) -> None:
 
 def _store_value(s: _Render, dt: DType, v: str) -> str:
   """A register value as the buffer element's storage type."""
-  if dt == dtypes.bool:
-    r = s.tmp()
-    s.emit(f"{r} = zext i1 {v} to i8")
-    return r
-  if dt not in NARROW: return v
-  b = s.call(f"@rf.bits.{NARROW[dt][0]}", "i32", f"float {v}")
+  if dt != dtypes.bool: return v
   r = s.tmp()
-  s.emit(f"{r} = trunc i32 {b} to {storage_type(dt)}")
+  s.emit(f"{r} = zext i1 {v} to i8")
   return r
 
 def _store(s: _Render, i: int, u: UOp) -> None:
@@ -561,8 +321,7 @@ def _vectorize(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.get(j) for j
 def _gep(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.get(u.src[0], lane) for lane in u.arg]
 
 def _alu(s: _Render, i: int, u: UOp) -> None:
-  """One ALU uop, lane by lane, by the rule of its operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES; narrow floats
-  compute in float and round once to the format)."""
+  """One ALU uop, lane by lane, by the rule of its operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES)."""
   dt = s.uops[u.src[-1]].dtype.scalar()
   if u.op in GroupOp.Transcendental:
     raise CompileError(f"{s.r.device}: {u.op.name} must be decomposed before rendering (refimpl.lower.transcendental)")
@@ -576,12 +335,7 @@ def _alu(s: _Render, i: int, u: UOp) -> None:
   if u.op is Ops.SQRT: s.use(SQRT[reg_type(dt)])
   n, out = u.dtype.count, []
   for k in range(n):
-    ops, res = s.srcs(u, k), s.name(i, k, n)
-    if dt in NARROW and u.op is Ops.MULACC:  # unfused: the product is rounded to the format, then the sum
-      prod = s.round_narrow(s.ins(["{r} = fmul float {0}, {1}"], s.tmp(), *ops[:2]), dt, "float")
-      out.append(s.round_narrow(s.ins(["{r} = fadd float {0}, {1}"], s.tmp(), prod, ops[2]), dt, "float", res))
-    elif dt in NARROW and u.op in ROUNDED: out.append(s.round_narrow(s.ins(rules[u.op], s.tmp(), *ops, **fmt), dt, "float", res))
-    else: out.append(s.ins(rules[u.op], res, *ops, **fmt))
+    out.append(s.ins(rules[u.op], s.name(i, k, n), *s.srcs(u, k), **fmt))
   s.lanes[i] = out
 
 # ---- CAST and BITCAST ----
@@ -600,34 +354,18 @@ def _cast_lane(s: _Render, x: str, src: DType, dst: DType, result: str) -> str:
     if src.itemsize > dst.itemsize: return one(f"trunc {st} {x} to {dt}")
     return one(f"{'sext' if is_signed(src) else 'zext'} {st} {x} to {dt}")
   if dtypes.is_int(src):
-    conv = "sitofp" if is_signed(src) else "uitofp"
-    if dst not in NARROW: return one(f"{conv} {st} {x} to {dt}")
-    if src.itemsize == 8: d = s.call("@rf.i64.odd" if is_signed(src) else "@rf.u64.odd", "double", f"i64 {x}")
-    else:
-      d = s.tmp()
-      s.emit(f"{d} = {conv} {st} {x} to double")  # exact: at most 32 bits
-    return s.round_narrow(d, dst, "double", result)
+    return one(f"{'sitofp' if is_signed(src) else 'uitofp'} {st} {x} to {dt}")
   if dtypes.is_int(dst): return one(f"{'fptosi' if is_signed(dst) else 'fptoui'} {st} {x} to {dt}")
-  if dst in NARROW: return s.round_narrow(x, dst, st, result)  # from an exact float or double
-  if st == dt: return x  # a narrow value is already a float
   return one(f"fpext {st} {x} to {dt}" if dt == "double" else f"fptrunc {st} {x} to {dt}")
 
 def _bitcast_lane(s: _Render, x: str, src: DType, dst: DType, result: str) -> str:
-  """BITCAST of one lane between scalars of one size: to the bits as an iN, then to dst."""
+  """BITCAST of one lane between scalars of one size: to the bits as an iN, then to dst (a narrow float is its bits)."""
   ity = f"i{8 * src.itemsize}"
-  if src in NARROW:
-    b32 = s.call(f"@rf.bits.{NARROW[src][0]}", "i32", f"float {x}")
-    bits = s.tmp()
-    s.emit(f"{bits} = trunc i32 {b32} to {ity}")
-  elif dtypes.is_float(src):
+  if src in FLOATS:
     bits = s.tmp()
     s.emit(f"{bits} = bitcast {LL[src]} {x} to {ity}")
   else: bits = x
-  if dst in NARROW:
-    h = s.tmp()
-    s.emit(f"{h} = zext {ity} {bits} to i32")
-    return s.call(f"@rf.from.{NARROW[dst][0]}", "float", f"i32 {h}", result)
-  if dtypes.is_float(dst):
+  if dst in FLOATS:
     s.emit(f"{result} = bitcast {ity} {bits} to {LL[dst]}")
     return result
   return bits

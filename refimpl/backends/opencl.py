@@ -1,7 +1,7 @@
 """OpenCL C: the C-family renderer (cstyle.py) with OpenCL's spellings, for the GPU device (ops_gpu.py).
 
 Everything not listed here renders as cstyle.py's module docstring says (one variable per uop and lane, ints on the
-unsigned wrap type, narrow floats stored as bits and computed in double with one rounding per op, the same prelude).
+unsigned wrap type, narrow floats lowered to their bits by refimpl.lower.narrow, the same prelude).
 What OpenCL C spells or needs differently:
 
   kernel      `__kernel void k_name(__global T* restrict data0, ..., int var_n)` (kernel_symbol); DEFINE_LOCAL: a `__local` array
@@ -12,40 +12,42 @@ What OpenCL C spells or needs differently:
   types       char uchar short ushort int uint long ulong float double; bool registers are `bool`, bool buffers `uchar`
               (OpenCL forbids bool kernel arguments): loads test != 0, stores write 0 / 1
   literals    int64 `L`, uint64 `UL`, uint32 `u`; float inf/NaN through as_float/as_double of their bits
-  bits        BITCAST and the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd are as_uint/as_float/as_ulong/as_double;
-              rf_clz64 is clz
+  bits        BITCAST and the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd are as_uint/as_float/as_ulong/as_double
   casts       int -> float32/float64 and float64 -> float32 are convert_<T>_rte (round to nearest even, spelled out);
               float -> int is convert_<T>_rtz (truncation); the rest is as in C
   contraction `#pragma OPENCL FP_CONTRACT OFF`: OpenCL C contracts a*b+c into an FMA by default; off, every rounding is
               where the program puts it (MULACC is unfused, WMMA sums in the emulator's order)
   vectors     scalarized, as in C (lane k of uop i is v{i}_{k}): one code path for every width, no OpenCL vector types.
               Vector loads and stores are consecutive scalar accesses, which OpenCL compilers vectorize themselves.
-  float16     always the bit path of cstyle (ushort storage, double compute, one RNE rounding per op), with or without
-              cl_khr_fp16: OpenCL does not require half FDIV/SQRT/RECIP to be correctly rounded, and vload_half /
-              vstore_half convert through float, which may quiet a signalling NaN (x86's F16C conversion does) and so
-              break bit-exact LOAD/STORE. bfloat16 and fp8 likewise.
+  float16     always refimpl.lower.narrow's bits (ushort storage and registers, float32 compute, one RNE rounding per
+              op), with or without cl_khr_fp16: OpenCL does not require half FDIV/SQRT/RECIP to be correctly rounded,
+              and vload_half / vstore_half convert through float, which may quiet a signalling NaN (x86's F16C
+              conversion does) and so break bit-exact LOAD/STORE. bfloat16 and fp8 likewise.
   precision   FDIV, RECIP and SQRT on float32 are correctly rounded by the build option
               -cl-fp32-correctly-rounded-divide-sqrt when the device offers it (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT);
               otherwise, with cl_khr_fp64, they are computed in double and rounded once to float (exact: 53 >= 2*24+2),
               and without either they are listed in `inexact_ops`. float64 / and sqrt are correctly rounded in OpenCL.
   EXP2 LOG2 SIN  native exp2/log2/sin for float32 and float64 (OpenCL full profile: 3 / 3 / 4 ulp, the spec's bounds;
               spec_tests/test_backend_gpu.py measures them; PoCL's are within 1 / 1 / 2 ulp of the rounded result);
-              float16/bfloat16 are decomposed by refimpl.lower.transcendental, which keeps their special values exact
+              float16/bfloat16 are decomposed by refimpl.lower.transcendental (lower_narrow calls it), which keeps
+              their special values exact
               (exp2(-25) in half is the tie 2^-25 rounded to +0; a native result rounded again promises no such thing),
               and so is every dtype when `native_transcendentals` is False.
   no fp64     without cl_khr_fp64 the prelude keeps only the language primitives that need no double, and float64, float16,
-              bfloat16 and fp8 are not supported (their bit path computes in double); WMMA is refused.
+              bfloat16 and fp8 are not supported (their lowering converts ints and float64 through double); WMMA is
+              refused.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from refimpl.backends.cstyle import NARROW, CStyleRenderer
+from refimpl.backends.cstyle import CStyleRenderer
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, ProgramError, verify
 from refimpl.lower import check_capabilities
+from refimpl.lower.narrow import NARROW
 
 # build options: correctly rounded float32 division and sqrt when the device offers them; nothing that relaxes IEEE
 # (no -cl-fast-relaxed-math, -cl-mad-enable, -cl-unsafe-math-optimizations, -cl-denorms-are-zero, -cl-finite-math-only)
@@ -57,7 +59,7 @@ INT_TYPES: dict[DType, str] = {
   dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort", dtypes.int32: "int",
   dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong"}
 ALL_SCALARS = frozenset({dtypes.bool, *INT_TYPES, dtypes.float32, dtypes.float64, *NARROW})
-NEEDS_FP64 = frozenset({dtypes.float64, *NARROW})  # the narrow formats compute in double
+NEEDS_FP64 = frozenset({dtypes.float64, *NARROW})  # lower_narrow converts ints and float64 to them through double
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,6 @@ class OpenCLRenderer(CStyleRenderer):
   buffer_prefix: ClassVar[str] = "__global "
   buffer_suffix: ClassVar[str] = " restrict"
   local_prefix: ClassVar[str] = "__local "
-  func_prefix: ClassVar[str] = "static inline"
   barrier: ClassVar[str | None] = "barrier(CLK_LOCAL_MEM_FENCE);"
   special: ClassVar[dict[str, str] | None] = {"gidx": "(int)get_group_id({d})", "lidx": "(int)get_local_id({d})"}
   types: ClassVar[dict[DType, str]] = {dtypes.bool: "bool", **INT_TYPES, dtypes.float32: "float", dtypes.float64: "double"}
@@ -94,9 +95,6 @@ class OpenCLRenderer(CStyleRenderer):
   transcendental: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2({0})", Ops.LOG2: "log2({0})", Ops.SIN: "sin({0})"}
   lang_prelude: ClassVar[str] = r"""typedef uint rf_u32;
 typedef ulong rf_u64;
-typedef long rf_i64;
-#define RF_U64(x) x##UL
-#define rf_clz64(x) clz(x)
 #define rf_fbits(x) as_uint(x)
 #define rf_bitsf(x) as_float(x)
 #define rf_dbits(x) as_ulong(x)
@@ -120,22 +118,21 @@ typedef long rf_i64;
     """As C, with the rounding of int -> float, float64 -> float32 (nearest even) and float -> int (toward zero) explicit."""
     if s != d and d in (dtypes.float32, dtypes.float64) and (dtypes.is_int(s) or (s, d) == (dtypes.float64, dtypes.float32)):
       return f"convert_{self.types[d]}_rte({x})"
-    if dtypes.is_int(d) and s in (dtypes.float32, dtypes.float64, *NARROW): return f"convert_{self.types[d]}_rtz({x})"
+    if dtypes.is_int(d) and s in (dtypes.float32, dtypes.float64): return f"convert_{self.types[d]}_rtz({x})"
     return super().cast(x, s, d)
 
   # ---- the program ----
   def render(self, name: str, program: Program) -> str:
-    """OpenCL C source of `__kernel void name(...)`; transcendentals the device does not do natively are decomposed."""
+    """OpenCL C source of `__kernel void name(...)`; transcendentals the device does not do natively are decomposed
+    (float16/bfloat16 ones always, by lower_narrow in CStyleRenderer.render)."""
     verify(program)
     check_capabilities(program, self)
     self.check_workgroup(program)
     if not self.has_fp64 and any(u.op is Ops.WMMA for u in program.uops):
       raise CompileError(f"{self.device}: WMMA accumulates in double and the device has no cl_khr_fp64")
-    decompose = {dt for u in program.uops if u.op in GroupOp.Transcendental
-                 if not self.native_transcendentals or (dt := u.dtype.scalar()) in NARROW}
-    if decompose:
+    if not self.native_transcendentals and any(u.op in GroupOp.Transcendental for u in program.uops):
       from refimpl.lower.transcendental import decompose_transcendentals
-      program = decompose_transcendentals(program, only=decompose)
+      program = decompose_transcendentals(program)
     return super().render(name, program)
 
   def check_workgroup(self, program: Program) -> None:
@@ -153,5 +150,5 @@ typedef long rf_i64;
 
 def supported_dtypes(has_fp64: bool) -> frozenset:
   """The scalar dtypes a device computes with and stores: every one with cl_khr_fp64; without it no float64 and none of
-  the narrow formats (their bit path computes in double)."""
+  the narrow formats (their lowering converts ints and float64 through double)."""
   return ALL_SCALARS if has_fp64 else ALL_SCALARS - NEEDS_FP64
