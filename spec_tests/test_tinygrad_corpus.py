@@ -6,6 +6,9 @@ CLANG, GPU and PYTHON devices, captured by `python -m refimpl.tinygrad capture`)
   exact in their dtype (where they are not, tinygrad's emulator computes with the float64 value and its C backends with
   the rounded one, and refimpl takes the C backends' side: translation rule 8);
 - the case files round-trip through their JSON form."""
+import fcntl
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ from refimpl.tinygrad.reference import compare_run
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.10.1"
 FILES = sorted(CORPUS.glob("*/*.json"))
 IDS = [f"{p.parent.name}-{p.stem}" for p in FILES]
-_RUNS: dict[str, dict] = {}
+_RUNS: dict[str, dict[str, list[str]]] = {}
 
 
 def test_the_corpus_has_real_kernels_of_every_form():
@@ -26,18 +29,40 @@ def test_the_corpus_has_real_kernels_of_every_form():
   assert forms == {"CLANG", "GPU", "PYTHON"} and len(FILES) >= 150, (forms, len(FILES))
 
 
-def _runs(backend: str) -> dict:
-  """{path: Result} of every case on one backend (one pool of workers per backend, once per session)."""
-  if backend not in _RUNS:
-    findings = [load_finding(p) for p in FILES]
-    _RUNS[backend] = {path: r["result"] for path, r in zip(FILES, replay(findings, [BackendRef(backend)]))}
+def _replay(backend: str) -> dict[str, list[str]]:
+  """{file name: [status, kind, detail]} of every case on one backend (one pool of workers)."""
+  findings = [load_finding(p) for p in FILES]
+  results = (r["result"] for r in replay(findings, [BackendRef(backend)]))
+  return {str(path): [r.status, r.kind, r.detail] for path, r in zip(FILES, results)}
+
+def _runs(backend: str, shared: Path | None) -> dict[str, list[str]]:
+  """The corpus replayed on one backend once per session. Under pytest-xdist the workers of one run share it through
+  a JSON file in `shared` (the first to ask replays while the others wait on its lock), so each backend replays once."""
+  if backend in _RUNS: return _RUNS[backend]
+  if shared is None:
+    _RUNS[backend] = _replay(backend)
+    return _RUNS[backend]
+  done = shared / f"corpus-replay-{backend}.json"
+  with open(shared / f"corpus-replay-{backend}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not done.exists(): done.write_text(json.dumps(_replay(backend)))
+    _RUNS[backend] = json.loads(done.read_text())
   return _RUNS[backend]
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory) -> Path | None:
+  """A folder every xdist worker of this test run sees (None when the run has no workers)."""
+  run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+  if run is None: return None
+  folder = tmp_path_factory.getbasetemp().parent / f"refimpl-{run}"
+  folder.mkdir(exist_ok=True)
+  return folder
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
-def test_real_kernel_agrees_with_the_spec(backend, path):
-  r = _runs(backend)[path]
-  assert r.status in ("ok", "unsupported"), f"{path.parent.name}/{path.name} on {backend}: {r.status} {r.kind}: {r.detail}"
+def test_real_kernel_agrees_with_the_spec(backend, path, shared_dir):
+  status, kind, detail = _runs(backend, shared_dir)[str(path)]
+  assert status in ("ok", "unsupported"), f"{path.parent.name}/{path.name} on {backend}: {status} {kind}: {detail}"
 
 
 # kernels of tinygrad's emulator whose float constants are exact (rule 8 did not rewrite one)
