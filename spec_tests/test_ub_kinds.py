@@ -165,3 +165,16 @@ def test_discard_reason_runs_exactly_the_contained_alu_kinds():
     why = discard_reason(p, events)
     assert (why is None) == kind.contained, (kind, why)
     if why is not None: assert why == f"undefined {kind.family} ({events[0].reason})"
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CLANG"])
+def test_eval_op_reports_the_kind_of_an_undefined_op(device):
+  """Rule: refimpl.testing.eval_op raises UndefinedBehavior with the rule's kind, on the emulator and before a native
+  run alike (an int32 division by zero is DIVISOR_ZERO; a shift by 40 is SHIFT_COUNT)."""
+  from refimpl.errors import UndefinedBehavior
+  from refimpl.testing.eval import eval_op
+  x = np.array([7, 1], np.int32)
+  cases = ((Ops.IDIV, np.array([0, 1], np.int32), UB.DIVISOR_ZERO), (Ops.SHL, np.array([1, 40], np.int32), UB.SHIFT_COUNT))
+  for op, y, kind in cases:
+    with pytest.raises(UndefinedBehavior) as e: eval_op(op, x, y, device=device)
+    assert e.value.kind is kind, e.value

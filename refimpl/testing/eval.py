@@ -41,7 +41,8 @@ def _check_undefined(op: Ops, operand: DType, out: DType | None, arrays: list[np
   if outcome.undefined is None or not outcome.undefined.any(): return
   bad = np.flatnonzero(outcome.undefined)
   lane = int(bad[0])
-  raise UndefinedBehavior(op, None, lane, tuple(a[lane].item() for a in arrays), outcome.reason, count=len(bad))
+  raise UndefinedBehavior(op, None, lane, tuple(a[lane].item() for a in arrays), outcome.reason, count=len(bad),
+                          kind=outcome.kind)
 
 EVALUABLE = sorted(o.name for o in Ops if o in GroupOp.ALU or o in CONVERSIONS)
 
@@ -81,5 +82,5 @@ def eval_op(op: Ops | str, *inputs, dtype: DType | None = None, device: str = "P
   out = np.zeros(flat[0].size, to_np(kernel.program.buffers[0].base))
   try: result = kernel(out, *flat)[0]
   except UndefinedBehavior as e:  # one thread per element: report it as an op-level fault, lane = element index
-    raise UndefinedBehavior(op, None, e.lane, e.operands, e.reason, e.count) from None
+    raise UndefinedBehavior(op, None, e.lane, e.operands, e.reason, e.count, e.kind) from None
   return result.reshape(shape)
