@@ -110,12 +110,6 @@ def undefined_domains(op: Ops, dt: DType) -> tuple[str, ...]:
 
 # ---- casts: how each (source, target) pair behaves ----
 
-def _fmt(dt: DType) -> tuple[int, int, int, bool]:
-  """(p, emin, emax, has_inf) of a float dtype; fp8e4m3 ("fn": finite) uses the top exponent for numbers and has no inf."""
-  e, m = dtypes.finfo(dt)
-  fn = dt is dtypes.fp8e4m3
-  return m + 1, 2 - 2 ** (e - 1), 2 ** (e - 1) - 1 + fn, not fn
-
 def _int_range(dt: DType) -> tuple[int, int]: return int(dtypes.min(dt)), int(dtypes.max(dt))
 
 def cast_kind(src: DType, dst: DType) -> str:
@@ -130,8 +124,8 @@ def cast_kind(src: DType, dst: DType) -> str:
   if dtypes.is_int(dst): return "trunc/UB"
   if dtypes.is_int(src):
     lo, hi = _int_range(src)
-    return "exact" if max(-lo, hi) <= 2 ** _fmt(dst)[0] else "round"  # every int up to 2^p is a float
-  (sp, semin, semax, sinf), (dp, demin, demax, dinf) = _fmt(src), _fmt(dst)
+    return "exact" if max(-lo, hi) <= 2 ** alu.float_format(dst).p else "round"  # every int up to 2^p is a float
+  (sp, semin, semax, sinf), (dp, demin, demax, dinf) = alu.float_format(src), alu.float_format(dst)
   keeps = sp <= dp and demin - dp <= semin - sp and semax <= demax and (dinf or not sinf)
   return "exact" if keeps else "round"
 

@@ -170,7 +170,7 @@ def test_constant_chains_match_the_emulator_by_the_fuzzers_rules(backend, path):
   format, as the program says), subnormal products and quotients, wrapping int ADD/SUB/MUL/NEG and compares of wrapped
   sums, NaN/infinity/signed-zero arithmetic and compares, float64 -> int64 and fp8 -> int32 casts. Constants let a
   compiler fold and rewrite (relaxed math, nsw, contraction), which it cannot do to values it loads. Compared with the
-  fuzzer's rules (refimpl.fuzz.compare: NaN as one value, exact elsewhere) against the emulator."""
+  fuzzer's rules (refimpl.fuzz.expect: NaN as one value, exact elsewhere) against the emulator."""
   p = load_program(path)
   require(backend, *{ptr.base for ptr in p.buffers.values()} | {u.dtype.scalar() for u in p.uops if u.op is Ops.CONST})
   zeros = [np.zeros(ptr.size, to_np(ptr.base)) for _, ptr in sorted(p.buffers.items())]

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -73,10 +73,19 @@ def undefined(*kinds: UB) -> Callable[[Callable], Callable]:
 
 def _bits(dt: DType) -> int: return 8 * dt.itemsize
 def _is_signed(dt: DType) -> bool: return dt in dtypes.sints
-def _fmt(dt: DType) -> tuple[int, int, int]:
-  """(p, emin, emax) of a float dtype: significand bits with the hidden one, smallest and largest normal exponent."""
+class FloatFormat(NamedTuple):
+  """A float dtype's format: significand bits with the hidden one, smallest and largest normal exponent, whether it
+  has infinities (fp8e4m3 is "fn", finite: its top exponent holds numbers, and it has no inf)."""
+  p: int
+  emin: int
+  emax: int
+  has_inf: bool
+
+def float_format(dt: DType) -> FloatFormat:
+  """The FloatFormat of a float dtype."""
   e, m = dtypes.finfo(dt)
-  return m + 1, 2 - 2 ** (e - 1), 2 ** (e - 1) - 1
+  finite = dt is dtypes.fp8e4m3
+  return FloatFormat(m + 1, 2 - 2 ** (e - 1), 2 ** (e - 1) - 1 + finite, not finite)
 
 # float rules compute in float32 (float64 for float64) and round once to the dtype
 _WIDE = {dtypes.float16: F32, dtypes.bfloat16: F32, dtypes.float32: F32, dtypes.float64: F64}
@@ -244,7 +253,7 @@ def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
   of +-inf is NaN. NaN in gives NaN out. Every other lane is loose (and every NaN, its payload being unspecified)."""
   v = correctly_rounded(op, x, dt)
   w = x.astype(F64)
-  p, emin, emax = _fmt(dt)
+  p, emin, emax, _ = float_format(dt)
   exact = {Ops.EXP2: lambda: (w == 0) | np.isinf(w) | (w >= emax + 1) | (w <= emin - p),
            Ops.LOG2: lambda: (w == 0) | (w == 1) | (w == np.inf) | (w < 0),
            Ops.SIN: lambda: (w == 0) | np.isinf(w)}[op]()

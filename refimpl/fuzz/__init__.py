@@ -8,7 +8,8 @@
   mutate.py    mode "corpus": kernels of corpus/tinygrad-0.10.1 with ops, dtypes, constants and shapes mutated
   graph.py     the editable program graph the generator, the UB rewrites and the reducer work on
   case.py      a case (program, inputs, vars), its expectation from the emulator, which cases run natively
-  compare.py   the comparison rules: exact, NaN payloads, tolerance, allowed sets, skipped (loose) and wild elements
+  expect.py    what the spec expects of each buffer: exact, NaN payloads, tolerance, allowed sets, WMMA bounds,
+               monotone chains, skipped (loose) and wild elements; the check of a run against it
   execute.py   batch compile (many kernels per compiler call) and run on one backend
   isolate.py   worker processes (spawn): a crash or a hang is a finding, and the worker is replaced
   reduce.py    delta debugging of a failing case over uops, constants and inputs

@@ -36,9 +36,9 @@ from typing import NamedTuple
 
 from refimpl.device import Device
 from refimpl.fuzz.case import Case, last_op
-from refimpl.fuzz.compare import Tally
 from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, load_finding, remove_finding, save_finding
 from refimpl.fuzz.execute import BackendRef, open_backends
+from refimpl.fuzz.expect import Tally
 from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
 from refimpl.fuzz.isolate import (
   CAMPAIGN_ENV,

@@ -22,7 +22,7 @@ import numpy as np
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import Emulation, emulate
 from refimpl.errors import UndefinedBehavior
-from refimpl.fuzz.compare import Expected, Mismatch, control_taint, expect
+from refimpl.fuzz.expect import Expected, Mismatch, control_taint, expect
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from refimpl.fuzz.case import Case, Prepared, culprit, op_key, prepare, probe
-from refimpl.fuzz.compare import Tally
 from refimpl.fuzz.execute import UNSUPPORTED, BackendRef, build, open_backends, run
+from refimpl.fuzz.expect import Tally
 from refimpl.fuzz.generate import Profile, coverage_keys, make_program
 
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"

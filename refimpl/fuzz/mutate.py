@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
-from refimpl.fuzz.compare import CONTROL_SRCS
+from refimpl.fuzz.expect import CONTROL_SRCS
 from refimpl.fuzz.finding import load_finding
 from refimpl.fuzz.graph import Graph, Node
 from refimpl.fuzz.grow import ARITH_FLOATS, Profile, _Gen

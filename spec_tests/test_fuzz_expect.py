@@ -1,4 +1,4 @@
-"""The fuzzer's comparison rules (refimpl/fuzz/compare.py): the kind of each buffer, and how loose elements are compared,
+"""The fuzzer's comparison rules (refimpl/fuzz/expect.py): the kind of each buffer, and how loose elements are compared,
 so that no finding is a false alarm and real differences are still caught."""
 import math
 
@@ -7,9 +7,9 @@ import pytest
 
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate, wmma_error_bound
-from refimpl.fuzz import compare as fc
+from refimpl.fuzz import expect as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
-from refimpl.fuzz.compare import analyze, compare, control_taint, join, variant_program
+from refimpl.fuzz.expect import analyze, compare, control_taint, join, variant_program
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.spec import ulp_bound
 from refimpl.testing.compare import same_value, ulp_distance

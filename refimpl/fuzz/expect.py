@@ -1,4 +1,4 @@
-"""How the fuzzer compares a backend's buffers with the emulator's, element by element, with no false alarms.
+"""What the fuzzer expects of a backend's buffers, from the emulator's run, element by element, with no false alarms.
 
 The emulator gives, per output element, its reference value and two masks: undefined (never compared) and loose (not
 bit-exact; see refimpl/emulator/machine.py). A loose element can be loose for different reasons, so the fuzzer adds a
