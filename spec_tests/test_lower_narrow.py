@@ -14,7 +14,7 @@ import pytest
 
 from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator.machine import emulate
-from refimpl.ir import GroupOp, Ops, ProgramBuilder, alu_allows, elementwise
+from refimpl.ir import GroupOp, Ops, ProgramBuilder, alu_allows, elementwise, verify
 from refimpl.lower import decompose_transcendentals, lower_narrow
 from refimpl.lower.narrow import NARROW
 from refimpl.testing.compare import compare, rule_of, same_value
@@ -78,14 +78,16 @@ def pairs(xs, ys):
 
 def run_both(program, arrays, strict=True):
   """The program's buffers on the emulator, and those of its lowering; the lowering has no narrow value left."""
-  lowered = lower_narrow(program)
+  lowered = verify(lower_narrow(program))
   assert_only_memory(lowered)
   want = emulate(program, arrays, strict=strict).buffers
   got = emulate(lowered, arrays, strict=strict).buffers
   return want, got
 
 def assert_only_memory(program):
-  """A narrow dtype appears only in buffers, INDEX, LOAD / STORE and the BITCASTs beside them."""
+  """The lowering verifies, and a narrow dtype appears in it only in buffers, INDEX, LOAD / STORE and the BITCASTs
+  beside them."""
+  verify(program)
   for i, u in enumerate(program.uops):
     if isinstance(u.dtype, PtrDType) or u.op is Ops.STORE: continue
     srcs = [program.uops[j].dtype for j in u.src if not isinstance(program.uops[j].dtype, PtrDType)]

@@ -92,10 +92,17 @@ FMT: dict[DType, Fmt] = {dtypes.float16: Fmt(5, 10), dtypes.bfloat16: Fmt(8, 7),
                          dtypes.fp8e5m2: Fmt(5, 2), F32: Fmt(8, 23), F64: Fmt(11, 52)}
 
 
+_VEC: dict[tuple[DType, int], DType] = {}
+
+def _vec(dt: DType, count: int) -> DType:
+  """dt.vec(count), made once (DType.vec builds and interns a new DType at every call)."""
+  if (dt, count) not in _VEC: _VEC[(dt, count)] = dt.vec(count)
+  return _VEC[(dt, count)]
+
 def bits_dtype(dt: DType) -> DType:
   """The dtype holding dt's values after lowering: BITS for a narrow scalar or vector, dt itself otherwise."""
   s = dt.scalar()
-  return BITS[s].vec(dt.count) if s in BITS else dt
+  return _vec(BITS[s], dt.count) if s in BITS else dt
 
 
 # ***** the algorithms, on values *****
@@ -151,6 +158,11 @@ def int_to_narrow(x: V, d: DType) -> V:
 
 # ***** the pass *****
 
+class _Emitter(Emitter):
+  """Emitter with each vector dtype made once (_vec)."""
+  def value(self, op: Ops, dt: DType, *src: V) -> V:
+    return V(self, self.emit(op, _vec(dt, self.count), tuple(s.i for s in src)), dt)
+
 def _float_reads(uops: tuple[UOp, ...]) -> set[int]:
   """The narrow values some uop reads as a number (to be decoded): operands of ALU ops other than NEG and WHERE, CAST
   sources going to a non-bool dtype other than their own, WMMA operands."""
@@ -200,7 +212,7 @@ class _Lowering:
       self.new[i] = self.lower(u)
       k = self.new[i]
       if i in self.reads and self.out[k].op not in ACC and k not in self.num:
-        self.num[k] = decode(V(Emitter(self.out, u.dtype.count), k, BITS[u.dtype.scalar()]), u.dtype.scalar()).i
+        self.num[k] = decode(V(_Emitter(self.out, u.dtype.count), k, BITS[u.dtype.scalar()]), u.dtype.scalar()).i
     return self.out
 
   def lower(self, u: UOp) -> int:
@@ -228,7 +240,7 @@ class _Lowering:
 
   def alu(self, u: UOp) -> int:
     """An ALU op on narrow operands (see "arithmetic" in the module docstring)."""
-    e, d = Emitter(self.out, u.dtype.count), self.uops[u.src[-1]].dtype.scalar()
+    e, d = _Emitter(self.out, u.dtype.count), self.uops[u.src[-1]].dtype.scalar()
     if u.op is Ops.NEG: return (self.bits(e, u.src[0]) ^ (1 << (FMT[d].nbits - 1))).i
     if u.op in GroupOp.Transcendental: raise AssertionError("transcendentals are decomposed before")
     xs = [self.value(e, j) for j in u.src]
@@ -243,7 +255,7 @@ class _Lowering:
   def convert(self, u: UOp) -> int:
     """CAST or BITCAST with a narrow source or result (see "casts" in the module docstring)."""
     s, d, j = self.uops[u.src[0]].dtype.scalar(), u.dtype.scalar(), u.src[0]
-    e = Emitter(self.out, u.dtype.count)
+    e = _Emitter(self.out, u.dtype.count)
     if u.op is Ops.BITCAST:
       bits = self.bits(e, j).bitcast(BITS[d]) if d in NARROW else self.bits(e, j).bitcast(d)
       return self.alias(j) if bits.i == self.new[j] else bits.i
@@ -261,11 +273,11 @@ class _Lowering:
       if jd.scalar() not in NARROW:
         srcs.append(self.new[j])
         continue
-      x = self.value(Emitter(self.out, jd.count), j)
+      x = self.value(_Emitter(self.out, jd.count), j)
       srcs.append((x.cast(F64) if k == 2 else x).i)
     d = u.dtype.scalar()
     if d not in NARROW: return self.emit(Ops.WMMA, u.dtype, tuple(srcs), u.arg)
-    e = Emitter(self.out, u.dtype.count)
+    e = _Emitter(self.out, u.dtype.count)
     return encode(V(e, self.emit(Ops.WMMA, F64.vec(u.dtype.count), tuple(srcs), u.arg), F64), d).i
 
 
@@ -277,10 +289,11 @@ def _bits_of(value: float, dt: DType) -> int:
 def lower_narrow(program: Program) -> Program:
   """The program with every narrow-float value held as its bits and every op on one written with float32/float64 and
   integer ops (see the module docstring); transcendentals on float16/bfloat16 are decomposed first. A program with no
-  narrow value comes back unchanged."""
+  narrow value comes back unchanged. The result is not verified again: verifying its thousands of uops costs more than
+  rendering them (renderers call this on every compile); spec_tests/test_lower_narrow.py verifies every lowering."""
   verify(program)
   if not any(not isinstance(u.dtype, PtrDType) and u.dtype.scalar() in NARROW for u in program.uops): return program
   trans = {u.dtype.scalar() for u in program.uops if u.op in GroupOp.Transcendental} & NARROW
   if trans: program = decompose_transcendentals(program, only=trans)
   out = _Lowering(program).run()
-  return verify(Program(program.name, tuple(out), program.global_size, program.local_size))
+  return Program(program.name, tuple(out), program.global_size, program.local_size)
