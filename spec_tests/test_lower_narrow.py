@@ -203,6 +203,22 @@ def test_bitcast_into_narrow_then_arithmetic(src):
   want, got = run_both(b.build(), [np.zeros(n, np.float32), xs])
   assert same_value(got[0], want[0]).all()
 
+@pytest.mark.parametrize("src,dst", [(s, d) for s in ALL_NARROW for d in ALL_NARROW if d is not s and d.itemsize == s.itemsize],
+                         ids=ids)
+def test_bitcast_between_narrow_formats_reads_the_target_format(src, dst):
+  """BITCAST between two narrow formats shares the bits, not the value: a value read as a number in its own format
+  (here cast to float32) and BITCAST to another format reads as the other format (a fuzz finding: both decodes were
+  one)."""
+  x = every_value(src)
+  b = ProgramBuilder("bc_formats")
+  o, p_, xs = b.global_buf(dtypes.float32, x.size), b.global_buf(dtypes.float32, x.size), b.global_buf(src, x.size)
+  i = b.gidx(0, x.size)
+  v = b.load(xs, i)
+  b.store(o, i, b.cast(v, dtypes.float32))
+  b.store(p_, i, b.cast(b.bitcast(v, dst), dtypes.float32))
+  want, got = run_both(b.build(), [np.zeros(x.size, np.float32), np.zeros(x.size, np.float32), x])
+  assert same_value(got[0], want[0]).all() and same_value(got[1], want[1]).all()
+
 
 # ***** programs *****
 

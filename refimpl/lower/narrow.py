@@ -184,7 +184,7 @@ class _Lowering:
     self.uops = program.uops
     self.out: list[UOp] = []
     self.new: dict[int, int] = {}
-    self.num: dict[int, int] = {}  # new uop (narrow bits) -> its decode
+    self.num: dict[tuple[int, DType], int] = {}  # (new uop of narrow bits, the format they are read in) -> the decode
     self.reads = _float_reads(program.uops)
 
   def emit(self, op: Ops, dt: DType, src: tuple[int, ...], arg=None) -> int:
@@ -197,9 +197,9 @@ class _Lowering:
 
   def value(self, e: Emitter, j: int) -> V:
     """Old narrow uop j as a float32: its decode made right after it, or (accumulators) decoded here."""
-    k = self.new[j]
-    if k in self.num: return V(e, self.num[k], F32)
-    return decode(self.bits(e, j), self.uops[j].dtype.scalar())
+    key = (self.new[j], self.uops[j].dtype.scalar())  # a BITCAST between formats shares the bits, not the decode
+    if key in self.num: return V(e, self.num[key], F32)
+    return decode(self.bits(e, j), key[1])
 
   def alias(self, j: int) -> int:
     """Old uop j's new value as the result of another uop: itself, or for an accumulator a copy of its value now."""
@@ -210,9 +210,9 @@ class _Lowering:
   def run(self) -> list[UOp]:
     for i, u in enumerate(self.uops):
       self.new[i] = self.lower(u)
-      k = self.new[i]
-      if i in self.reads and self.out[k].op not in ACC and k not in self.num:
-        self.num[k] = decode(V(_Emitter(self.out, u.dtype.count), k, BITS[u.dtype.scalar()]), u.dtype.scalar()).i
+      key = (self.new[i], None if isinstance(u.dtype, PtrDType) else u.dtype.scalar())
+      if i in self.reads and self.out[key[0]].op not in ACC and key not in self.num:
+        self.num[key] = decode(V(_Emitter(self.out, u.dtype.count), key[0], BITS[key[1]]), key[1]).i
     return self.out
 
   def lower(self, u: UOp) -> int:
