@@ -66,16 +66,58 @@ def test_kind_of_integer_and_bitcast_results():
   assert _kind(_kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)) == fc.WILD
 
 
-def test_store_under_a_loose_gate_is_wild():
-  """Rule: a store whose gate (or IF, or index) came from a loose value makes the whole buffer WILD: the emulator's
-  masks follow data, not control."""
+def _gated_store(loose_gate: bool, n: int = 4):
+  """o[i] = 2 * x[i] where LOG2(x[i]) < 0.5 (loose) or x[i] < 1.5 (exact), o[i + n] = x[i] everywhere."""
   b = ProgramBuilder("k")
-  o, x = b.global_buf(F32, 4), b.global_buf(F32, 4)
-  i = b.gidx(0, 4)
+  o, x = b.global_buf(F32, 2 * n), b.global_buf(F32, n)
+  i = b.gidx(0, n)
   v = b.load(x, i)
-  with b.when(b.alu(Ops.CMPLT, b.alu(Ops.LOG2, v), b.const(0.5, F32))): b.store(o, i, v)
-  p = b.build()
-  assert _kind(p) == fc.WILD
+  test = b.alu(Ops.LOG2, v) if loose_gate else v
+  with b.when(b.alu(Ops.CMPLT, test, b.const(0.5 if loose_gate else 1.5, F32))):
+    b.store(o, i, b.alu(Ops.MUL, v, b.const(2.0, F32)))
+  b.store(o, b.alu(Ops.ADD, i, b.const(n, dtypes.int32)), v)
+  return b.build()
+
+def test_store_under_a_loose_gate_is_unknown_and_its_exact_elements_are_compared():
+  """Rule: a store under an IF gate (or a STORE gate) that came from a loose value makes the buffer UNKNOWN, not WILD:
+  the emulator's control rule marks what the lanes store, or might have stored, loose; every other element is exact
+  and compared bit for bit."""
+  p = _gated_store(loose_gate=True)
+  assert _kind(p) == fc.UNKNOWN
+  x = np.array([1.25, 1.5, 3.0, 0.25], np.float32)  # log2: 0.32, 0.58, 1.58, -2: lanes 0 and 3 store
+  inputs = [np.zeros(8, np.float32), x]
+  e = prepare(Case(p, inputs)).expected
+  assert e.loose[0][:4].all() and not e.loose[0][4:].any()  # the gated half is loose on every lane (a backend may decide
+  other = e.buffers[0].copy()                                 # each gate the other way), the ungated half exact
+  other[:4] = np.where(np.arange(4) < 2, x * 2, 0)            # the other decisions: accepted
+  assert _check(p, inputs, other)[0] is None
+  wrong = e.buffers[0].copy()
+  wrong[5] = 99
+  m, _ = _check(p, inputs, wrong)
+  assert m is not None and m.element == 5 and m.rule == "exact"
+
+
+def test_store_through_a_loose_index_or_under_a_loose_loop_bound_is_wild():
+  """Rule: a store through a loose index, or inside a RANGE whose bound is loose, makes the whole buffer WILD (a
+  backend may write another element, or run an iteration the emulator did not); a LOAD through a loose index is only
+  UNKNOWN (its element is loose, whatever it holds)."""
+  b = ProgramBuilder("k")
+  o, x = b.global_buf(dtypes.int32, 4), b.global_buf(F32, 4)
+  i = b.gidx(0, 4)
+  j = b.cast(b.alu(Ops.EXP2, b.load(x, i)), dtypes.int32)
+  b.store(o, j, i)
+  assert _kind(b.build()) == fc.WILD
+  b = ProgramBuilder("k")
+  o, x = b.global_buf(dtypes.int32, 4), b.global_buf(F32, 4)
+  n = b.cast(b.alu(Ops.EXP2, b.load(x, b.const(0, dtypes.int32))), dtypes.int32)
+  with b.loop_uops(b.const(0, dtypes.int32), n) as r: b.store(o, r, r)
+  assert _kind(b.build()) == fc.WILD
+  b = ProgramBuilder("k")
+  o, x, y = b.global_buf(F32, 4), b.global_buf(F32, 4), b.global_buf(F32, 4)
+  i = b.gidx(0, 4)
+  j = b.cast(b.alu(Ops.EXP2, b.load(x, i)), dtypes.int32)
+  b.store(o, i, b.load(y, j))
+  assert _kind(b.build()) == fc.UNKNOWN
 
 
 def _exp2(b, x): return b.alu(Ops.EXP2, x)

@@ -29,10 +29,12 @@ static *kind* per buffer, the join of the kinds of every value stored into it (a
            a TOL value is MONO(DOWN)
   UNKNOWN  anything else computed from a loose value (a compare, a float->int CAST, MAX, a product of two loose
            values, a SET or BOUND value computed on), BITCASTs of NaN-loose floats: loose elements are skipped
-  WILD     a value whose *control* was loose: stored through an index, or under a gate, an IF or a RANGE bound, that
-           came from anything but EXACT, or a BITCAST of a NaN CONST (the IR leaves its bits open while the emulator
-           reads them as exact): every element of the buffer is skipped, because the emulator's masks follow data, not
-           control (a store that a loose gate skips leaves an element the emulator calls exact)
+           Values stored or assigned under a loose IF gate or a loose STORE gate, and LOADs through a loose index,
+           are UNKNOWN too: the emulator's control rule marks every element their lanes store, or might have stored
+           had the gate gone the other way, loose, so the buffer's exact elements are still compared.
+  WILD     a STORE through a loose index or under a loose RANGE bound (a backend may write another element, or run an
+           iteration the emulator did not, and the emulator cannot mark those), or a BITCAST of a NaN CONST (the IR
+           leaves its bits open while the emulator reads them as exact): every element of the buffer is skipped
 
 Joins (`join`): WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT. Of the middle four, TOL with TOL keeps the
 larger bound, BOUND with BOUND the larger K, TOL with MONO is MONO (a tolerance result is an increasing chain of one
@@ -121,10 +123,10 @@ def analyze(program: Program) -> Kinds:
   nan_in: dict[int, bool] = {i: False for i in (*bufs, *accs)}  # buffers and accumulators that may hold a NaN CONST
   while True:
     before = (list(kinds), dict(bufs), dict(accs), list(cnan), dict(nan_in))
-    wild_blocks: list[bool] = []
+    blocks: list[Kind] = []  # per open block: UNKNOWN under a loose IF gate, WILD under a loose RANGE bound
     for i, u in enumerate(uops):
       if u.op in GroupOp.BlockEnd:
-        wild_blocks.pop()
+        blocks.pop()
         continue
       ks = [kinds[j] for j in u.src]
       k = _transfer(uops, i, u, ks, bufs, accs)
@@ -140,18 +142,36 @@ def analyze(program: Program) -> Kinds:
       elif u.op is Ops.ASSIGN:
         a = u.src[0]
         nan_in[a] = nan_in[a] or cnan[u.src[1]]
-        accs[a] = join(accs[a], K_WILD if any(wild_blocks) else ks[1])
+        accs[a] = join(accs[a], join(_assign_control(blocks), ks[1]))
         k, nan = accs[a], nan_in[a]
       elif u.op is Ops.BITCAST and cnan[u.src[0]] and dtypes.is_float(uops[u.src[0]].dtype): k = K_WILD
       elif u.op is Ops.STORE:
         b = uops[u.src[0]].src[0]
-        ctrl_loose = any(wild_blocks) or ks[0] != K_EXACT or (len(ks) == 3 and ks[2] != K_EXACT)
-        bufs[b] = join(bufs[b], K_WILD if ctrl_loose else ks[1])
+        bufs[b] = join(bufs[b], join(_store_control(blocks, ks), ks[1]))
         nan_in[b] = nan_in[b] or cnan[u.src[1]]
-      if u.op in GroupOp.BlockStart: wild_blocks.append(any(x != K_EXACT for x in ks))
+      if u.op in GroupOp.BlockStart: blocks.append(_block_control(u.op, ks))
       kinds[i], cnan[i] = k, nan
     if (kinds, bufs, accs, cnan, nan_in) == before: return Kinds(kinds, bufs, cnan)
 
+
+def _block_control(op: Ops, ks: list[Kind]) -> Kind:
+  """The control kind a block gives what runs in it: EXACT, UNKNOWN under a loose IF gate (the emulator marks what
+  its lanes store or assign, and what they might have: the control rule), WILD under a loose RANGE bound (iterations
+  past the bound that the emulator did not run store elements it never marks)."""
+  if all(k == K_EXACT for k in ks): return K_EXACT
+  return K_WILD if op is Ops.RANGE else K_UNKNOWN
+
+def _assign_control(blocks: list[Kind]) -> Kind:
+  """The control kind of an ASSIGN: UNKNOWN under any loose block (the emulator marks the register loose there)."""
+  return K_UNKNOWN if any(k != K_EXACT for k in blocks) else K_EXACT
+
+def _store_control(blocks: list[Kind], ks: list[Kind]) -> Kind:
+  """The control kind of a STORE: its blocks', UNKNOWN under a loose gate, WILD through a loose index (a backend may
+  write another element than the emulator did)."""
+  k = _join_all(blocks)
+  if ks[0] != K_EXACT: k = join(k, K_WILD)
+  if len(ks) == 3 and ks[2] != K_EXACT: k = join(k, K_UNKNOWN)
+  return k
 
 def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict[int, Kind]) -> Kind:
   """The kind of uop i from its srcs' kinds (accumulators, stores and blocks are handled by analyze)."""
@@ -161,7 +181,7 @@ def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict
   if op in (Ops.SPECIAL, Ops.DEFINE_VAR, Ops.RANGE, Ops.STORE, Ops.IF, Ops.BARRIER): return K_EXACT
   if op is Ops.INDEX: return K_EXACT if ks[1] == K_EXACT else K_WILD
   if op is Ops.LOAD:
-    k = bufs[uops[u.src[0]].src[0]] if ks[0] == K_EXACT else K_WILD
+    k = bufs[uops[u.src[0]].src[0]] if ks[0] == K_EXACT else K_UNKNOWN  # a loose index: a loose element, some value
     if len(ks) == 3: k = join(join(k, ks[1]), K_EXACT if ks[2] == K_EXACT else K_UNKNOWN)
     return k
   if op is Ops.DEFINE_ACC: return join(accs[i], ks[0])
