@@ -202,6 +202,6 @@ class ClangDevice(Compiled):
     super().__init__(device, MallocAllocator, ClangRenderer(device), ClangCompiler(), ClangProgram)
 
   def supports_dtype(self, dtype: DType) -> bool:
-    """Every scalar dtype: bool, the ints, float32/64 natively; float16, bfloat16 and both fp8 formats through bit
-    manipulation (storage as bits, arithmetic in double rounded once per op)."""
+    """Every scalar dtype: bool, the ints, float32/64 natively; float16, bfloat16 and both fp8 formats as their bits,
+    every op on them written with float32/float64 and integer ops by refimpl.lower.narrow (one rounding per op)."""
     return not isinstance(dtype, (PtrDType, ImageDType)) and dtype.count == 1 and dtype != dtypes.void

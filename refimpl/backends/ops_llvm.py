@@ -154,5 +154,6 @@ class LLVMDevice(Compiled):
 
   def supports_dtype(self, dtype: DType) -> bool:
     """Every scalar dtype: bool (i1, stored as i8), the ints, float32/64 natively; float16, bfloat16 and both fp8 formats
-    through bit manipulation (storage as bits, arithmetic in float rounded once per op; fp8 is storage and casts only)."""
+    as their bits, every op on them written with float32/float64 and integer ops by refimpl.lower.narrow (one rounding
+    per op)."""
     return not isinstance(dtype, (PtrDType, ImageDType)) and dtype.count == 1 and dtype != dtypes.void
