@@ -1,7 +1,7 @@
 """The CLANG backend (refimpl/backends/cstyle.py + ops_clang.py): what is specific to it. Finding clang (or ziglang's),
 its diagnostics, compile flags, the cache and batch compiles, the rendered C free of signed-overflow and shift UB under
 UBSan, and objects that need no libm or compiler runtime. The spec's rules themselves are checked on every backend in
-refimpl/conformance/test_rules.py.
+refimpl/conformance/rules/.
 """
 import dataclasses
 import pathlib

@@ -3,7 +3,7 @@ device (PoCL on the CPU by default) and saying what is missing, capabilities rea
 relax nothing, the build log, the program cache, contexts and forks, OpenCL's uchar storage of bool, the double-precision
 fallback for division and square root, native vs decomposed transcendentals, workgroup and local memory limits, and
 devices without cl_khr_fp64. The spec's rules themselves, the grid, __local memory and barriers included, are checked on
-every backend in refimpl/conformance/test_rules.py.
+every backend in refimpl/conformance/rules/ (test_grid.py among them).
 
 The device-selection and no-platform tests run without an OpenCL device (pyopencl is faked); every other test needs the
 GPU device to open.
@@ -266,8 +266,8 @@ def _run_on(dev, program, src, arrays):
 @pytest.mark.parametrize("dt", FLOATS, ids=dtype_to_str)
 def test_exp2_log2_sin_are_opencls_on_float32_float64_and_decomposed_on_narrow_formats(dt):
   """float32/float64 EXP2/LOG2/SIN call OpenCL's exp2/log2/sin (while native_transcendentals); float16/bfloat16 are
-  decomposed by refimpl.lower.transcendental. refimpl/conformance/test_rules.py holds both to the spec's bounds. A NaN
-  stays NaN through exp2 (the renderer's guard: PoCL folds exp2 of a NaN constant to 0)."""
+  decomposed by refimpl.lower.transcendental. refimpl/conformance/rules/test_transcendental.py holds both to the spec's
+  bounds. A NaN stays NaN through exp2 (the renderer's guard: PoCL folds exp2 of a NaN constant to 0)."""
   require("GPU", dt)
   r = gpu().renderer
   native = dt in (f32, f64) and r.native_transcendentals

@@ -1,7 +1,7 @@
 """The LLVM backend (refimpl/backends/llvmir.py + ops_llvm.py): what is specific to it, at the default optimization level
 (O2, device "LLVM") and unoptimized (O0, device "LLVM:O0"). Opt levels and their cache keys, llvmlite's errors, IR free of
 fast-math and wrap flags, objects that need no external symbol, EXP2/LOG2/SIN as the shared decomposition bit for bit,
-MULACC rendered unfused. The spec's rules themselves are checked on every backend in refimpl/conformance/test_rules.py, where the
+MULACC rendered unfused. The spec's rules themselves are checked on every backend in refimpl/conformance/rules/, where the
 `backend` fixture covers LLVM at O2; test_shared_rules_hold_unoptimized runs every one of them on LLVM:O0 too.
 """
 import inspect
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from refimpl import spec
-from refimpl.conformance import test_rules as rules
+from refimpl.conformance import rules
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
@@ -183,12 +183,12 @@ def test_mulacc_is_rendered_unfused_on_scalars_and_vectors(dev, dt):
   assert got.astype(np.float64).tolist() == [unfused] * 4
 
 
-# ***** every rule of refimpl/conformance/test_rules.py, unoptimized *****
+# ***** every rule of refimpl/conformance/rules/, unoptimized *****
 
 def _shared_rule_cases() -> list:
-  """Every test of refimpl/conformance/test_rules.py with each of its parametrizations, as pytest.param(test, arguments)."""
+  """Every test of refimpl/conformance/rules/ with each of its parametrizations, as pytest.param(test, arguments)."""
   cases = []
-  for name, fn in vars(rules).items():
+  for name, fn in rules.tests().items():
     if not name.startswith("test_") or not callable(fn): continue
     combos = [({}, [])]  # (arguments, id parts)
     for mark in getattr(fn, "pytestmark", []):
@@ -206,6 +206,6 @@ def _shared_rule_cases() -> list:
 
 @pytest.mark.parametrize("rule, arguments", _shared_rule_cases())
 def test_shared_rules_hold_unoptimized(rule, arguments, request):
-  """The rule test `rule` of refimpl/conformance/test_rules.py, run on LLVM:O0 (its `backend` fixture covers LLVM at O2)."""
+  """The rule test `rule` of refimpl/conformance/rules/, run on LLVM:O0 (its `backend` fixture covers LLVM at O2)."""
   if "tmp_path" in inspect.signature(rule).parameters: arguments = {**arguments, "tmp_path": request.getfixturevalue("tmp_path")}
   rule(backend="LLVM:O0", **arguments)

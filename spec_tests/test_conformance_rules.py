@@ -1,2 +1,5 @@
-"""The packaged conformance suite (refimpl/conformance/test_rules.py), run as part of refimpl's own suite."""
-from refimpl.conformance.test_rules import *  # noqa: F403
+"""The packaged conformance suite's rule tests (refimpl/conformance/rules/test_<family>.py), run as part of refimpl's own
+suite."""
+from refimpl.conformance import rules
+
+globals().update(rules.tests())

@@ -8,8 +8,9 @@ pytest loads through refimpl's `pytest11` entry point):
 
   test_ops.py       every ALU op x dtype, every CAST and BITCAST pair: sweeps of edge and random values, and hypothesis
                     examples, compared with the emulator by each op's rule (the conformance report's cases)
-  test_rules.py     the spec's rules stated one by one, with expected values from the rule (exact rational arithmetic,
-                    IEEE rounding written out, Python ints): rounding, subnormals, casts, memory, loops, locals, names
+  rules/            the spec's rules stated one by one, one module per rule family (rules/test_idiv_mod.py: IDIV and MOD;
+                    the list: rules/__init__.py), with expected values from the rule (exact rational arithmetic, IEEE
+                    rounding written out, Python ints): rounding, subnormals, casts, memory, loops, locals, names
   test_programs.py  whole programs, hand-written and random, against the emulator
 
 A porter declares known failures and narrows the suite with the plugin's options: --xfail PATTERN (repeatable),
