@@ -1,6 +1,6 @@
 """The THREEFRY decomposition (refimpl/lower/threefry.py): the decomposed program verifies, holds no THREEFRY, is defined
 for every input (the emulator runs it strictly), and gives THREEFRY's rule bit for bit (refimpl.emulator.alu.threefry,
-which spec_tests/test_semantics_int.py checks against Random123's known answers)."""
+which spec_tests/semantics/test_threefry.py checks against Random123's known answers)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Independent oracles for the spec's float rules: they share no code with refimpl/emulator, and the tests that use
-them (spec_tests/test_semantics_*.py, the conformance suite's backend rules) compare refimpl with them.
+them (spec_tests/semantics/, the conformance suite's backend rules) compare refimpl with them.
 
 - `rne(q, fmt)`: an exact rational rounded to nearest even in a binary format described by literal IEEE parameters,
   with gradual underflow and overflow (to inf, or NaN for fp8e4m3, which has no inf). Results are Python floats, which

@@ -1,6 +1,12 @@
-"""EXP2, LOG2, SIN: the reference value is the correctly rounded result (checked against higher precision that shares
-no code with the emulator: Python's math on float64 for float32 and narrower, `decimal` with 50+ digits and a
-Gauss-Legendre pi for float64), special values are exact, and the lanes marked loose are exactly the tolerance lanes."""
+"""EXP2, LOG2, SIN (floats only): tolerance. The reference value is the correctly rounded result (checked against higher
+precision that shares no code with the emulator: Python's math on float64 for float32 and narrower, `decimal` with 50+
+digits and a Gauss-Legendre pi for float64), special values are exact, and the lanes marked loose are exactly the
+tolerance lanes; the ULP bounds are no looser than OpenCL's full profile.
+
+Rule: alu.transcendental (refimpl/emulator/alu.py and refimpl/emulator/reference.py; SPEC.md "Rules", `transcendental`:
+EXP2 LOG2 SIN, and "Tolerances"). Decision row: "EXP2 LOG2 SIN" (SPEC.md "Decisions"). Backend tests:
+refimpl/conformance/rules/test_transcendental.py.
+"""
 from __future__ import annotations
 
 import decimal
@@ -12,11 +18,16 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes
-from refimpl.emulator import reference
+from refimpl.emulator import alu, reference
 from refimpl.emulator.alu import exec_alu
-from refimpl.ir.ops import Ops
+from refimpl.ir.ops import GroupOp, Ops
 from refimpl.spec import ULP_BOUNDS, kind, ulp_bound
 from refimpl.testing.oracle import FMT, as_floats, edge_values, exponent, random_bits, rne, same
+
+from .arrays import F32, f32
+
+RULES = (alu.transcendental,)
+DECISIONS = {"EXP2 LOG2 SIN": "test_decision_exp2_log2_sin_tolerance"}
 
 OPS = (Ops.EXP2, Ops.LOG2, Ops.SIN)
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
@@ -185,3 +196,12 @@ def test_ulp_bounds_no_looser_than_opencl_full_profile():
   for dt, bounds in opencl.items():
     assert all(ULP_BOUNDS[dt][op] <= b and ulp_bound(op, dt) == ULP_BOUNDS[dt][op] for op, b in zip(OPS, bounds))
     assert all(kind(op, dt) == "tolerance" for op in OPS)
+
+def test_decision_exp2_log2_sin_tolerance():
+  """EXP2 LOG2 SIN: tolerance against a correctly rounded reference; special values exact. The reference of exp2(0.5)
+  in float32 is sqrt(2) rounded (0x3FB504F3), of log2(3) 0x3FCAE00D, of sin(1) 0x3F576AA4."""
+  out = [exec_alu(op, F32, f32(x)) for op, x in ((Ops.EXP2, 0.5), (Ops.LOG2, 3), (Ops.SIN, 1))]
+  assert [o.values.view(np.uint32).item() for o in out] == [0x3FB504F3, 0x3FCAE00D, 0x3F576AA4]
+  assert all(o.loose.tolist() == [True] for o in out)
+  assert [kind(op, F32) for op in GroupOp.Transcendental] == ["tolerance"] * 3
+  assert exec_alu(Ops.EXP2, F32, f32(0)).loose is None  # exp2(0) = 1 exactly: no loose lane

@@ -1,0 +1,122 @@
+"""Each rule has one home, named after it. spec_tests/semantics/test_<family>.py holds a rule family's emulator tests and
+declares at its top what it is the home of:
+
+  RULES      the rule functions of refimpl/emulator/alu.py (alu.RULES values) whose home it is
+  DECISIONS  the rows of refimpl.spec.DECISIONS (SPEC.md "Decisions") it holds: row area -> the test stating the row
+  ALSO       (optional) rule functions whose home is another file, part of which this family tests (arith on floats...)
+
+Rules checked here: every alu rule function and every decision row the ALU rules own has exactly one home; the rows of
+the executor (LOAD / STORE, races, uninitialised: no alu function in their "where") are tested in EXECUTOR_HOMES; each
+claimed rule function has a test in its file, each claimed row names a test of its file; the module docstring names
+the file's rules (alu.<name>) and rows ("<area>") and only files that exist; a file claiming nothing is one of
+CROSS_CUTTING. The backend tests of a family are refimpl/conformance/rules/test_<family>.py (same name), or one of
+the program-level families in BACKEND_ONLY.
+"""
+import collections
+import importlib
+import inspect
+import pathlib
+import re
+
+import pytest
+
+from refimpl import spec
+from refimpl.conformance import rules as backend_rules
+from refimpl.emulator import alu
+from refimpl.ir.ops import Ops
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SEMANTICS = ROOT / "spec_tests" / "semantics"
+FILES = sorted(SEMANTICS.glob("test_*.py"))
+CROSS_CUTTING = {"test_interface.py": "exec_alu / exec_cast / exec_bitcast / allowed_results around every rule",
+                 "test_int_sweeps.py": "every int binary op in one sweep (edge grids, hypothesis)",
+                 "test_oracle.py": "the exact oracles (refimpl.testing.oracle) the families' expected values come from"}
+EXECUTOR_HOMES = {"LOAD / STORE": ("test_emulator_memory.py", "out_of_bounds"),
+                  "races": ("test_emulator_memory.py", "race"),
+                  "uninitialised": ("test_emulator_memory.py", "uninitialised")}  # row -> (file, word in a test name)
+BACKEND_ONLY = {"test_memory.py", "test_loops.py", "test_vectors.py", "test_grid.py", "test_kernels.py", "test_every_op.py"}
+CONVERSIONS = {alu.cast: "exec_cast", alu.bitcast: "exec_bitcast"}
+ROWS = [d.area for d in spec.DECISIONS]
+
+def module(path: pathlib.Path):
+  return importlib.import_module(f"semantics.{path.stem}")
+
+def defined_tests(mod) -> dict:
+  return {n: f for n, f in vars(mod).items() if n.startswith("test_") and inspect.isfunction(f) and f.__module__ == mod.__name__}
+
+def claims(attr: str) -> list[tuple[str, object]]:
+  return [(path.name, item) for path in FILES for item in getattr(module(path), attr, ())]
+
+def test_the_families_exist():
+  assert len(FILES) >= 15 and (SEMANTICS / "__init__.py").exists()
+  assert not list((ROOT / "spec_tests").glob("test_semantics_*.py")), "the rule tests live in spec_tests/semantics/"
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_file_declares_its_claims(path):
+  mod = module(path)
+  rules, decisions, also = mod.RULES, mod.DECISIONS, getattr(mod, "ALSO", ())
+  assert isinstance(rules, tuple) and isinstance(also, tuple) and isinstance(decisions, dict)
+  assert all(fn in alu.RULES.values() for fn in (*rules, *also)), "RULES and ALSO name functions of alu.RULES"
+  assert all(row in ROWS for row in decisions), f"not a row of spec.DECISIONS: {set(decisions) - set(ROWS)}"
+  assert not set(rules) & set(also)
+  if not rules and not decisions: assert path.name in CROSS_CUTTING, "a file that claims nothing must be CROSS_CUTTING"
+  else: assert path.name not in CROSS_CUTTING
+
+def test_every_alu_rule_function_has_exactly_one_home():
+  homes = collections.defaultdict(list)
+  for name, fn in claims("RULES"): homes[fn.__name__].append(name)
+  want = {fn.__name__ for fn in alu.RULES.values()}
+  assert set(homes) == want, f"without a home: {want - set(homes)}"
+  assert {fn: files for fn, files in homes.items() if len(files) != 1} == {}
+
+def test_every_decision_row_has_exactly_one_home():
+  homes = collections.defaultdict(list)
+  for name, row in claims("DECISIONS"): homes[row].append(name)
+  for row, (file, _) in EXECUTOR_HOMES.items(): homes[row].append(file)
+  assert set(homes) == set(ROWS), f"without a home: {set(ROWS) - set(homes)}"
+  assert {row: files for row, files in homes.items() if len(files) != 1} == {}
+  executor = {d.area for d in spec.DECISIONS if "alu." not in d.where}
+  assert executor == set(EXECUTOR_HOMES), "the rows no alu rule implements are the executor's"
+
+@pytest.mark.parametrize("row", sorted(EXECUTOR_HOMES))
+def test_executor_rows_are_tested_in_their_home(row):
+  file, word = EXECUTOR_HOMES[row]
+  text = (ROOT / "spec_tests" / file).read_text()
+  assert re.search(rf"^def test_\w*{word}\w*\(", text, re.M), f"{file} has no test of {row!r}"
+
+def test_also_names_rules_homed_elsewhere():
+  homes = {fn: name for name, fn in claims("RULES")}
+  for name, fn in claims("ALSO"): assert homes[fn] != name, (name, fn.__name__)
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_each_named_rule_has_a_test_in_its_file(path):
+  """Each claimed decision row names a test of the file; each claimed rule function is exercised by a test whose source
+  (decorators included) names one of its ops, or calls its exec_* entry (CAST, BITCAST)."""
+  mod = module(path)
+  tests = defined_tests(mod)
+  assert tests, f"{path.name} has no test"
+  for row, test in mod.DECISIONS.items(): assert test in tests, f"{row!r}: {test} is not a test of {path.name}"
+  sources = [inspect.getsource(fn) for fn in tests.values()]
+  for fn in mod.RULES:
+    words = [f"Ops.{op.name}" for op, rule in alu.RULES.items() if rule is fn and op not in (Ops.CAST, Ops.BITCAST)]
+    words += [CONVERSIONS[fn]] if fn in CONVERSIONS else []
+    assert any(w in s for w in words for s in sources), f"no test of {path.name} exercises alu.{fn.__name__}"
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_the_docstring_names_the_rule_and_its_spec_md_row(path):
+  """The module docstring names each rule function (alu.<name>), its SPEC.md "Rules" section (`<name>`) and each
+  decision row ("<area>"), and every file it points to exists (the family's backend tests among them)."""
+  mod = module(path)
+  doc = mod.__doc__ or ""
+  for fn in (*mod.RULES, *getattr(mod, "ALSO", ())): assert f"alu.{fn.__name__}" in doc, fn.__name__
+  for fn in mod.RULES: assert f"`{fn.__name__}`" in doc, f"SPEC.md's Rules section `{fn.__name__}`"
+  for row in mod.DECISIONS: assert f'"{row}"' in doc, row
+  for ref in re.findall(r"(?:refimpl|spec_tests)/[\w/]+\.py", doc): assert (ROOT / ref).exists(), ref
+  for ref in re.findall(r"(?<![/\w])test_\w+\.py", doc): assert (SEMANTICS / ref).exists(), ref
+
+def test_backend_rule_files_are_named_after_the_families():
+  """refimpl/conformance/rules/test_<family>.py: the backend tests of the family of spec_tests/semantics of that name, or a
+  program-level family (BACKEND_ONLY: memory, loops, vectors, grid, the kernel as a whole, the all-ops sweeps)."""
+  names = {m.__name__.rsplit(".", 1)[1] + ".py" for m in backend_rules.modules()}
+  assert names >= BACKEND_ONLY
+  assert {n for n in names - BACKEND_ONLY if not (SEMANTICS / n).exists()} == set()
