@@ -19,7 +19,7 @@ from refimpl.emulator.machine import emulate
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramBuilder, alu_allows, dtype_to_str, elementwise
 from refimpl.lower import lower_grid_to_loops
 from refimpl.lower.transcendental import decompose_transcendentals, ulp_errors
-from refimpl.testing.differential import Case
+from refimpl.testing.differential import OpCase
 from refimpl.testing.programs import a, assert_same, ew, mulacc_tie, ops_kernel, run
 from refimpl.testing.values import from_bits, random_values
 
@@ -111,10 +111,10 @@ def test_malformed_ir_gives_a_compile_error_with_the_offending_line():
 def everything_program():
   """One kernel with every ALU op on every dtype it is defined on (EXP2/LOG2/SIN included), every CAST and BITCAST pair,
   and two loops that LLVM's loop idiom recognition would turn into memset and memcpy calls."""
-  cases = [Case(op, dt) for dt in (bl, *dtypes.ints, *FLOATS) for op in sorted(GroupOp.ALU, key=lambda o: o.value)
+  cases = [OpCase(op, dt) for dt in (bl, *dtypes.ints, *FLOATS) for op in sorted(GroupOp.ALU, key=lambda o: o.value)
            if alu_allows(op, dt)]
-  cases += [Case(Ops.CAST, s, d) for s in ALL for d in ALL if s != d]
-  cases += [Case(Ops.BITCAST, s, d) for s in ALL for d in ALL if s != d and s.itemsize == d.itemsize and bl not in (s, d)]
+  cases += [OpCase(Ops.CAST, s, d) for s in ALL for d in ALL if s != d]
+  cases += [OpCase(Ops.BITCAST, s, d) for s in ALL for d in ALL if s != d and s.itemsize == d.itemsize and bl not in (s, d)]
   b = ProgramBuilder("everything")
   z, c = b.global_buf(i32, 4096), b.global_buf(i32, 4096)
   with b.loop(4096) as r: b.store(z, r, b.const(0, i32))
@@ -158,7 +158,7 @@ def test_exp2_log2_sin_are_the_decomposition_bit_for_bit_and_within_the_spec_bou
   n = 1 << 16 if dt.itemsize == 2 else 4096
   x = from_bits(np.arange(n), dt) if dt.itemsize == 2 else random_values(dt, n, np.random.default_rng(dt.itemsize))
   ops = sorted(GroupOp.Transcendental, key=lambda o: o.value)
-  p = ops_kernel(f"transcendental_{dt.name}", [Case(op, dt) for op in ops], n)
+  p = ops_kernel(f"transcendental_{dt.name}", [OpCase(op, dt) for op in ops], n)
   arrays = [arr for _ in ops for arr in (np.zeros(n, to_np(dt)), x)]
   got = run(dev, p, *arrays)[0::2]
   want = emulate(decompose_transcendentals(p), arrays).buffers[0::2]

@@ -13,7 +13,7 @@ from refimpl.device import Device
 from refimpl.dtype import dtypes
 from refimpl.ir import Ops, Program, UOp
 from refimpl.lower.emit import Emitter, V
-from refimpl.testing.differential import Case, OpHarness, sweep_inputs
+from refimpl.testing.differential import OpCase, OpHarness, sweep_inputs
 
 clang = pytest.importorskip("refimpl.backends.ops_clang")
 if Device.open_error("CLANG") is not None: pytest.skip(f"planted bugs are CLANG variants: {Device.open_error('CLANG')}",
@@ -73,10 +73,10 @@ def planted_device(renderer_cls):
   return PlantedDevice
 
 PLANTED = {
-  "PLANTED_FLOORDIV": (FloorDivisionRenderer, Case(Ops.IDIV, dtypes.int8)),
-  "PLANTED_NANMAX": (NanDroppingMaxRenderer, Case(Ops.MAX, dtypes.float32)),
-  "PLANTED_TRUNCHALF": (TruncatingHalfCastRenderer, Case(Ops.CAST, dtypes.float32, dtypes.float16)),
-  "PLANTED_LOGICALSHR": (LogicalSignedShiftRenderer, Case(Ops.SHR, dtypes.int16)),
+  "PLANTED_FLOORDIV": (FloorDivisionRenderer, OpCase(Ops.IDIV, dtypes.int8)),
+  "PLANTED_NANMAX": (NanDroppingMaxRenderer, OpCase(Ops.MAX, dtypes.float32)),
+  "PLANTED_TRUNCHALF": (TruncatingHalfCastRenderer, OpCase(Ops.CAST, dtypes.float32, dtypes.float16)),
+  "PLANTED_LOGICALSHR": (LogicalSignedShiftRenderer, OpCase(Ops.SHR, dtypes.int16)),
 }
 
 @pytest.fixture(scope="module", params=sorted(PLANTED))
@@ -91,7 +91,7 @@ def test_the_sweep_reports_every_planted_bug(planted):
   verdict = OpHarness(name, case).check(inputs)
   assert not verdict.ok and verdict.bad.sum() > 0
 
-def _lanes(case: Case):
+def _lanes(case: OpCase):
   from hypothesis import strategies as st
 
   from refimpl.testing.values import value_strategy

@@ -16,7 +16,7 @@ from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
-from refimpl.testing.differential import Case, OpHarness, sweep_inputs
+from refimpl.testing.differential import OpCase, OpHarness, sweep_inputs
 
 pytest.importorskip("tinygrad")
 
@@ -108,9 +108,9 @@ def test_program_matches_the_spec(device, case):
     assert same_value(g, w).all(), f"{device} {case}: buffer {k}: got {g!r}, the spec gives {w!r}"
 
 
-OP_CASES = {"MAX-f32": Case(Ops.MAX, F32), "ADD-f32": Case(Ops.ADD, F32), "MUL-f32": Case(Ops.MUL, F32),
-            "IDIV-i32": Case(Ops.IDIV, dtypes.int32), "CMPLT-f32": Case(Ops.CMPLT, F32),
-            "CAST-f32-to-i32": Case(Ops.CAST, F32, dtypes.int32)}
+OP_CASES = {"MAX-f32": OpCase(Ops.MAX, F32), "ADD-f32": OpCase(Ops.ADD, F32), "MUL-f32": OpCase(Ops.MUL, F32),
+            "IDIV-i32": OpCase(Ops.IDIV, dtypes.int32), "CMPLT-f32": OpCase(Ops.CMPLT, F32),
+            "CAST-f32-to-i32": OpCase(Ops.CAST, F32, dtypes.int32)}
 KNOWN_BAD_OPS = {"MAX-f32": KNOWN_BAD["max-nan-f32"]}
 
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from refimpl.device import Device
 from refimpl.dtype import dtypes
-from refimpl.testing.differential import Case, OpHarness, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
+from refimpl.testing.differential import OpCase, OpHarness, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
 from refimpl.testing.values import from_bits, value_strategy
 
 CASES = alu_cases() + cast_cases() + bitcast_cases()
 
-def _run_sweep(backend: str, case: Case, conformance) -> None:
+def _run_sweep(backend: str, case: OpCase, conformance) -> None:
   if not supported(backend, case):
     conformance.record(backend, case.id, "unsupported", f"{backend} does not support the dtypes of {case.id}")
     pytest.skip(f"{backend} does not support {case.id}")
@@ -38,7 +38,7 @@ def _run_sweep(backend: str, case: Case, conformance) -> None:
 def test_backend_matches_the_spec_on_the_sweep(backend, case, conformance):
   _run_sweep(backend, case, conformance)
 
-def _lanes(case: Case):
+def _lanes(case: OpCase):
   """Up to 8 lanes of inputs for the case, each operand from its edge-biased strategy (shrinks towards one lane)."""
   return st.lists(st.tuples(*(value_strategy(dt) for dt in case.input_dtypes)), min_size=1, max_size=8).map(
     lambda rows: [np.array([r[k] for r in rows], dtype=np.asarray(rows[0][k]).dtype) for k in range(len(case.input_dtypes))])

@@ -31,7 +31,7 @@ def _arity(op: Ops) -> int:
   return 2 if op in GroupOp.Binary else 3
 
 @dataclass(frozen=True)
-class Case:
+class OpCase:
   """One op on one operand dtype (and, for CAST and BITCAST, one target dtype)."""
   op: Ops
   dtype: DType
@@ -48,25 +48,25 @@ class Case:
   @property
   def input_dtypes(self) -> tuple[DType, ...]: return operand_dtypes(self.op, self.dtype)
 
-def alu_cases() -> list[Case]:
+def alu_cases() -> list[OpCase]:
   """Every ALU op on every operand dtype the spec defines it for."""
-  return [Case(op, dt) for op in spec.OP_ORDER if op not in CONVERSIONS for dt in spec.VALUE_DTYPES if spec.accepts(op, dt)]
+  return [OpCase(op, dt) for op in spec.OP_ORDER if op not in CONVERSIONS for dt in spec.VALUE_DTYPES if spec.accepts(op, dt)]
 
-def cast_cases() -> list[Case]:
+def cast_cases() -> list[OpCase]:
   """CAST between every ordered pair of distinct value dtypes."""
-  return [Case(Ops.CAST, s, d) for s, d in itertools.permutations(spec.VALUE_DTYPES, 2)]
+  return [OpCase(Ops.CAST, s, d) for s, d in itertools.permutations(spec.VALUE_DTYPES, 2)]
 
-def bitcast_cases() -> list[Case]:
+def bitcast_cases() -> list[OpCase]:
   """BITCAST between every ordered pair of distinct non-bool dtypes of one size."""
-  return [Case(Ops.BITCAST, s, d) for s, d in itertools.permutations(spec.VALUE_DTYPES, 2)
+  return [OpCase(Ops.BITCAST, s, d) for s, d in itertools.permutations(spec.VALUE_DTYPES, 2)
           if s.itemsize == d.itemsize and dtypes.bool not in (s, d)]
 
-def supported(device: str, case: Case) -> bool:
+def supported(device: str, case: OpCase) -> bool:
   return all(Device[device].supports_dtype(dt) for dt in (*case.input_dtypes, case.result_dtype))
 
 class OpHarness:
-  """A compiled elementwise kernel of one Case on one device, checking input batches against the spec."""
-  def __init__(self, device: str, case: Case, lanes: int = LANES):
+  """A compiled elementwise kernel of one OpCase on one device, checking input batches against the spec."""
+  def __init__(self, device: str, case: OpCase, lanes: int = LANES):
     self.device, self.case, self.lanes = device, case, lanes
     self.kernel = Kernel(elementwise(case.op, case.dtype, n=lanes, out_dtype=case.out_dtype), device)
     self.examples = 0
@@ -93,11 +93,11 @@ class OpHarness:
     return f"{len(bad)} of {verdict.checked} defined lanes differ from the spec\n" + "\n".join(parts)
 
 @functools.cache
-def harness(device: str, case: Case) -> OpHarness:
+def harness(device: str, case: OpCase) -> OpHarness:
   """The one compiled harness per (device, case) of this process."""
   return OpHarness(device, case)
 
-def sweep_inputs(case: Case, lanes: int = LANES, seed: int = 0) -> list[np.ndarray]:
+def sweep_inputs(case: OpCase, lanes: int = LANES, seed: int = 0) -> list[np.ndarray]:
   """Inputs covering the case exhaustively where that fits in `lanes`, else edge values (and pairs) plus random ones."""
   dts = case.input_dtypes
   if case.op is Ops.WHERE: dts = dts[1:]

@@ -27,7 +27,7 @@ from refimpl.emulator.machine import emulate
 from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
-from refimpl.testing.differential import Case
+from refimpl.testing.differential import OpCase
 
 EXACT_OPS = sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value)  # exact and allowed-set ALU ops
 
@@ -93,7 +93,7 @@ def defined_inputs(op: Ops, dt: DType, xs: list[np.ndarray]) -> list[np.ndarray]
   if o.undefined is None: return xs
   return [np.where(o.undefined, x.dtype.type(1), x) for x in xs]
 
-def ops_kernel(name: str, cases: Sequence[Case], n: int, builder: ProgramBuilder | None = None) -> Program:
+def ops_kernel(name: str, cases: Sequence[OpCase], n: int, builder: ProgramBuilder | None = None) -> Program:
   """One kernel computing out_j[i] = op_j(ins_j[i]) for every case; the buffers are, per case, its output then its
   inputs. CAST/BITCAST convert their input to the case's out dtype. `builder` may already hold other uops."""
   b = builder or ProgramBuilder(name)
@@ -105,9 +105,9 @@ def ops_kernel(name: str, cases: Sequence[Case], n: int, builder: ProgramBuilder
   return b.build()
 
 def ops_arrays(dt: DType, ops: Sequence[Ops], inputs: dict, n: int) -> list[np.ndarray]:
-  """The buffers of ops_kernel over [Case(op, dt) for op in ops]: per op a zeroed output, then its `inputs[op]`."""
+  """The buffers of ops_kernel over [OpCase(op, dt) for op in ops]: per op a zeroed output, then its `inputs[op]`."""
   arrays = []
-  for op in ops: arrays += [np.zeros(n, to_np(Case(op, dt).result_dtype)), *inputs[op]]
+  for op in ops: arrays += [np.zeros(n, to_np(OpCase(op, dt).result_dtype)), *inputs[op]]
   return arrays
 
 def assert_allowed(results: list[np.ndarray], dt: DType, ops: Sequence[Ops], inputs: dict, what: str = "") -> None:
@@ -124,7 +124,7 @@ def assert_allowed(results: list[np.ndarray], dt: DType, ops: Sequence[Ops], inp
 def check_ops(device: str, dt: DType, ops: Sequence[Ops], inputs: dict, n: int) -> None:
   """Runs every op of `ops` on dtype dt over its `inputs[op]` (n lanes, defined) in one kernel; each result lane must be
   an allowed result (exact ops: the one result, bit for bit)."""
-  program = ops_kernel(f"ops_{dt.name.replace(' ', '_')}_{n}", [Case(op, dt) for op in ops], n)
+  program = ops_kernel(f"ops_{dt.name.replace(' ', '_')}_{n}", [OpCase(op, dt) for op in ops], n)
   assert_allowed(run(device, program, *ops_arrays(dt, ops, inputs, n)), dt, ops, inputs, device)
 
 def run_against_emulator(device: str, program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (),

@@ -18,7 +18,7 @@ from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.alu import exec_cast
 from refimpl.ir import GroupOp, Ops, dtype_to_str
 from refimpl.runner import Kernel
-from refimpl.testing.differential import Case
+from refimpl.testing.differential import OpCase
 from refimpl.testing.programs import (
   assert_allowed,
   assert_same,
@@ -40,7 +40,7 @@ def test_every_alu_op_matches_the_emulator(backend, dt):
   require(backend, dt)
   n, rng = 1024, np.random.default_rng(dt.priority * 31 + dt.itemsize)
   ops = exact_ops(dt)
-  inputs = {op: defined_inputs(op, dt, [random_values(d, n, rng) for d in Case(op, dt).input_dtypes]) for op in ops}
+  inputs = {op: defined_inputs(op, dt, [random_values(d, n, rng) for d in OpCase(op, dt).input_dtypes]) for op in ops}
   check_ops(backend, dt, ops, inputs, n)
 
 @pytest.mark.parametrize("dt", [bl, dtypes.int8, dtypes.uint8], ids=dtype_to_str)
@@ -92,7 +92,7 @@ def test_every_cast_from_a_dtype_matches_the_emulator(backend, src):
     xd = x if out.undefined is None else np.where(out.undefined, np.zeros(1, x.dtype), x)
     arrays += [np.zeros(len(x), to_np(d)), xd]
     wants.append(exec_cast(xd, src, d).values)
-  p = ops_kernel(f"casts_{src.name.replace(' ', '_')}", [Case(Ops.CAST, src, d) for d in targets], len(x))
+  p = ops_kernel(f"casts_{src.name.replace(' ', '_')}", [OpCase(Ops.CAST, src, d) for d in targets], len(x))
   got = run(backend, p, *arrays)
   for d, g, w in zip(targets, got[0::2], wants): assert_same(g, w, f"CAST {src.name} -> {d.name}")
 
@@ -101,7 +101,7 @@ HYPOTHESIS_N = 8
 @functools.cache
 def _all_ops_kernel(backend: str, dt) -> Kernel:
   """One compiled kernel of every exact op on dt over HYPOTHESIS_N lanes, for all the hypothesis examples of a backend."""
-  return Kernel(ops_kernel(f"hyp_{dt.name.replace(' ', '_')}", [Case(op, dt) for op in exact_ops(dt)], HYPOTHESIS_N), backend)
+  return Kernel(ops_kernel(f"hyp_{dt.name.replace(' ', '_')}", [OpCase(op, dt) for op in exact_ops(dt)], HYPOTHESIS_N), backend)
 
 @pytest.mark.parametrize("dt", [f16, f32, i32, u64], ids=dtype_to_str)
 @settings(max_examples=60)
@@ -110,11 +110,11 @@ def test_hypothesis_edge_biased_inputs_match_the_emulator(backend, dt, data):
   """Hypothesis (edge-biased values, shrinking to one lane): every exact/allowed-set op on dt, one kernel."""
   require(backend, dt)
   ops = exact_ops(dt)
-  count = sum(len(Case(op, dt).input_dtypes) for op in ops)
+  count = sum(len(OpCase(op, dt).input_dtypes) for op in ops)
   it = iter(np.split(data.draw(array_strategy(dt, HYPOTHESIS_N * count)), count))
   inputs = {}
   for op in ops:
-    xs = [next(it) for _ in Case(op, dt).input_dtypes]
+    xs = [next(it) for _ in OpCase(op, dt).input_dtypes]
     if op is Ops.WHERE: xs[0] = xs[0] != 0
     inputs[op] = defined_inputs(op, dt, xs)
   assert_allowed(_all_ops_kernel(backend, dt)(*ops_arrays(dt, ops, inputs, HYPOTHESIS_N)), dt, ops, inputs, backend)
