@@ -28,8 +28,8 @@ nothing is left to C's undefined or unspecified corners:
   kernel      `void k_name(...)`: the symbol is kernel_symbol(name), never a keyword, built-in or helper.
   structure   RANGE: for loops; IF: if blocks; DEFINE_ACC: a local variable that ASSIGN overwrites; DEFINE_LOCAL: an
               array (function scope in C). THREEFRY is rewritten into integer ops by refimpl.lower.threefry first.
-  WMMA        scalarized, as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
-              product and sum in double in that order, then one rounding to the output dtype.
+  WMMA        rewritten by refimpl.lower.wmma (decompose_wmma, after lower_narrow) into GEPs, CASTs to double, double
+              products and sums in the emulator's order and one CAST to the output dtype: the renderer has no WMMA code.
 
 What differs between C and OpenCL C is the class attributes of `CStyleRenderer` (kernel prefix, buffer qualifiers, type
 names, literal suffixes, SPECIAL/BARRIER spellings, the bit primitives, native transcendentals); subclasses set them.
@@ -43,7 +43,7 @@ from typing import ClassVar
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry, lower_narrow
+from refimpl.lower import check_capabilities, decompose_threefry, decompose_wmma, lower_narrow
 from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
@@ -166,11 +166,11 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
 
   # ---- the program ----
   def render(self, name: str, program: Program) -> str:
-    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars. THREEFRY and
-    narrow floats are lowered first (refimpl.lower.threefry, refimpl.lower.narrow)."""
+    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars. THREEFRY, WMMA
+    and narrow floats are lowered first (refimpl.lower.threefry, refimpl.lower.narrow, refimpl.lower.wmma)."""
     verify(program)
     check_capabilities(program, self)
-    return self.prelude() + _Render(self, lower_narrow(decompose_threefry(program))).function(name)
+    return self.prelude() + _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).function(name)
 
 
 class _Render:
@@ -286,22 +286,8 @@ def _alu(s: _Render, i: int, u: UOp) -> None:
   srcs = [s.lanes[j] for j in u.src]
   s.define(i, u.dtype, [s.r.alu(u.op, d, [x[k] for x in srcs], sd) for k in range(u.dtype.count)])
 
-def _wmma(s: _Render, i: int, u: UOp) -> None:
-  """d[m][n] = c[m][n] + sum_k a[m][k]*b[k][n]: every product and sum in double, k in order, then one rounding (CAST)."""
-  N, M, K = u.arg
-  a, b, c = (s.src(u, k) for k in range(3))
-  tin, tout = s.sdt(u, 0).scalar(), u.dtype.scalar()
-  out = []
-  for m in range(M):
-    for n in range(N):
-      acc = s.r.cast(c[m * N + n], tout, dtypes.float64)
-      for k in range(K):
-        acc = f"({acc}+{s.r.cast(a[m * K + k], tin, dtypes.float64)}*{s.r.cast(b[k * N + n], tin, dtypes.float64)})"
-      out.append(s.r.cast(acc, dtypes.float64, tout))
-  s.define(i, u.dtype, out)
-
 HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
   Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_VAR: _define_var, Ops.DEFINE_LOCAL: _define_local, Ops.CONST: _const,
   Ops.SPECIAL: _special, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc,
   Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _end, Ops.IF: _if, Ops.ENDIF: _end, Ops.BARRIER: _barrier,
-  Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _cast, Ops.WMMA: _wmma}
+  Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _cast}

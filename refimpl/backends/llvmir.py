@@ -41,8 +41,8 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               ASSIGN uop is a load at the reading uop, so it sees the register's value at that point. DEFINE_LOCAL: an
               entry-block alloca array (loop form only: one thread at a time). BARRIER and SPECIAL are refused (the
               runner lowers grid programs to loops first).
-  WMMA        scalarized as the emulator defines it: d[m][n] = c[m][n] + sum over k = 0..K-1 of a[m][k]*b[k][n], every
-              product and sum in double in that order (fmul, fadd), then one rounding to the output dtype.
+  WMMA        rewritten by refimpl.lower.wmma (decompose_wmma, after lower_narrow) into GEPs, fpext to double, fmul and
+              fadd in double in the emulator's order and one rounding to the output dtype: the renderer has no WMMA code.
   EXP2 LOG2 SIN are rewritten into ALU ops by refimpl.lower.transcendental before rendering (no libm), and THREEFRY
   into integer ops by refimpl.lower.threefry.
 
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry, lower_narrow
+from refimpl.lower import check_capabilities, decompose_threefry, decompose_wmma, lower_narrow
 from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
@@ -135,14 +135,14 @@ class LLVMRenderer(Renderer):
   device: str = "LLVM"
 
   def render(self, name: str, program: Program) -> str:
-    """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations; THREEFRY, narrow floats
-    and EXP2/LOG2/SIN are lowered first (refimpl.lower)."""
+    """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations; THREEFRY, WMMA, narrow
+    floats and EXP2/LOG2/SIN are lowered first (refimpl.lower)."""
     verify(program)
     check_capabilities(program, self)
     if any(u.op in GroupOp.Transcendental for u in program.uops):
       from refimpl.lower.transcendental import decompose_transcendentals
       program = decompose_transcendentals(program)
-    return _Render(self, lower_narrow(decompose_threefry(program))).module(name)
+    return _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).module(name)
 
 
 class _Render:
@@ -375,24 +375,8 @@ def _cast(s: _Render, i: int, u: UOp) -> None:
   conv = _bitcast_lane if u.op is Ops.BITCAST else _cast_lane
   s.lanes[i] = [conv(s, s.get(u.src[0], k), src, dst, s.name(i, k, n)) for k in range(n)]
 
-def _wmma(s: _Render, i: int, u: UOp) -> None:
-  """d[m][n] = c[m][n] + sum_k a[m][k]*b[k][n]: every product and sum in double, k in order, then one rounding."""
-  N, M, K = u.arg
-  tin, tout = s.uops[u.src[0]].dtype.scalar(), u.dtype.scalar()
-  a, b, c = ([s.get(u.src[j], k) for k in range(s.uops[u.src[j]].dtype.count)] for j in range(3))
-  def wide(x: str, dt: DType) -> str: return _cast_lane(s, x, dt, dtypes.float64, s.tmp()) if dt != dtypes.float64 else x
-  out = []
-  for m in range(M):
-    for n in range(N):
-      acc = wide(c[m * N + n], tout)
-      for k in range(K):
-        p = s.ins(["{r} = fmul double {0}, {1}"], s.tmp(), wide(a[m * K + k], tin), wide(b[k * N + n], tin))
-        acc = s.ins(["{r} = fadd double {0}, {1}"], s.tmp(), acc, p)
-      out.append(_cast_lane(s, acc, dtypes.float64, tout, s.name(i, len(out), M * N)))
-  s.lanes[i] = out
-
 HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
   Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_VAR: _define_var, Ops.DEFINE_LOCAL: _define_local, Ops.CONST: _const,
   Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign,
   Ops.RANGE: _range, Ops.ENDRANGE: _endrange, Ops.IF: _if, Ops.ENDIF: _endif, Ops.VECTORIZE: _vectorize, Ops.GEP: _gep,
-  Ops.CAST: _cast, Ops.BITCAST: _cast, Ops.WMMA: _wmma}
+  Ops.CAST: _cast, Ops.BITCAST: _cast}

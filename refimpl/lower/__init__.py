@@ -5,6 +5,8 @@
   threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for every renderer (one algorithm, not one each)
   narrow.py         lower_narrow: float16/bfloat16/fp8 values -> their bits, ops on them -> float32/float64 and integer
                     ops with one rounding, for every renderer (renderers only load and store the bits)
+  wmma.py           decompose_wmma: WMMA -> GEP, CAST to float64, MUL/ADD in float64 in the rule's order, one CAST to
+                    the result dtype and VECTORIZE, for every renderer (after lower_narrow: float32/float64 WMMAs only)
   emit.py           Emitter and V: straight-line IR written as Python expressions (the decompositions use them)
 
 `lower_for(program, renderer)` is what a backend calls before rendering: verify, lower the grid when the
@@ -20,10 +22,11 @@ from refimpl.lower.grid_to_loops import LoweringError, lower_grid_to_loops
 from refimpl.lower.narrow import lower_narrow
 from refimpl.lower.threefry import decompose_threefry
 from refimpl.lower.transcendental import decompose_transcendentals
+from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
-__all__ = ["LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals", "lower_for",
-           "lower_grid_to_loops", "lower_narrow"]
+__all__ = ["LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals", "decompose_wmma",
+           "lower_for", "lower_grid_to_loops", "lower_narrow"]
 
 
 def check_capabilities(program: Program, renderer: Renderer) -> None:
