@@ -31,8 +31,10 @@ nothing is left to C's undefined or unspecified corners:
   WMMA        rewritten by refimpl.lower.wmma (decompose_wmma, after lower_narrow) into GEPs, CASTs to double, double
               products and sums in the emulator's order and one CAST to the output dtype: the renderer has no WMMA code.
 
-What differs between C and OpenCL C is the class attributes of `CStyleRenderer` (kernel prefix, buffer qualifiers, type
-names, literal suffixes, SPECIAL/BARRIER spellings, the bit primitives, native transcendentals); subclasses set them.
+The lane bookkeeping, CONST/VECTORIZE/GEP/DEFINE_* and the dispatch loop are refimpl.backends.scalar's (shared with
+llvmir.py); `_Render` supplies C's spellings. What differs between C and OpenCL C is the class attributes of
+`CStyleRenderer` (kernel prefix, buffer qualifiers, type names, literal suffixes, SPECIAL/BARRIER spellings, the bit
+primitives, native transcendentals); subclasses set them.
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from refimpl.backends import scalar
+from refimpl.backends.scalar import ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -173,56 +177,39 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
     return self.prelude() + _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).function(name)
 
 
-class _Render:
-  """The state of one rendering: lane expressions per uop, the lines written so far and the block depth."""
+class _Render(ScalarRender):
+  """The state of one rendering (refimpl.backends.scalar.ScalarRender's, plus the INDEX pointers and the block depth)."""
   def __init__(self, r: CStyleRenderer, program: Program):
-    self.r, self.uops = r, program.uops
-    self.lanes: dict[int, list[str]] = {}
+    super().__init__(r, program)
+    self.r: CStyleRenderer = r
+    self.var_type = r.types[dtypes.int32]
     self.index: dict[int, tuple[str, str]] = {}
-    self.buffer_args: dict[int, str] = {}
-    self.var_args: list[str] = []
-    self.decls: list[str] = []
-    self.lines: list[str] = []
     self.depth = 1
 
   def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
   def src(self, u: UOp, k: int) -> list[str]: return self.lanes[u.src[k]]
   def sdt(self, u: UOp, k: int) -> DType: return self.uops[u.src[k]].dtype
 
+  def literal(self, v: bool | int | float, dt: DType) -> str: return self.r.literal(v, dt)
+  def buffer_param(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{self.r.buffer_prefix}{self.r.storage_type(u.dtype.base)}*{self.r.buffer_suffix} {name}"
+  def local_decl(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{self.r.local_prefix}{self.r.storage_type(u.dtype.base)} {name}[{u.dtype.size}];"
+
   def define(self, i: int, dt: DType, exprs: list[str], prefix: str = "v") -> None:
     """Declares one variable per lane of uop i, initialised to exprs."""
-    names = [f"{prefix}{i}" if len(exprs) == 1 else f"{prefix}{i}_{k}" for k in range(len(exprs))]
+    names = [self.lane_name(prefix, i, k, len(exprs)) for k in range(len(exprs))]
     for n, e in zip(names, exprs): self.emit(f"{self.r.reg_type(dt.scalar())} {n} = {e};")
     self.lanes[i] = names
 
   def function(self, name: str) -> str:
-    for i, u in enumerate(self.uops):
-      handler = HANDLERS.get(u.op)
-      if handler is None: handler = _alu if u.op in GroupOp.ALU else _unsupported
-      handler(self, i, u)
+    """The kernel function: the uops rendered in order (HANDLERS), the declarations first."""
+    self.render_uops(HANDLERS)
     body = "\n".join(["  " + d for d in self.decls] + self.lines)
-    args = [self.buffer_args[k] for k in sorted(self.buffer_args)] + self.var_args  # the call signature's order
-    return f"{self.r.kernel_prefix}{kernel_symbol(name)}({', '.join(args) or 'void'}) {{\n{body}\n}}\n"
+    return f"{self.r.kernel_prefix}{kernel_symbol(name)}({', '.join(self.args()) or 'void'}) {{\n{body}\n}}\n"
 
-
-def _unsupported(s: _Render, i: int, u: UOp) -> None:
-  raise CompileError(f"{s.r.device}: uop {i} {u.op.name} has no rendering")
-
-def _define_global(s: _Render, i: int, u: UOp) -> None:
-  assert isinstance(u.dtype, PtrDType)
-  s.buffer_args[u.arg] = f"{s.r.buffer_prefix}{s.r.storage_type(u.dtype.base)}*{s.r.buffer_suffix} data{u.arg}"
-  s.lanes[i] = [f"data{u.arg}"]
-
-def _define_var(s: _Render, i: int, u: UOp) -> None:
-  s.var_args.append(f"{s.r.types[dtypes.int32]} var_{u.arg[0]}")
-  s.lanes[i] = [f"var_{u.arg[0]}"]
-
-def _define_local(s: _Render, i: int, u: UOp) -> None:
-  assert isinstance(u.dtype, PtrDType)
-  s.decls.append(f"{s.r.local_prefix}{s.r.storage_type(u.dtype.base)} local_{u.arg}[{u.dtype.size}];")
-  s.lanes[i] = [f"local_{u.arg}"]
-
-def _const(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.r.literal(u.arg, u.dtype)]
 
 def _special(s: _Render, i: int, u: UOp) -> None:
   name = u.arg[0]
@@ -273,9 +260,6 @@ def _barrier(s: _Render, i: int, u: UOp) -> None:
   if s.r.barrier is None: raise CompileError(f"{s.r.device}: BARRIER is not supported")
   if s.r.barrier: s.emit(s.r.barrier)
 
-def _vectorize(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.lanes[j][0] for j in u.src]
-def _gep(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.src(u, 0)[lane] for lane in u.arg]
-
 def _cast(s: _Render, i: int, u: UOp) -> None:
   src, d = s.sdt(u, 0).scalar(), u.dtype.scalar()
   conv = s.r.bitcast if u.op is Ops.BITCAST else s.r.cast
@@ -287,7 +271,7 @@ def _alu(s: _Render, i: int, u: UOp) -> None:
   s.define(i, u.dtype, [s.r.alu(u.op, d, [x[k] for x in srcs], sd) for k in range(u.dtype.count)])
 
 HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
-  Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_VAR: _define_var, Ops.DEFINE_LOCAL: _define_local, Ops.CONST: _const,
+  **scalar.HANDLERS, **dict.fromkeys(GroupOp.ALU, _alu),
   Ops.SPECIAL: _special, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc,
   Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _end, Ops.IF: _if, Ops.ENDIF: _end, Ops.BARRIER: _barrier,
-  Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _cast}
+  Ops.CAST: _cast, Ops.BITCAST: _cast}

@@ -46,16 +46,20 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
   EXP2 LOG2 SIN are rewritten into ALU ops by refimpl.lower.transcendental before rendering (no libm), and THREEFRY
   into integer ops by refimpl.lower.threefry.
 
-The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x, ...)` (buffers in DEFINE_GLOBAL order, then the
-DEFINE_VARs), nounwind (no unwind tables) and "no-builtins": LLVM may not turn loops into memset/memcpy calls or
-recognise library calls, so the object never needs an external symbol.
+The lane bookkeeping, CONST/VECTORIZE/GEP/DEFINE_* and the dispatch loop are refimpl.backends.scalar's (shared with
+cstyle.py); `_Render` supplies LLVM's spellings. The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x,
+...)` (buffers in DEFINE_GLOBAL order, then the DEFINE_VARs), nounwind (no unwind tables) and "no-builtins": LLVM may
+not turn loops into memset/memcpy calls or recognise library calls, so the object never needs an external symbol.
 """
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
+from refimpl.backends import scalar
+from refimpl.backends.scalar import ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -145,20 +149,27 @@ class LLVMRenderer(Renderer):
     return _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).module(name)
 
 
-class _Render:
-  """The state of one rendering: lane values per uop, the lines written so far, the current block."""
+class _Render(ScalarRender):
+  """The state of one rendering (refimpl.backends.scalar.ScalarRender's; its decls are the entry block's allocas),
+  plus the accumulators' allocas, the INDEX pointers, the intrinsics used, the loops and the current block."""
+  sigil: ClassVar[str] = "%"
+  var_type: ClassVar[str] = "i32"
+  unsupported_hint: ClassVar[str] = (" (a loop-form program has no SPECIAL or BARRIER: lower grid programs with "
+                                     "lower_grid_to_loops first)")
+
   def __init__(self, r: LLVMRenderer, program: Program):
-    self.r, self.uops = r, program.uops
-    self.lanes: dict[int, list[str]] = {}
+    super().__init__(r, program)
     self.accs: dict[int, list[str]] = {}          # DEFINE_ACC / ASSIGN uop -> the allocas of its lanes
     self.index: dict[int, tuple[str, DType]] = {}  # INDEX uop -> (element pointer, element dtype)
-    self.params: dict[int, str] = {}               # DEFINE_GLOBAL number -> parameter
-    self.vars: list[str] = []
-    self.allocas: list[str] = []
-    self.lines: list[str] = []
     self.used: set[str] = set()
     self.loops: dict[int, int] = {}                # RANGE uop -> the line of its phi
     self.block, self.ntmp = "entry", 0
+
+  def literal(self, v: bool | int | float, dt: DType) -> str: return literal(v, dt)
+  def buffer_param(self, u: UOp, name: str) -> str: return f"ptr noalias {name}"
+  def local_decl(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{name} = alloca [{u.dtype.size} x {storage_type(u.dtype.base)}], align 16"
 
   # ---- emitting ----
   def emit(self, line: str) -> None: self.lines.append("  " + line)
@@ -177,7 +188,7 @@ class _Render:
     for line in rule: self.emit(line.format(*operands, r=result, **names, **fmt))
     return result
   def use(self, name: str) -> None: self.used.add(name)
-  def name(self, i: int, k: int, n: int) -> str: return f"%v{i}" if n == 1 else f"%v{i}_{k}"
+  def name(self, i: int, k: int, n: int) -> str: return self.lane_name("%v", i, k, n)
 
   # ---- values ----
   def get(self, j: int, k: int = 0) -> str:
@@ -192,36 +203,15 @@ class _Render:
 
   # ---- the module ----
   def module(self, name: str) -> str:
-    for i, u in enumerate(self.uops):
-      handler = HANDLERS.get(u.op)
-      if handler is None: handler = _alu if u.op in GroupOp.ALU else _unsupported
-      handler(self, i, u)
+    """The module text: the kernel function (the uops rendered in order by HANDLERS, the allocas first in the entry
+    block), the intrinsic declarations it uses and its attributes."""
+    self.render_uops(HANDLERS)
     self.emit("ret void")
-    params = [self.params[k] for k in sorted(self.params)] + self.vars
-    body = "\n".join(["entry:", *["  " + a for a in self.allocas], *self.lines])
+    body = "\n".join(["entry:", *["  " + a for a in self.decls], *self.lines])
     decls = [INTRINSICS[h] for h in sorted(self.used) if h in INTRINSICS]
-    return "\n\n".join([f"define void @{name}({', '.join(params)}) #0 {{\n{body}\n}}", *decls,
+    return "\n\n".join([f"define void @{name}({', '.join(self.args())}) #0 {{\n{body}\n}}", *decls,
                         'attributes #0 = { nounwind "no-builtins" }'])
 
-
-def _unsupported(s: _Render, i: int, u: UOp) -> None:
-  raise CompileError(f"{s.r.device}: uop {i} {u.op.name} has no rendering (a loop-form program has no SPECIAL or BARRIER: "
-                     "lower grid programs with lower_grid_to_loops first)")
-
-def _define_global(s: _Render, i: int, u: UOp) -> None:
-  s.params[u.arg] = f"ptr noalias %data{u.arg}"
-  s.lanes[i] = [f"%data{u.arg}"]
-
-def _define_var(s: _Render, i: int, u: UOp) -> None:
-  s.vars.append(f"i32 %var_{u.arg[0]}")
-  s.lanes[i] = [f"%var_{u.arg[0]}"]
-
-def _define_local(s: _Render, i: int, u: UOp) -> None:
-  assert isinstance(u.dtype, PtrDType)
-  s.allocas.append(f"%local_{u.arg} = alloca [{u.dtype.size} x {storage_type(u.dtype.base)}], align 16")
-  s.lanes[i] = [f"%local_{u.arg}"]
-
-def _const(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [literal(u.arg, u.dtype)]
 
 def _index(s: _Render, i: int, u: UOp) -> None:
   dt = s.uops[u.src[0]].dtype.base
@@ -281,9 +271,9 @@ def _store(s: _Render, i: int, u: UOp) -> None:
 def _define_acc(s: _Render, i: int, u: UOp) -> None:
   t, n = reg_type(u.dtype.scalar()), u.dtype.count
   init = [s.get(u.src[0], k) for k in range(n)]
-  ptrs = [f"%acc{i}" if n == 1 else f"%acc{i}_{k}" for k in range(n)]
+  ptrs = [s.lane_name("%acc", i, k, n) for k in range(n)]
   for p, v in zip(ptrs, init):
-    s.allocas.append(f"{p} = alloca {t}")
+    s.decls.append(f"{p} = alloca {t}")
     s.emit(f"store {t} {v}, ptr {p}")
   s.accs[i] = ptrs
 
@@ -316,9 +306,6 @@ def _if(s: _Render, i: int, u: UOp) -> None:
   s.label(f"if{i}")
 
 def _endif(s: _Render, i: int, u: UOp) -> None: s.branch(f"if{u.src[0]}_end")
-
-def _vectorize(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.get(j) for j in u.src]
-def _gep(s: _Render, i: int, u: UOp) -> None: s.lanes[i] = [s.get(u.src[0], lane) for lane in u.arg]
 
 def _alu(s: _Render, i: int, u: UOp) -> None:
   """One ALU uop, lane by lane, by the rule of its operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES)."""
@@ -376,7 +363,6 @@ def _cast(s: _Render, i: int, u: UOp) -> None:
   s.lanes[i] = [conv(s, s.get(u.src[0], k), src, dst, s.name(i, k, n)) for k in range(n)]
 
 HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
-  Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_VAR: _define_var, Ops.DEFINE_LOCAL: _define_local, Ops.CONST: _const,
+  **scalar.HANDLERS, **dict.fromkeys(GroupOp.ALU, _alu),
   Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign,
-  Ops.RANGE: _range, Ops.ENDRANGE: _endrange, Ops.IF: _if, Ops.ENDIF: _endif, Ops.VECTORIZE: _vectorize, Ops.GEP: _gep,
-  Ops.CAST: _cast, Ops.BITCAST: _cast}
+  Ops.RANGE: _range, Ops.ENDRANGE: _endrange, Ops.IF: _if, Ops.ENDIF: _endif, Ops.CAST: _cast, Ops.BITCAST: _cast}
