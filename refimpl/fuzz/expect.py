@@ -59,6 +59,7 @@ import numpy as np
 
 from refimpl import spec
 from refimpl.dtype import DType, dtypes, to_np
+from refimpl.emulator.machine import wmma_error_bound
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
 from refimpl.testing.compare import same_value, ulp_distance
@@ -389,7 +390,6 @@ def _within_bound(ref, got, magnitude, known, dt: DType, k: int) -> tuple[np.nda
   """(compared, good) of BOUND elements: a NaN reference wants a NaN; elsewhere |got - ref| <= twice the WMMA error
   bound where the magnitude sum S is finite (S rounded to dt is widened by one rounding: S (1 + eps) + tau; the above
   run's value is -S where the result was negated)."""
-  from refimpl.emulator.machine import wmma_error_bound
   r, a = ref.astype(np.float64), got.astype(np.float64)
   s = np.abs(magnitude.astype(np.float64))
   e, m = dtypes.finfo(dt)
