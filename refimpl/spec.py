@@ -14,7 +14,7 @@ import inspect
 from dataclasses import dataclass
 
 from refimpl.dtype import DType, dtypes
-from refimpl.emulator import alu, machine, reference
+from refimpl.emulator import alu, certainty, machine, reference
 from refimpl.emulator.ub import UB
 from refimpl.ir.dtype_text import dtype_to_str
 from refimpl.ir.ops import GroupOp, Ops
@@ -183,8 +183,9 @@ DECISIONS: tuple[Decision, ...] = (
   Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first)",
            "tinygrad defines its random numbers by it", "alu.threefry"),
   Decision("looseness", "lanes from tolerance or allowed-set ops and every NaN an op produces are loose; WHERE and "
-           "BITCAST move bits", "exact lanes compare bit for bit, loose ones by the rule that fits",
-           "alu.Outcome.loose, emulator/machine.py"),
+           "BITCAST move bits; each element carries one certainty level (see Certainty)",
+           "exact lanes compare bit for bit, loose ones by their level's rule",
+           "alu.Outcome.certainty, emulator/certainty.py, emulator/machine.py"),
 )
 
 SHORT_NAMES = {dtypes.bool: "bool", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2", dtypes.float16: "f16",
@@ -252,10 +253,14 @@ def render() -> str:
   for fn, names in seen.items():
     out += [f"### `{fn.__name__}`: {' '.join(names)}", "", "```text", inspect.getdoc(fn) or "", "```", ""]
   out += ["## Outcomes and looseness", "", "```text", inspect.getdoc(alu) or "", "```", ""]
+  out += ["## Certainty (refimpl/emulator/certainty.py)", "", inspect.getdoc(certainty) or "", ""]
+  out += _table(["level", "what the spec promises", "through a computation"],
+                [[c.name, c.meaning, certainty.carried_level(c).name] for c in certainty.Certainty])
+  out += [""]
   out += _execution()
   return "\n".join(out) + "\n"
 
-EXECUTION_RULES = ("SIMT.", "Values.", "Looseness rule.", "Control rule.", "Undefined behaviour.")
+EXECUTION_RULES = ("SIMT.", "Values.", "Certainty rule.", "Control rule.", "Undefined behaviour.")
 
 def _execution() -> list[str]:
   """The Execution section: the executor's rules (the paragraphs of refimpl/emulator/machine.py's docstring that start

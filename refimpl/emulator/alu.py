@@ -14,7 +14,9 @@ An op/dtype pair that the verifier rejects raises ValueError; operands of the wr
 Looseness (docs/semantics.md, "Looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
 pattern: tolerance ops (EXP2 LOG2 SIN off their special values), allowed-set lanes where the choices differ (MULACC fused
 vs unfused, MAX of +0/-0), and every float NaN an op or cast produces (its payload is unspecified). WHERE and BITCAST move
-bits and are never loose; the executor carries looseness of operands forward itself.
+bits and are never loose; the executor carries looseness of operands forward itself. `Outcome.certainty` is each lane's
+level (refimpl/emulator/certainty.py): a loose NaN is NAN_PAYLOAD, the rule's other loose lanes are its `looseness`
+(TOLERANCE for the transcendentals, ALLOWED_SET for float MULACC and MAX).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np
+from refimpl.emulator.certainty import Certainty, of_loose, where_undefined
 from refimpl.emulator.reference import F32, F64, bits_of, correctly_rounded, from_f64, ro_sum
 from refimpl.emulator.ub import UB
 from refimpl.ir.ops import GroupOp, Ops
@@ -41,6 +44,13 @@ class Outcome:
   reason: str = ""                     # how the first undefined lane broke the rule, with its operands
   loose: np.ndarray | None = None      # bool mask of lanes that are not bit-exact (tolerance, allowed set, NaN payload)
   kind: UB | None = None               # the kind of undefined behaviour of the first undefined lane
+  looseness: Certainty = Certainty.NAN_PAYLOAD  # the level of the loose lanes that are not NaN (refimpl.emulator.certainty)
+
+  @property
+  def certainty(self) -> np.ndarray | None:
+    """The level of every lane (refimpl.emulator.certainty): UNDEFINED where undefined, NAN_PAYLOAD on loose NaN lanes,
+    `looseness` on the other loose lanes, EXACT elsewhere; None when every lane is EXACT."""
+    return where_undefined(of_loose(self.values, self.loose, self.looseness), self.undefined)
 
 def _some(mask: np.ndarray | None) -> np.ndarray | None: return mask if mask is not None and mask.any() else None
 def _nan_loose(v: np.ndarray, also: np.ndarray | None = None) -> np.ndarray | None:
@@ -162,7 +172,7 @@ def maximum(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   if dt is dtypes.bool: return Outcome(a | b)
   if dtypes.is_int(dt): return Outcome(np.maximum(a, b))
   v, mixed = _float_max(a, b, 0.0)
-  return Outcome(v, loose=_nan_loose(v, mixed))
+  return Outcome(v, loose=_nan_loose(v, mixed), looseness=Certainty.ALLOWED_SET)
 
 def _float_max(a: np.ndarray, b: np.ndarray, zero: float) -> tuple[np.ndarray, np.ndarray | None]:
   """np.maximum (which propagates NaN) with `zero` at the lanes holding one +0 and one -0."""
@@ -196,7 +206,7 @@ def mulacc(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> O
   if dt is dtypes.bool: return Outcome((a & b) | c)
   if dtypes.is_int(dt): return Outcome(a * b + c)
   fused, unfused = _fused(dt, a, b, c), _unfused(dt, a, b, c)
-  return Outcome(fused, loose=_nan_loose(fused, bits_of(fused) != bits_of(unfused)))
+  return Outcome(fused, loose=_nan_loose(fused, bits_of(fused) != bits_of(unfused)), looseness=Certainty.ALLOWED_SET)
 
 def _unfused(dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   return arith(Ops.ADD, dt, arith(Ops.MUL, dt, a, b).values, c).values
@@ -257,7 +267,7 @@ def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
   exact = {Ops.EXP2: lambda: (w == 0) | np.isinf(w) | (w >= emax + 1) | (w <= emin - p),
            Ops.LOG2: lambda: (w == 0) | (w == 1) | (w == np.inf) | (w < 0),
            Ops.SIN: lambda: (w == 0) | np.isinf(w)}[op]()
-  return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)))
+  return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)), looseness=Certainty.TOLERANCE)
 
 THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # rotation counts of the even and the odd rounds
 THREEFRY_PARITY = 0x1BD11BDA  # the key schedule's third word is K0 ^ K1 ^ this
@@ -360,7 +370,7 @@ def _full(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def _shaped(out: Outcome, shape: tuple[int, ...]) -> Outcome:
   r = lambda m: None if m is None else _full(m, shape)
-  return Outcome(_full(out.values, shape), r(out.undefined), out.reason, r(out.loose), out.kind)
+  return Outcome(_full(out.values, shape), r(out.undefined), out.reason, r(out.loose), out.kind, out.looseness)
 
 _ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}, **{op: 3 for op in GroupOp.Ternary}}
 

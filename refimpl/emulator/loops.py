@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.dtype import DType
-from refimpl.emulator import alu
+from refimpl.emulator import alu, certainty
 from refimpl.emulator.indexing import IntInfo, thread_form
 from refimpl.emulator.ub import UB
 from refimpl.ir import GroupOp, Ops, Program
@@ -218,11 +218,11 @@ def _dependent(program: Program, i: int, end: int, carried: set[int]) -> set[int
 
 @dataclass
 class Folded:
-  """The accumulator after a fold, per outer lane, with its masks; `undefined_step`: the first step in order that alu
+  """The accumulator after a fold, per outer lane, with the certainty levels the fold's own steps give it (the
+  accumulator's and the terms' levels are the caller's to join); `undefined_step`: the first step in order that alu
   leaves undefined on some lane, as (step, lane, kind, reason, operands), or None."""
   values: np.ndarray
-  undef: np.ndarray | None
-  loose: np.ndarray | None
+  cert: np.ndarray | None
   undefined_step: tuple[int, int, UB, str, tuple] | None = None
 
 
@@ -230,7 +230,8 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   """acc (L, *vec) OP'd with the terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first
   operand when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's
   in-order ufuncs is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls
-  the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu."""
+  the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu. The levels are the
+  sequential rule's: the last step's own level, joined with every earlier step's carried through the chain."""
   terms = steps_first(lane_terms)
   try:
     with np.errstate(all="ignore"):
@@ -241,8 +242,15 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
     same = _bits(out.values) == _bits(prefix[1:])
     if out.loose is not None: same |= out.loose
     if out.undefined is None and same.all():
-      return Folded(prefix[-1], None, None if out.loose is None else out.loose.any(axis=0))
+      return Folded(prefix[-1], _chain_level(out.certainty))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
+
+
+def _chain_level(own: np.ndarray | None) -> np.ndarray | None:
+  """The level a chain leaves in its accumulator, from each step's own levels `own` (S, L, *vec): the last step's,
+  joined with the earlier steps' carried (through the accumulator, an operand of every later step)."""
+  if own is None or own.shape[0] == 1: return None if own is None else own[0]
+  return certainty.join(own[-1], certainty.carry(own[:-1].max(axis=0)))
 
 
 def steps_first(a: np.ndarray) -> np.ndarray:
@@ -282,19 +290,17 @@ def _step(op: Ops, dtype: DType, p: np.ndarray, q: np.ndarray) -> alu.Outcome:
 
 def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
   """The fold's definition, one alu step at a time."""
-  values, loose, undef, first = acc, None, None, None
+  values, cert, first = acc, None, None
   for s in range(terms.shape[0]):
     x = terms[s]
     operands = (values, x) if acc_first[s % len(acc_first)] else (x, values)
     o = _step(op, dtype, *operands)
-    if o.loose is not None: loose = o.loose if loose is None else loose | o.loose
-    if o.undefined is not None:
-      if first is None:
-        lane = int(np.argmax(o.undefined.reshape(o.undefined.shape[0], -1).any(axis=1)))
-        first = (s, lane, o.kind, o.reason, tuple(np.broadcast_to(a, o.values.shape)[lane] for a in operands))
-      undef = o.undefined if undef is None else undef | o.undefined
+    if o.undefined is not None and first is None:
+      lane = int(np.argmax(o.undefined.reshape(o.undefined.shape[0], -1).any(axis=1)))
+      first = (s, lane, o.kind, o.reason, tuple(np.broadcast_to(a, o.values.shape)[lane] for a in operands))
+    cert = certainty.join(o.certainty, certainty.carry(cert))
     values = o.values
-  return Folded(values, undef, loose, first)
+  return Folded(values, cert, first)
 
 
 def _steps(op: Ops, dtype: DType, prev: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> alu.Outcome:

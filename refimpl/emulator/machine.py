@@ -1,6 +1,6 @@
 """The PYTHON device's executor: runs a verified Program with every thread of the launch as a numpy lane.
 
-    emulate(program, buffers, vals=(), strict=True) -> Emulation(buffers, undefined, loose, events)
+    emulate(program, buffers, vals=(), strict=True) -> Emulation(buffers, certainty, events)
 
 SIMT. All threads of the launch (global_size workgroups x local_size threads) run in lock step, one numpy lane each;
 lane numbers are C-order positions in (gidx2, gidx1, gidx0, lidx2, lidx1, lidx0), so a workgroup's threads are
@@ -14,24 +14,27 @@ workgroup barrier (every thread reaches it, the verifier makes sure) and ends a 
 DEFINE_ACC is a register per lane; ASSIGN writes it on active lanes, and the ASSIGN uop reads as the register.
 
 Values. A value is an array with one row per lane, (lanes,) for a scalar dtype and (lanes, n) for T.vec(n); a value
-that is the same on every lane may keep a single row (1,) and broadcasts. Beside it: an *undefined* mask and a
-*loose* mask of the same shape (None = all false). ALU, CAST and BITCAST semantics are refimpl.emulator.alu's;
-WHERE's value dtype and the compared dtype are what alu gets as `dtype`.
+that is the same on every lane may keep a single row (1,) and broadcasts. Beside it: a *certainty* level per element
+(refimpl/emulator/certainty.py; an array of that shape, or None = all EXACT). ALU, CAST and BITCAST semantics are
+refimpl.emulator.alu's; WHERE's value dtype and the compared dtype are what alu gets as `dtype`.
 
-Looseness rule. An element of a value is loose when the op that made it says so (alu's Outcome.loose: tolerance and
-allowed-set results, unspecified NaN payloads; every WMMA result, see `_wmma`) or when any operand element it was
-computed from is loose. WHERE (and a gated LOAD's choice between memory and its alternative) is loose where the
-condition is loose or the chosen value is. A float CONST that is NaN is loose (the IR carries no NaN payload, so
-neither its JSON form nor a backend promises one). Memory keeps a loose mask per element: a STORE writes the value's
-mask, a LOAD reads it; a LOAD or STORE whose index is loose on a lane touched an uncertain element, so that lane's
-loaded value / stored element is loose. Everything else (other constants, thread ids, loop counters, loads of exact
-memory, integer arithmetic) is exact. Comparing two runs: exact elements bit for bit; loose ones by the rule of the
-comparison in refimpl.testing.
+Certainty rule. An element's level is the join of the level the op that made it gives it (alu's Outcome.certainty:
+NAN_PAYLOAD for a NaN, TOLERANCE / ALLOWED_SET for the rule's other loose results; ERROR_BOUND for a WMMA result, see
+`_wmma`) and of the carried level (certainty.carry; BITCAST: carry_bits) of every operand element it was computed
+from. WHERE's result (and a gated LOAD's choice between memory and its alternative) keeps the level of the value it
+chooses, joined with the condition's carried level. A float CONST that is NaN is NAN_PAYLOAD (the IR carries no NaN
+payload, so neither its JSON form nor a backend promises one). Memory keeps a level per element: a STORE writes the
+value's levels, a LOAD reads them; a LOAD or STORE whose index is uncertain on a lane touched an uncertain element, so
+that lane's loaded value / stored element joins the index's carried level. Everything else (other constants, thread
+ids, loop counters, loads of exact memory, integer arithmetic on exact values) is EXACT. An element is *loose* when
+its level is neither EXACT nor UNDEFINED. Comparing two runs: exact elements bit for bit; loose ones by their level's
+rule (refimpl.testing, refimpl.fuzz.expect).
 
 Control rule. Whether a lane executes a stretch of code can itself be uncertain: its IF gate, its gated LOAD/STORE's
 gate or its RANGE's bounds are loose (another backend may decide the other way) or undefined. The executor keeps,
-for the region it is running, a per-lane *control-loose* and *control-undefined* mask: IF and RANGE push the lanes
-whose gate / bounds are loose (undefined) onto the enclosing region's masks, the block's end pops them. Then:
+for the region it is running, a per-lane *control level*: IF and RANGE join the carried level of each lane's gate /
+bounds into the enclosing region's, the block's end pops it. A lane is under loose (undefined) control where that
+level is loose (UNDEFINED). Then, with "loose" meaning "joins the control level":
   - a STORE on such a lane makes the element it stores loose (undefined), and so does an ASSIGN the register it
     writes; a gated STORE's own gate counts the same way;
   - a lane that skips a block (or a gated STORE) only because of an uncertain gate might have run it: it runs the
@@ -93,13 +96,26 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
+from refimpl.emulator.certainty import (
+  EXACT,
+  LEVEL,
+  UNDEFINED,
+  Certainty,
+  carry,
+  carry_bits,
+  is_loose,
+  is_undefined,
+  join,
+  of_loose,
+  where_undefined,
+)
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
 from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
@@ -113,13 +129,22 @@ __all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
 
 @dataclass
 class Emulation:
-  """The result of a run: every buffer after it (copies, flat), and per buffer the elements whose value is undefined
-  (only permissive mode leaves any) or loose (bool masks; read-only where none is); the undefined behaviour found
-  (permissive mode)."""
+  """The result of a run: every buffer after it (copies, flat), per buffer the certainty level of every element
+  (refimpl/emulator/certainty.py; read-only where all are EXACT; only permissive mode leaves UNDEFINED ones), and the
+  undefined behaviour found (permissive mode). `undefined` and `loose` are the levels as bool masks."""
   buffers: list[np.ndarray]
-  undefined: list[np.ndarray]
-  loose: list[np.ndarray]
+  certainty: list[np.ndarray]
   events: list[UndefinedBehavior]
+
+  @property
+  def undefined(self) -> list[np.ndarray]:
+    """Per buffer, the elements whose value is undefined."""
+    return [_no_element(c.size) if _all_exact(c) else is_undefined(c) for c in self.certainty]
+
+  @property
+  def loose(self) -> list[np.ndarray]:
+    """Per buffer, the loose elements: neither EXACT nor UNDEFINED."""
+    return [_no_element(c.size) if _all_exact(c) else is_loose(c) for c in self.certainty]
 
 
 def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True,
@@ -154,10 +179,10 @@ class LaunchTooLarge(ValueError):
 # ***** values *****
 
 class Val(NamedTuple):
-  """One uop's value on every lane (see the module docstring); masks have the values' shape or broadcast to it."""
+  """One uop's value on every lane, and its certainty levels (see the module docstring): they have the values' shape
+  or broadcast to it; None = all EXACT."""
   v: np.ndarray
-  undef: np.ndarray | None = None
-  loose: np.ndarray | None = None
+  cert: np.ndarray | None = None
 
 @dataclass(frozen=True)
 class Ref:
@@ -181,31 +206,47 @@ def _lanewise(mask: np.ndarray, ndim: int) -> np.ndarray:
 def _per_lane(mask: np.ndarray) -> np.ndarray: return mask if mask.ndim == 1 else mask.any(axis=-1)
 
 def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-  """The mask of a select: a's where cond, else b's."""
+  """The levels of a select: a's where cond, else b's."""
   if a is None and b is None: return None
-  return np.where(cond, False if a is None else a, False if b is None else b)
+  return np.where(cond, EXACT if a is None else a, EXACT if b is None else b)
 
-def _val(v: np.ndarray, undef: np.ndarray | None = None, loose: np.ndarray | None = None) -> Val:
-  """A Val whose masks have the values' shape: a per-lane mask widens a uniform value to every lane."""
-  if undef is None and loose is None: return Val(v)
-  for x in (undef, loose):
-    if x is not None and x.shape[0] > v.shape[0]: v = np.broadcast_to(v, (x.shape[0],) + v.shape[1:])
-  def fit(x):
-    if x is None: return None
-    return np.broadcast_to(_lanewise(x, v.ndim), (x.shape[0],) + v.shape[1:])
-  return Val(v, fit(undef), fit(loose))
+def _val(v: np.ndarray, cert: np.ndarray | None = None) -> Val:
+  """A Val whose levels have the values' shape: per-lane levels widen a uniform value to every lane."""
+  if cert is None: return Val(v)
+  if cert.shape[0] > v.shape[0]: v = np.broadcast_to(v, (cert.shape[0],) + v.shape[1:])
+  return Val(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]))
+
+def _carried(xs: Sequence[Val]) -> np.ndarray | None:
+  """The join of the operands' carried levels: what an op computed from them is at least."""
+  out = None
+  for x in xs:
+    if x.cert is not None: out = join(out, carry(x.cert))
+  return out
+
+def _control(x: Val, active: np.ndarray | None) -> np.ndarray | None:
+  """The per-lane control level a gate or bound x gives the active lanes: its carried level there (else EXACT)."""
+  if x.cert is None: return None
+  level = carry(x.cert)
+  return level if active is None else np.where(active, level, EXACT)
 
 @functools.lru_cache(maxsize=64)
 def _no_element(n: int) -> np.ndarray:
   """An all-false mask of n elements, read-only and shared (a view of one value: no memory, whatever n is)."""
   return np.broadcast_to(np.False_, (n,))
 
+@functools.lru_cache(maxsize=64)
+def _exact_levels(n: int) -> np.ndarray:
+  """n EXACT levels, read-only and shared (as _no_element)."""
+  return np.broadcast_to(EXACT, (n,))
+
+def _all_exact(levels: np.ndarray) -> bool: return levels.strides == (0,) and levels.size > 0 and levels[0] == EXACT
+
 def _repeat(x: Val, lanes: int) -> Val:
   """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
   k = lanes // x.v.shape[0]
   def rep(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.repeat(np.broadcast_to(a, x.v.shape), k, axis=0)
-  return Val(rep(x.v), rep(x.undef), rep(x.loose))
+  return Val(rep(x.v), rep(x.cert))
 
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
@@ -307,8 +348,7 @@ class Machine:
     self.active: np.ndarray | None = None  # None: every lane
     self.real: np.ndarray | None = None    # the active lanes that really run (not phantom); None: every lane
     self.phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run (see "Control rule")
-    self.ctl_loose: np.ndarray | None = None  # per-lane: control of the region is loose / undefined
-    self.ctl_undef: np.ndarray | None = None
+    self.ctl: np.ndarray | None = None     # per lane: the region's control level (see "Control rule"); None: EXACT
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
     self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
     self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)
@@ -350,10 +390,9 @@ class Machine:
     return tuple(full), off
 
   def result(self) -> Emulation:
-    def mask(x: np.ndarray | None, like: np.ndarray) -> np.ndarray: return _no_element(like.size) if x is None else x
     evs = [UndefinedBehavior(*e, kind=kind) for _, e, kind in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
-    return Emulation([g.data for g in mems], [mask(g.undef, g.data) for g in mems], [mask(g.loose, g.data) for g in mems], evs)
+    return Emulation([g.data for g in mems], [_exact_levels(g.data.size) if g.cert is None else g.cert for g in mems], evs)
 
   # ***** undefined behaviour *****
 
@@ -418,43 +457,45 @@ class Machine:
     rows = np.flatnonzero(bad.any(axis=1))
     if len(rows): self.ub(i, kind, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
 
-  def spoil(self, block: int, lost: np.ndarray | None, which: str = "undef") -> None:
-    """Lanes whose control at `block` is undefined (which="undef") or loose ("loose"): every accumulator the block
-    assigns becomes undefined / loose there, whether or not the lane runs the block."""
-    if lost is None: return
-    lost = np.broadcast_to(lost, (self.grid.lanes,))
-    if not lost.any(): return
+  def spoil(self, block: int, ctl: np.ndarray | None) -> None:
+    """Lanes whose control at `block` is uncertain (ctl: per lane, the control level the block's gate / bounds give):
+    every accumulator the block assigns joins that level there, whether or not the lane runs the block."""
+    if ctl is None: return
+    ctl = np.broadcast_to(ctl, (self.grid.lanes,))
+    if not ctl.any(): return
     for acc in self.assigned.get(block, ()):
-      x, mask = self.env[acc], _lanewise(lost, self.env[acc].v.ndim)
-      self.env[acc] = _val(x.v, _or(x.undef, mask), x.loose) if which == "undef" else _val(x.v, x.undef, _or(x.loose, mask))
+      x = self.env[acc]
+      self.env[acc] = _val(x.v, join(x.cert, _lanewise(ctl, x.v.ndim)))
 
   # ***** control *****
 
-  def narrow(self, cond: np.ndarray, undef: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(the active lanes where cond holds, the active lanes whose cond is undefined); (1,) when uniform."""
+  def narrow(self, cond: np.ndarray, ctl: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(the active lanes where cond holds and is defined, the active lanes whose cond is undefined: ctl, the control
+    level cond gives, is UNDEFINED); (1,) when uniform."""
     act = cond if self.active is None else self.active & cond
-    if undef is None: return act, None
+    if ctl is None: return act, None
+    undef = ctl == UNDEFINED
     lost = undef if self.active is None else self.active & undef
     return act & ~undef, lost
 
-  def block(self, i: int, active: np.ndarray | None, phantom: np.ndarray | None = None, loose: np.ndarray | None = None,
-            undef: np.ndarray | None = None) -> None:
-    """Runs the body of block i with `active` as the mask; `phantom` of those lanes only might run it, and the
-    control of `loose` / `undef` lanes is loose / undefined (all three join the enclosing region's)."""
-    saved = self.active, self.real, self.phantom, self.ctl_loose, self.ctl_undef
+  def block(self, i: int, active: np.ndarray | None, phantom: np.ndarray | None = None,
+            ctl: np.ndarray | None = None) -> None:
+    """Runs the body of block i with `active` as the mask; `phantom` of those lanes only might run it, and `ctl` is the
+    control level the block's gate / bounds give each lane (both join the enclosing region's)."""
+    saved = self.active, self.real, self.phantom, self.ctl
     self.active = active
     if phantom is not None or self.phantom is not None:
       self.phantom = _or(self.phantom, None if phantom is None else np.broadcast_to(phantom, (self.grid.lanes,)))
       self.real = np.broadcast_to(True if active is None else active, (self.grid.lanes,)) & ~self.phantom
     else: self.real = active
-    self.ctl_loose, self.ctl_undef = _or(self.ctl_loose, loose), _or(self.ctl_undef, undef)
+    self.ctl = join(self.ctl, ctl)
     try: self.run(i + 1, self.block_end[i])
-    finally: self.active, self.real, self.phantom, self.ctl_loose, self.ctl_undef = saved
+    finally: self.active, self.real, self.phantom, self.ctl = saved
 
   def gated(self, gate: Val | None) -> np.ndarray | None:
     """The lanes a LOAD/STORE accesses memory on: really running, gate true and defined. None = every lane."""
     if gate is None: return self.real
-    g = gate.v if gate.undef is None else gate.v & ~gate.undef
+    g = gate.v if gate.cert is None else gate.v & (gate.cert != UNDEFINED)
     if g.shape[0] == 1: return self.real if g[0] else np.zeros(self.grid.lanes, dtype=bool)
     return g if self.real is None else self.real & g
 
@@ -467,20 +508,18 @@ class Machine:
       idx, ok = grid.evaluate(*self.place(form)), lanes
     else:
       x = self.val(ref.idx)
-      idx, ok = x.v, lanes if x.undef is None else lanes & ~x.undef
+      idx, ok = x.v, lanes if x.cert is None else lanes & (x.cert != UNDEFINED)
     idx = np.broadcast_to(idx, (grid.lanes,)).astype(np.int64)
     ok = np.flatnonzero(ok & (idx >= 0) & (idx <= mem.size - count))
     addr = idx[ok] + (grid.ids[ok] // grid.group * mem.size if mem.local else 0)
     return ok, addr[:, None] + np.arange(count)
 
-  def uncertain(self, gate: Val | None) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(loose, undefined) per-lane masks of a LOAD/STORE's control: the region's, and its gate's (active lanes)."""
-    loose, undef = self.ctl_loose, self.ctl_undef
-    if gate is not None: loose, undef = _or(loose, gate.loose), _or(undef, gate.undef)
-    if self.active is not None:
-      loose = None if loose is None else loose & self.active
-      undef = None if undef is None else undef & self.active
-    return loose, undef
+  def uncertain(self, gate: Val | None) -> np.ndarray | None:
+    """The per-lane control level of a STORE or ASSIGN: the region's, joined with its gate's carried level (active
+    lanes; EXACT elsewhere)."""
+    ctl = self.ctl if gate is None else join(self.ctl, carry(gate.cert))
+    if ctl is None or self.active is None: return ctl
+    return np.where(self.active, ctl, EXACT)
 
   # ***** memory *****
 
@@ -502,9 +541,10 @@ class Machine:
       x = self.val(ref.idx)
       idx, info = x.v, self.infos.get(ref.idx, FULL)
       checked = info.lo >= 0 and info.hi <= limit
-      if x.undef is not None:
-        bad = x.undef if live is None else x.undef & live
-        live = np.broadcast_to(~x.undef if live is None else live & ~x.undef, (grid.lanes,))
+      if x.cert is not None:
+        undef = x.cert == UNDEFINED
+        bad = undef if live is None else undef & live
+        live = np.broadcast_to(~undef if live is None else live & ~undef, (grid.lanes,))
     if not checked:
       oob = (idx < 0) | (idx > limit)
       oob = np.broadcast_to(oob if live is None else oob & live, (grid.lanes,))
@@ -555,32 +595,32 @@ def _special(m: Machine, i: int, u: UOp) -> None:
   m.env[i] = LAZY
 
 def _const(m: Machine, i: int, u: UOp) -> None:
-  """CONST: the value on every lane, exact, except a float NaN, whose payload the IR does not carry (loose)."""
+  """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD)."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
-  m.env[i] = Val(v, loose=np.ones(1, bool) if dtypes.is_float(u.dtype) and np.isnan(float(u.arg)) else None)
+  nan = dtypes.is_float(u.dtype) and np.isnan(float(u.arg))
+  m.env[i] = Val(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL) if nan else None)
 def _index(m: Machine, i: int, u: UOp) -> None:
   """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
   m.env[i] = Ref(m.env[u.src[0]], u.src[1])
 
 def _define_acc(m: Machine, i: int, u: UOp) -> None:
-  """DEFINE_ACC: a register per lane, holding the initial value (with its masks)."""
+  """DEFINE_ACC: a register per lane, holding the initial value (with its levels)."""
   m.env[i] = m.val(u.src[0])
 
 def _assign(m: Machine, i: int, u: UOp) -> None:
-  """ASSIGN: the register takes the value (with its masks) on active lanes and keeps its own elsewhere; the ASSIGN
-  reads as the register. Under loose (undefined) control the register becomes loose (undefined) on those lanes."""
+  """ASSIGN: the register takes the value (with its levels) on active lanes and keeps its own elsewhere; the ASSIGN
+  reads as the register. Under uncertain control the register joins the control level on those lanes."""
   _set_register(m, u.src[0], m.val(u.src[1]))
 
 def _set_register(m: Machine, acc: int, new: Val) -> None:
-  if m.real is None and m.ctl_loose is None:
+  if m.real is None and m.ctl is None:
     m.env[acc] = new
     return
   old, act = m.env[acc], np.ones(1, bool) if m.real is None else m.real
   v = np.where(_lanewise(act, new.v.ndim), new.v, old.v)
-  loose, undef = m.uncertain(None)
-  wide = _lanewise(act, v.ndim)
-  m.env[acc] = _val(v, _or(_sel(wide, new.undef, old.undef), None if undef is None else _lanewise(undef, v.ndim)),
-                    _or(_sel(wide, new.loose, old.loose), None if loose is None else _lanewise(loose, v.ndim)))
+  ctl = m.uncertain(None)
+  cert = _sel(_lanewise(act, v.ndim), new.cert, old.cert)
+  m.env[acc] = _val(v, join(cert, None if ctl is None else _lanewise(ctl, v.ndim)))
 
 def _range(m: Machine, i: int, u: UOp) -> int:
   """RANGE: the body runs once per counter value r = start, start + 1, ..., end - 1, in order. Where the bounds differ
@@ -592,26 +632,23 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   end = m.block_end[i]
   s, e = m.val(u.src[0]), m.val(u.src[1])
   loop = m.lane_loops.get(i)
-  exact = all(x.v.shape[0] == 1 and x.undef is None and x.loose is None for x in (s, e))
+  exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
   if LOOPS_AS_LANES and loop is not None and exact and m.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
     per = LANE_MEMORY // (m.grid.lanes * m.lane_bytes)
     if per >= 2:
       for start in range(int(s.v[0]), int(e.v[0]), per): _lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
       return end + 1
-  loose = _or(s.loose, e.loose)
-  if loose is not None:
-    loose = loose if m.active is None else loose & m.active
-    m.spoil(i, loose, "loose")
+  ctl = join(_control(s, m.active), _control(e, m.active))
+  m.spoil(i, ctl)
   def iteration(r: int, active: np.ndarray | None) -> None:
     m.loops[i], m.env[i] = r, LAZY
-    m.block(i, active, loose=loose)
-  if s.v.shape[0] == 1 and e.v.shape[0] == 1 and s.undef is None and e.undef is None:
+    m.block(i, active, ctl=ctl)
+  if s.v.shape[0] == 1 and e.v.shape[0] == 1 and ctl is None:
     for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.active)
     return end + 1
   n = m.grid.lanes
   sv, ev = (np.broadcast_to(x.v, (n,)).astype(np.int64) for x in (s, e))
-  live, lost = m.narrow(np.ones(n, dtype=bool), _or(s.undef, e.undef))
-  m.spoil(i, lost)
+  live, _ = m.narrow(np.ones(n, dtype=bool), ctl)
   live = np.broadcast_to(live, (n,))
   if not live.any(): return end + 1
   for r in range(int(sv[live].min()), int(ev[live].max())):
@@ -627,11 +664,11 @@ def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
     m.block(i, m.active)
     return
   end, lanes = m.block_end[i], m.grid.lanes
-  saved = m.grid, m.active, m.real, m.ctl_loose, m.ctl_undef, m.plan
+  saved = m.grid, m.active, m.real, m.ctl, m.plan
   m.grid = m.grid.extend(n)
   def rep(mask: np.ndarray | None) -> np.ndarray | None:
     return None if mask is None or mask.shape[0] == 1 else np.repeat(mask, n, axis=0)
-  m.active, m.real, m.ctl_loose, m.ctl_undef = (rep(x) for x in saved[1:5])
+  m.active, m.real, m.ctl = (rep(x) for x in saved[1:4])
   m.axes[i] = (len(m.grid.shape) - 1, start)
   m.env[i] = LAZY
   if loop.folded: m.plan = [_skip if j in loop.folded else h for j, h in enumerate(m.plan)]
@@ -644,7 +681,7 @@ def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
     for j in range(i + 1, end): m.env[j] = None  # dead after the loop (loops.py)
     for j, x in restore.items(): m.env[j] = x
     del m.axes[i]
-    m.grid, m.active, m.real, m.ctl_loose, m.ctl_undef, m.plan = saved
+    m.grid, m.active, m.real, m.ctl, m.plan = saved
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
     for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes)
@@ -653,16 +690,16 @@ def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
 
 def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, lanes: int) -> None:
   """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
-  masks as the looseness and undefined rules say for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
+  levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
   if not scan.steps: return
   acc = m.env[scan.acc]
   tail = acc.v.shape[1:]
-  def chain(arrs: list[np.ndarray | None]) -> np.ndarray | None:
+  def chain(arrs: list[np.ndarray | None], fill: Any = EXACT) -> np.ndarray | None:
     """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
-    full = [np.broadcast_to(False if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
+    full = [np.broadcast_to(fill if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
     return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
-  def any_step(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None else mask.any(axis=1)
+  def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.uops[scan.steps[0].node].dtype.scalar()
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
@@ -670,25 +707,21 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
     s, lane, ub, reason, operands = out.undefined_step
     m.loops[i] = start + s // len(scan.steps)
     m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (ub, reason, tuple(map(_py, operands))))
-  undef = _or(acc.undef, any_step(chain([t.undef for t in terms])), out.undef)
-  loose = _or(acc.loose, any_step(chain([t.loose for t in terms])), out.loose)
-  _set_register(m, scan.acc, _val(out.values, undef, loose))
+  cert = join(carry(acc.cert), carry(every_step(chain([t.cert for t in terms]))), out.cert)
+  _set_register(m, scan.acc, _val(out.values, cert))
 
 def _if(m: Machine, i: int, u: UOp) -> int:
   """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is
   loose or undefined and false runs it as a phantom lane: it writes nothing, but the elements it would store become
   loose (undefined), and so does every accumulator the block assigns (control rule)."""
   g = m.val(u.src[0])
-  act, lost = m.narrow(g.v, g.undef)
-  m.spoil(i, lost)
-  loose = None if g.loose is None else g.loose if m.active is None else g.loose & m.active
-  if lost is not None and not lost.any(): lost = None
-  if loose is not None and not loose.any(): loose = None
-  if lost is not None or loose is not None:
-    m.spoil(i, loose, "loose")
-    phantom = _or(lost, None if loose is None else loose & ~g.v)  # lanes that skip the block but might not
-    run = np.broadcast_to(_or(act, phantom), (m.grid.lanes,))
-    if run.any(): m.block(i, run, phantom, loose, lost)
+  ctl = _control(g, m.active)
+  act, lost = m.narrow(g.v, ctl)
+  if ctl is not None and ctl.any():
+    m.spoil(i, ctl)
+    phantom = lost | ((ctl != EXACT) & ~g.v)  # lanes that skip the block but might not
+    run = np.broadcast_to(act | phantom, (m.grid.lanes,))
+    if run.any(): m.block(i, run, phantom, ctl)
     return m.block_end[i] + 1
   if act.shape[0] == 1:
     if act[0]: m.block(i, m.active)
@@ -706,28 +739,25 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   """LOAD: `count` consecutive elements from the index, on each live lane (active, gate true); a gated LOAD yields its
   alternative where the gate is false (an undefined gate: an undefined element). Undefined (and the element read is
   undefined): an index outside [0, size) for any element (OUT_OF_BOUNDS), a local element never stored in this launch
-  (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's
-  undefined and loose marks; through a loose index it is loose."""
+  (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's level,
+  joined with the index's carried level; a gated LOAD's value also joins its gate's."""
   ref, count = m.env[u.src[0]], u.dtype.count
   gate = m.val(u.src[2]) if len(u.src) == 3 else None
   site, bad = m.locate(i, u, ref, count, m.gated(gate))
-  v, undef, loose = _read(m, ref, site, bad)
+  v, cert = _read(m, ref, site, bad)
   if m.phantom is not None: v = _phantom_read(m, ref, count, gate, v)
-  unsafe = _unsafe_reads(m, i, ref.mem, site, count)
-  val = _val(v, _or(undef, unsafe), loose)
+  val = _val(v, where_undefined(cert, _unsafe_reads(m, i, ref.mem, site, count)))
   m.env[i] = val if gate is None else _alternative(gate, val, m.val(u.src[1]))
 
-def _read(m: Machine, ref: Ref, site: Site, bad: np.ndarray | None) -> tuple[np.ndarray, Any, Any]:
-  """(values, undefined, loose) of the elements at `site`: memory's marks, undefined where the index was out of
-  bounds (`bad`), loose where the index is."""
+def _read(m: Machine, ref: Ref, site: Site, bad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+  """(values, levels) of the elements at `site`: memory's levels, joined with the index's carried level, UNDEFINED
+  where the index was out of bounds or undefined (`bad`)."""
   mem, grid = ref.mem, m.grid
   v = read(mem.data, site, grid, snapshot=mem.mutable)
-  undef = None if bad is None else _lanewise(bad, v.ndim)
-  if mem.undef is not None: undef = _or(undef, read(mem.undef, site, grid, snapshot=True))
-  loose = None if mem.loose is None else read(mem.loose, site, grid, snapshot=True)
-  shaky = None if ref.idx in m.forms else m.val(ref.idx).loose  # a loose index: the element read is uncertain
-  if shaky is not None: loose = _or(loose, _lanewise(shaky, v.ndim))
-  return v, undef, loose
+  cert = None if mem.cert is None else read(mem.cert, site, grid, snapshot=True)
+  shaky = None if ref.idx in m.forms else carry(m.val(ref.idx).cert)  # an uncertain index: so is the element read
+  if shaky is not None: cert = join(cert, _lanewise(shaky, v.ndim))
+  return v, where_undefined(cert, None if bad is None else _lanewise(bad, v.ndim))
 
 def _phantom_read(m: Machine, ref: Ref, count: int, gate: Val | None, v: np.ndarray) -> np.ndarray:
   """The values with the phantom lanes' reads filled in: lanes that only might run read memory too (unchecked), for
@@ -763,36 +793,35 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   return full if count > 1 else full[:, 0]
 
 def _alternative(gate: Val, loaded: Val, alt: Val) -> Val:
-  """A gated LOAD's value: what it loaded where the gate is true, its alternative where false, undefined where the
-  gate is; the marks follow the value chosen."""
+  """A gated LOAD's value: what it loaded where the gate is true, its alternative where false. Its levels are those of
+  the value chosen, joined with the gate's carried level (an uncertain gate: the other value might be chosen)."""
   cond = _lanewise(gate.v, loaded.v.ndim)
-  undef = _or(_lanewise(gate.undef, loaded.v.ndim) if gate.undef is not None else None, _sel(cond, loaded.undef, alt.undef))
-  return _val(np.where(cond, loaded.v, alt.v), undef, _sel(cond, loaded.loose, alt.loose))
+  ctl = None if gate.cert is None else _lanewise(carry(gate.cert), loaded.v.ndim)
+  return _val(np.where(cond, loaded.v, alt.v), join(ctl, _sel(cond, loaded.cert, alt.cert)))
 
 def _store(m: Machine, i: int, u: UOp) -> None:
-  """STORE: writes the value's elements (with their undefined and loose marks) at the index on each live lane (active,
-  gate true). Undefined: an index outside [0, size) for any element (OUT_OF_BOUNDS; nothing is written), another
-  thread's access to the element with no barrier between (RACE; after two writes the element is undefined). Through a
-  loose index, or under loose (undefined) control, the element written is loose (undefined), and so is the element a
-  lane would have written had that control gone the other way."""
+  """STORE: writes the value's elements (with their levels) at the index on each live lane (active, gate true).
+  Undefined: an index outside [0, size) for any element (OUT_OF_BOUNDS; nothing is written), another thread's access
+  to the element with no barrier between (RACE; after two writes the element is undefined). Through an uncertain
+  index, or under uncertain control, the element written joins their carried level, and so does the element a lane
+  would have written had that control gone the other way."""
   ref, value = m.env[u.src[0]], m.val(u.src[1])
   gate = m.val(u.src[2]) if len(u.src) == 3 else None
   live = m.gated(gate)
-  loose, undef = m.uncertain(gate)
-  shaky = _or(loose, m.val(ref.idx).loose) if ref.idx not in m.forms else loose  # + a loose index
-  if shaky is not None: value = _val(value.v, value.undef, _or(value.loose, _lanewise(shaky, value.v.ndim)))
+  ctl = m.uncertain(gate)
+  shaky = ctl if ref.idx in m.forms else join(ctl, carry(m.val(ref.idx).cert))  # + an uncertain index
+  if shaky is not None: value = _val(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
   count = m.uops[u.src[1]].dtype.count
   _write(m, i, ref, value, live, count)
-  maybe = _or(loose, undef)
-  if maybe is None or not maybe.any(): return
-  # lanes whose control is loose / undefined and did not store might have: the element they would store to is
-  # loose / undefined (unless their gate is exactly false; an undefined or out-of-bounds index marks nothing)
-  maybe = np.broadcast_to(maybe, (m.grid.lanes,)) & (True if live is None else ~live)
-  if gate is not None: maybe = maybe & (gate.v | _or(gate.loose, gate.undef, np.zeros(1, bool)))
+  if ctl is None or not ctl.any(): return
+  # lanes whose control is uncertain and did not store might have: the element they would store to joins the control
+  # level (unless their gate is exactly false; an undefined or out-of-bounds index marks nothing)
+  ctl = np.broadcast_to(ctl, (m.grid.lanes,))
+  maybe = (ctl != EXACT) & (True if live is None else ~live)
+  if gate is not None and gate.cert is None: maybe = maybe & gate.v
+  elif gate is not None: maybe = maybe & (gate.v | (gate.cert != EXACT))
   ok, e = m.addresses(ref, count, maybe)
-  if not len(ok): return
-  ref.mem.mask("loose")[e] = True
-  if undef is not None: ref.mem.mask("undef")[e[np.broadcast_to(undef, (m.grid.lanes,))[ok]]] = True
+  if len(ok): np.maximum.at(ref.mem.levels(), e, np.broadcast_to(ctl[ok][:, None], e.shape))
 
 def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, count: int) -> None:
   """The STORE of `value` (count elements per lane) through ref on the live lanes, with its checks and tracking."""
@@ -810,20 +839,21 @@ def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, co
         f"{m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
       if kind == "write/write": raced = hit
   write(mem.data, site, grid, value.v)
-  for which, x in (("undef", value.undef), ("loose", value.loose)):
-    if x is not None or getattr(mem, which) is not None:
-      write(mem.mask(which), site, grid, np.zeros((1,) + site.tail(), dtype=bool) if x is None else x)
+  if value.cert is not None or mem.cert is not None:
+    write(mem.levels(), site, grid, np.zeros((1,) + site.tail(), dtype=LEVEL) if value.cert is None else value.cert)
   if mem.local: mem.written[e] = True
-  if raced is not None and raced.any(): mem.mask("undef")[e[raced]] = True
+  if raced is not None and raced.any(): mem.levels()[e[raced]] = UNDEFINED
 
-def _settle(m: Machine, i: int, xs: list[Val], out: Any, undef: np.ndarray | None, loose: np.ndarray | None) -> None:
-  """Stores an alu Outcome as uop i's value, after reporting the active lanes it leaves undefined."""
+def _settle(m: Machine, i: int, xs: list[Val], out: Any, carried: np.ndarray | None) -> None:
+  """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones, after reporting
+  the active lanes it leaves undefined (UNDEFINED only there: inactive lanes compute harmless garbage)."""
+  own = of_loose(out.values, out.loose, out.looseness)
   if out.undefined is not None:
     bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
     m.ub(i, "alu", lanes, lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
-    undef = _or(undef, bad)
-  m.env[i] = _val(out.values, undef, _or(loose, out.loose))
+    own = where_undefined(own, bad)
+  m.env[i] = _val(out.values, join(own, carried))
 
 def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, str]:
   """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's
@@ -836,54 +866,48 @@ def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, st
   else: again = out
   return again.kind, again.reason
 
-def _masks(xs: list[Val]) -> tuple[np.ndarray | None, np.ndarray | None]:
-  """The union of the operands' undefined masks, and of their loose masks."""
-  undef = loose = None
-  for x in xs:
-    if x.undef is not None: undef = x.undef if undef is None else undef | x.undef
-    if x.loose is not None: loose = x.loose if loose is None else loose | x.loose
-  return undef, loose
-
 def _alu(m: Machine, i: int, u: UOp) -> None:
-  """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element is undefined (loose)
-  where the rule says so or where an operand element it is computed from is."""
+  """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element's level is the join
+  of the rule's and the carried levels of the operand elements it is computed from."""
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
-  _settle(m, i, xs, out, *_masks(xs))
+  _settle(m, i, xs, out, _carried(xs))
 
 def _where(m: Machine, i: int, u: UOp) -> None:
-  """WHERE: alu's rule; an element is undefined (loose) where the condition is or where the value it chooses is."""
+  """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
-  c = xs[0].v
-  _settle(m, i, xs, out, _or(xs[0].undef, _sel(c, xs[1].undef, xs[2].undef)), _or(xs[0].loose, _sel(c, xs[1].loose, xs[2].loose)))
+  _settle(m, i, xs, out, join(carry(xs[0].cert), _sel(xs[0].v, xs[1].cert, xs[2].cert)))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
-  """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; masks as ALU ops'."""
+  """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
+  ops', except that BITCAST, which shows a NaN's payload, carries a NAN_PAYLOAD operand as UNKNOWN (carry_bits)."""
   x = m.val(u.src[0])
-  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), x.undef, x.loose)
+  carried = carry_bits(x.cert) if u.op is Ops.BITCAST else carry(x.cert)
+  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), carried)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
-  """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its marks)."""
+  """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
   xs = [m.val(j) for j in u.src]
   n = max(x.v.shape[0] for x in xs)
   def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
-    return np.stack([np.broadcast_to(False if a is None else a, (n,)) for a in arrs], axis=-1)
-  m.env[i] = Val(stack([x.v for x in xs]), stack([x.undef for x in xs]), stack([x.loose for x in xs]))
+    return np.stack([np.broadcast_to(EXACT if a is None else a, (n,)) for a in arrs], axis=-1)
+  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
-  """GEP: the elements `arg` of a vector (with their marks): a scalar for one, else a vector in that order."""
+  """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
   x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
   def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else np.ascontiguousarray(a[:, sel])
-  m.env[i] = Val(pick(x.v), pick(x.undef), pick(x.loose))
+  m.env[i] = Val(pick(x.v), pick(x.cert))
 
 def _wmma(m: Machine, i: int, u: UOp) -> None:
   """WMMA: per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n], every product and sum in float64 in the order c,
   k = 0, 1, ..., K-1, then one rounding to the result dtype (alu's CAST); undefined where an element of a's row, b's
   column or c is. Products of inputs up to float32 are exact in float64, so for float16 / bfloat16 inputs and small K
   the result is the exactly rounded one. Hardware accumulates in other orders and precisions, so every element is
-  loose, within an error bound: any order of the K additions, each rounded (to nearest or toward zero) in a
+  ERROR_BOUND (a NaN: NAN_PAYLOAD; every order gives NaN there), joined with the carried levels of a's row, b's
+  column and c, within an error bound: any order of the K additions, each rounded (to nearest or toward zero) in a
   precision at least the result dtype's, products exact or rounded likewise, gives
   |d - exact| <= gamma(K + 1) * S + (2K + 1) * tau, where S = |c| + sum_k |a_k * b_k|, gamma(n) = n eps / (1 - n eps),
   eps is the result dtype's machine epsilon and tau its smallest subnormal (`wmma_error_bound`; unbounded when
@@ -896,13 +920,14 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
     for k in range(K): acc = acc + A[:, :, k:k + 1] * B[:, k:k + 1, :]
   shape = (-1, M * N) if u.dtype.count > 1 else (-1,)  # an M*N == 1 result is a scalar: one value per lane
   out = alu.exec_cast(acc.reshape(shape), dtypes.float64, u.dtype.scalar())
-  undef = None
-  if a.undef is not None or b.undef is not None or c.undef is not None:
-    rows = np.zeros((1, M, 1), bool) if a.undef is None else a.undef.reshape(-1, M, K).any(axis=2)[:, :, None]
-    cols = np.zeros((1, 1, N), bool) if b.undef is None else b.undef.reshape(-1, K, N).any(axis=1)[:, None, :]
-    cu = np.zeros((1, M, N), bool) if c.undef is None else c.undef.reshape(-1, M, N)
-    undef = (rows | cols | cu).reshape(shape)
-  _settle(m, i, [a, b, c], out, undef, np.ones(out.values.shape, dtype=bool))
+  carried = None
+  if a.cert is not None or b.cert is not None or c.cert is not None:
+    rows = np.zeros((1, M, 1), LEVEL) if a.cert is None else carry(a.cert).reshape(-1, M, K).max(axis=2)[:, :, None]
+    cols = np.zeros((1, 1, N), LEVEL) if b.cert is None else carry(b.cert).reshape(-1, K, N).max(axis=1)[:, None, :]
+    cu = np.zeros((1, M, N), LEVEL) if c.cert is None else carry(c.cert).reshape(-1, M, N)
+    carried = join(rows, cols, cu).reshape(shape)
+  bounded = replace(out, loose=np.ones(out.values.shape, dtype=bool), looseness=Certainty.ERROR_BOUND)
+  _settle(m, i, [a, b, c], bounded, carried)
 
 def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
   """The WMMA rule's error bound (see `_wmma`) for result dtype dt, reduction length k and S = `magnitude`."""

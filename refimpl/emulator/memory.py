@@ -1,13 +1,13 @@
 """Emulator memory: buffers and locals with their bookkeeping, where an access lands, and race tracking.
 
 A `Memory` is one flat numpy array per DEFINE_GLOBAL (its `size` elements) or DEFINE_LOCAL (one block of `size`
-elements per workgroup: workgroup w owns [w*size, (w+1)*size)), with per-element masks beside it:
-  undef    the stored value is undefined (permissive mode: an undefined value was stored, or two threads raced)
-  loose    the stored value is loose (see machine.py)
+elements per workgroup: workgroup w owns [w*size, (w+1)*size)), with per-element arrays beside it:
+  cert     the stored value's certainty level (refimpl/emulator/certainty.py): what was stored with it, UNDEFINED after
+           two threads raced on it
   written  locals only: the element has been stored to in this launch (reading one that has not is undefined)
   writer / reader  race tracking (only on buffers `indexing.race_free` cannot clear): the thread that wrote / read
            each element since the last BARRIER (locals) or in the launch (globals); reader -2 = several threads.
-Masks are allocated the first time something is recorded in them (None = all false).
+Each is allocated the first time something is recorded in it (None = all false; a cert of None: all EXACT).
 
 An access (`Site`) is located once per LOAD/STORE: either a strided view that covers every lane (an affine index
 whose every lane is in bounds: no gather, no scan) or one flat address per lane. Both feed `read`, `write` and
@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from refimpl.dtype import DType
+from refimpl.emulator.certainty import LEVEL
 from refimpl.emulator.indexing import Grid
 
 NOBODY, SEVERAL = -1, -2
@@ -37,8 +38,7 @@ class Memory:
                mutable: bool):
     self.name, self.dtype, self.size, self.data, self.local = name, dtype, size, data, local
     self.mutable = mutable  # stored to somewhere in the program: a value read from it must be a copy
-    self.undef: np.ndarray | None = None
-    self.loose: np.ndarray | None = None
+    self.cert: np.ndarray | None = None
     self.written = np.zeros(data.size, dtype=bool) if local else None
     self.tracked = tracked
     self.writer = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
@@ -47,10 +47,10 @@ class Memory:
     gs = grid.shape
     self.base_coef = (size * gs[1] * gs[2], size * gs[2], size, 0, 0, 0) if local else (0,) * 6
 
-  def mask(self, which: str) -> np.ndarray:
-    """The undef or loose mask, allocated (all false) on first use."""
-    if getattr(self, which) is None: setattr(self, which, np.zeros(self.data.size, dtype=bool))
-    return getattr(self, which)
+  def levels(self) -> np.ndarray:
+    """The certainty levels, allocated (all EXACT) on first use."""
+    if self.cert is None: self.cert = np.zeros(self.data.size, dtype=LEVEL)
+    return self.cert
 
   def barrier(self, groups: np.ndarray | None) -> None:
     """A barrier orders everything its workgroup did before it: forget who touched what in the workgroups that reach
@@ -86,7 +86,7 @@ class Site:
 
 
 def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray:
-  """The elements each lane reads from `flat` (data or a mask): shape (lanes,) or (1,) (+ (count,)). Lanes that are not
+  """The elements each lane reads from `flat` (data or certainty levels): shape (lanes,) or (1,) (+ (count,)). Lanes that are not
   live read something harmless. snapshot: never return a view of `flat` (it will change later)."""
   if site.view is not None:
     coef, off = site.view
