@@ -31,19 +31,24 @@ nothing is left to C's undefined or unspecified corners:
   WMMA        rewritten by refimpl.lower.wmma (decompose_wmma, after lower_narrow) into GEPs, CASTs to double, double
               products and sums in the emulator's order and one CAST to the output dtype: the renderer has no WMMA code.
 
-The lane bookkeeping, CONST/VECTORIZE/GEP/DEFINE_* and the dispatch loop are refimpl.backends.scalar's (shared with
-llvmir.py); `_Render` supplies C's spellings. What differs between C and OpenCL C is the class attributes of
-`CStyleRenderer` (kernel prefix, buffer qualifiers, type names, literal suffixes, SPECIAL/BARRIER spellings, the bit
-primitives, native transcendentals); subclasses set them.
+What lives where. Every uop handler -- its lanes, names, order of reads, block depth -- is refimpl.backends.scalar's,
+shared with llvmir.py (HANDLERS below is scalar.HANDLERS plus scalar.GRID_HANDLERS). This module holds C's tables (the
+per-op rules INT_RULES / BOOL_RULES / FLOAT_RULES, by operand kind in RULES; types and literals on `CStyleRenderer`) and
+its spellings: `_Render`'s hooks (a lane becomes a declared variable; an INDEX is (buffer, index expression); a gated
+LOAD a select, a gated STORE a one-line if; an accumulator a variable; RANGE a for loop and IF an if block, closed by
+a brace) and `CStyleRenderer`'s per-lane expressions (`alu`, `cast`, `bitcast`, `literal`), which _Render delegates to
+so that a subclass -- OpenCL C, the fuzzer's planted bugs -- changes one op without a handler of its own. What differs
+between C and OpenCL C is `CStyleRenderer`'s class attributes (kernel prefix, buffer qualifiers, type names, literal
+suffixes, SPECIAL/BARRIER spellings, the bit primitives, native transcendentals) and OpenCL's own alu/cast rounding.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
 from refimpl.backends import scalar
-from refimpl.backends.scalar import ScalarRender
+from refimpl.backends.scalar import Lane, ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -71,6 +76,7 @@ FLOAT_RULES: dict[Ops, str] = {
   # unrolled reduction that form made LLVM 22's loop vectorizer take time exponential in the length (-march=native)
   Ops.MAX: "(({0}>{1}||{0}!={0})?{0}:{1})",
   Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.WHERE: "({0}?{1}:{2})"}
+RULES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 
 def kernel_symbol(name: str) -> str:
   """The C / OpenCL C function name of the kernel `name`: k_ + name. The verifier accepts any identifier as a program
@@ -139,18 +145,22 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
 
   # ---- expressions ----
   def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:
-    """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's."""
+    """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's. Native
+    transcendentals from `transcendental`, the rest by RULES (OpenCL and the fuzzer's planted bugs override this)."""
     s = src_dt
     if op in GroupOp.Transcendental:
       if op not in self.transcendental:
         raise CompileError(f"{self.device}: {op.name} on {s.name} must be decomposed into other ops before rendering "
                            f"(refimpl.lower.transcendental)")
       return self.transcendental[op].format(*src)
-    if s == dtypes.bool: rules, fmt = BOOL_RULES, {}
-    elif dtypes.is_int(s): rules, fmt = INT_RULES, {"T": self.types[dt], "U": self.wrap_type(s)}
-    else: rules, fmt = FLOAT_RULES, {"one": self.literal(1.0, s), "sqrt": self.sqrt[s]}
-    if op not in rules: raise CompileError(f"{self.device}: no rendering of {op.name} on {s.name}")
-    return rules[op].format(*src, **fmt)
+    kind, rule = scalar.alu_rule(self.device, RULES, op, s)
+    return rule.format(*src, **self.rule_fields(kind, dt, s))
+
+  def rule_fields(self, kind: str, dt: DType, src_dt: DType) -> dict[str, str]:
+    """The named fields of a rule of `kind` (see INT_RULES): {T} {U} for ints, {one} {sqrt} for floats."""
+    if kind == "int": return {"T": self.types[dt], "U": self.wrap_type(src_dt)}
+    if kind == "float": return {"one": self.literal(1.0, src_dt), "sqrt": self.sqrt[src_dt]}
+    return {}
 
   def cast(self, x: str, s: DType, d: DType) -> str:
     """CAST of one lane from scalar s to scalar d."""
@@ -178,31 +188,12 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
 
 
 class _Render(ScalarRender):
-  """The state of one rendering (refimpl.backends.scalar.ScalarRender's, plus the INDEX pointers and the block depth)."""
+  """The state of one rendering: refimpl.backends.scalar.ScalarRender's, with C's spellings (the renderer's language
+  table gives the words: CStyleRenderer and its subclasses)."""
   def __init__(self, r: CStyleRenderer, program: Program):
     super().__init__(r, program)
     self.r: CStyleRenderer = r
     self.var_type = r.types[dtypes.int32]
-    self.index: dict[int, tuple[str, str]] = {}
-    self.depth = 1
-
-  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
-  def src(self, u: UOp, k: int) -> list[str]: return self.lanes[u.src[k]]
-  def sdt(self, u: UOp, k: int) -> DType: return self.uops[u.src[k]].dtype
-
-  def literal(self, v: bool | int | float, dt: DType) -> str: return self.r.literal(v, dt)
-  def buffer_param(self, u: UOp, name: str) -> str:
-    assert isinstance(u.dtype, PtrDType)
-    return f"{self.r.buffer_prefix}{self.r.storage_type(u.dtype.base)}*{self.r.buffer_suffix} {name}"
-  def local_decl(self, u: UOp, name: str) -> str:
-    assert isinstance(u.dtype, PtrDType)
-    return f"{self.r.local_prefix}{self.r.storage_type(u.dtype.base)} {name}[{u.dtype.size}];"
-
-  def define(self, i: int, dt: DType, exprs: list[str], prefix: str = "v") -> None:
-    """Declares one variable per lane of uop i, initialised to exprs."""
-    names = [self.lane_name(prefix, i, k, len(exprs)) for k in range(len(exprs))]
-    for n, e in zip(names, exprs): self.emit(f"{self.r.reg_type(dt.scalar())} {n} = {e};")
-    self.lanes[i] = names
 
   def function(self, name: str) -> str:
     """The kernel function: the uops rendered in order (HANDLERS), the declarations first."""
@@ -210,68 +201,58 @@ class _Render(ScalarRender):
     body = "\n".join(["  " + d for d in self.decls] + self.lines)
     return f"{self.r.kernel_prefix}{kernel_symbol(name)}({', '.join(self.args()) or 'void'}) {{\n{body}\n}}\n"
 
+  # ---- values: a lane is an expression; a uop's lanes are variables declared with it ----
+  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
+  def literal(self, v: bool | int | float, dt: DType) -> str: return self.r.literal(v, dt)
+  def bind_lane(self, dt: DType, name: str, value: str) -> str:
+    self.emit(f"{self.r.reg_type(dt)} {name} = {value};")
+    return name
+  def alu_lane(self, op: Ops, dt: DType, src_dt: DType, operands: list[str], result: str) -> str:
+    return self.r.alu(op, dt, operands, src_dt)
+  def cast(self, x: str, src: DType, dst: DType, result: str) -> str: return self.r.cast(x, src, dst)
+  def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str: return self.r.bitcast(x, src, dst)
 
-def _special(s: _Render, i: int, u: UOp) -> None:
-  name = u.arg[0]
-  if s.r.special is None: raise CompileError(f"{s.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
-  s.define(i, u.dtype, [s.r.special[name[:-1]].format(d=name[-1])])
+  # ---- memory: an INDEX is (buffer, index expression); a gated LOAD is a select, a gated STORE an if ----
+  def buffer_param(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{self.r.buffer_prefix}{self.r.storage_type(u.dtype.base)}*{self.r.buffer_suffix} {name}"
+  def local_decl(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{self.r.local_prefix}{self.r.storage_type(u.dtype.base)} {name}[{u.dtype.size}];"
+  def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]: return buf, idx
+  @staticmethod
+  def element(index: tuple[str, str], k: int) -> str:
+    buf, idx = index
+    return f"{buf}[{idx}]" if k == 0 else f"{buf}[{idx}+{k}]"
+  def load_element(self, index: tuple[str, str], dt: DType, k: int, result: str) -> str:
+    return self.r.load_conv(dt, self.element(index, k))
+  def store_element(self, index: tuple[str, str], dt: DType, k: int, value: str) -> str:
+    return f"{self.element(index, k)} = {self.r.store_conv(dt, value)};"
+  def gated_load(self, label: str, gate: str, alts: list[str], dt: DType, names: list[str], load: Lane) -> list[str]:
+    return [f"({gate}?{load(k, name)}:{alt})" for k, (name, alt) in enumerate(zip(names, alts))]
+  def guarded(self, gate: str, label: str, stmts: Iterable[str]) -> None: self.emit(f"if ({gate}) {{ {' '.join(stmts)} }}")
 
-def _index(s: _Render, i: int, u: UOp) -> None: s.index[i] = (s.src(u, 0)[0], s.src(u, 1)[0])
+  # ---- accumulators: variables ----
+  def declare_acc(self, dt: DType, name: str, init: str) -> None: self.bind_lane(dt, name, init)
+  def read_acc(self, dt: DType, name: str) -> str: return name
+  def assign_acc(self, dt: DType, name: str, value: str) -> str: return f"{name} = {value};"
 
-def _element(s: _Render, index_uop: int, k: int) -> str:
-  buf, idx = s.index[index_uop]
-  return f"{buf}[{idx}]" if k == 0 else f"{buf}[{idx}+{k}]"
+  # ---- blocks: for and if, closed by a brace ----
+  def open_loop(self, i: int, counter: str, start: str, end: str) -> None:
+    int_t = self.r.types[dtypes.int32]
+    self.emit(f"for ({int_t} {counter} = {start}, {counter}_end = {end}; {counter} < {counter}_end; {counter}++) {{")
+  def close_loop(self, i: int, counter: str) -> None: self.emit("}")
+  def open_if(self, i: int, cond: str) -> None: self.emit(f"if ({cond}) {{")
+  def close_if(self, i: int) -> None: self.emit("}")
 
-def _load(s: _Render, i: int, u: UOp) -> None:
-  dt = u.dtype.scalar()
-  vals = [s.r.load_conv(dt, _element(s, u.src[0], k)) for k in range(u.dtype.count)]
-  if len(u.src) == 3:
-    alt, gate = s.src(u, 1), s.src(u, 2)[0]
-    vals = [f"({gate}?{v}:{a})" for v, a in zip(vals, alt)]
-  s.define(i, u.dtype, vals)
+  # ---- the grid ----
+  def special(self, name: str, result: str) -> str:
+    if self.r.special is None: raise CompileError(f"{self.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
+    return self.r.special[name[:-1]].format(d=name[-1])
+  def barrier(self) -> None:
+    if self.r.barrier is None: raise CompileError(f"{self.r.device}: BARRIER is not supported")
+    if self.r.barrier: self.emit(self.r.barrier)
 
-def _store(s: _Render, i: int, u: UOp) -> None:
-  dt = s.sdt(u, 1).scalar()
-  stmts = [f"{_element(s, u.src[0], k)} = {s.r.store_conv(dt, v)};" for k, v in enumerate(s.src(u, 1))]
-  if len(u.src) == 3: stmts = [f"if ({s.src(u, 2)[0]}) {{ {' '.join(stmts)} }}"]
-  for st in stmts: s.emit(st)
 
-def _define_acc(s: _Render, i: int, u: UOp) -> None: s.define(i, u.dtype, list(s.src(u, 0)), prefix="acc")
-
-def _assign(s: _Render, i: int, u: UOp) -> None:
-  for name, v in zip(s.src(u, 0), s.src(u, 1)): s.emit(f"{name} = {v};")
-  s.lanes[i] = s.lanes[u.src[0]]
-
-def _range(s: _Render, i: int, u: UOp) -> None:
-  var, end = f"r{i}", f"r{i}_end"  # the bounds are read once, at the RANGE (an accumulator bound may change inside)
-  s.emit(f"for ({s.r.types[dtypes.int32]} {var} = {s.src(u, 0)[0]}, {end} = {s.src(u, 1)[0]}; {var} < {end}; {var}++) {{")
-  s.lanes[i] = [var]
-  s.depth += 1
-
-def _if(s: _Render, i: int, u: UOp) -> None:
-  s.emit(f"if ({s.src(u, 0)[0]}) {{")
-  s.depth += 1
-
-def _end(s: _Render, i: int, u: UOp) -> None:
-  s.depth -= 1
-  s.emit("}")
-
-def _barrier(s: _Render, i: int, u: UOp) -> None:
-  if s.r.barrier is None: raise CompileError(f"{s.r.device}: BARRIER is not supported")
-  if s.r.barrier: s.emit(s.r.barrier)
-
-def _cast(s: _Render, i: int, u: UOp) -> None:
-  src, d = s.sdt(u, 0).scalar(), u.dtype.scalar()
-  conv = s.r.bitcast if u.op is Ops.BITCAST else s.r.cast
-  s.define(i, u.dtype, [conv(x, src, d) for x in s.src(u, 0)])
-
-def _alu(s: _Render, i: int, u: UOp) -> None:
-  d, sd = u.dtype.scalar(), s.sdt(u, len(u.src) - 1).scalar()
-  srcs = [s.lanes[j] for j in u.src]
-  s.define(i, u.dtype, [s.r.alu(u.op, d, [x[k] for x in srcs], sd) for k in range(u.dtype.count)])
-
-HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
-  **scalar.HANDLERS, **dict.fromkeys(GroupOp.ALU, _alu),
-  Ops.SPECIAL: _special, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc,
-  Ops.ASSIGN: _assign, Ops.RANGE: _range, Ops.ENDRANGE: _end, Ops.IF: _if, Ops.ENDIF: _end, Ops.BARRIER: _barrier,
-  Ops.CAST: _cast, Ops.BITCAST: _cast}
+HANDLERS: dict[Ops, Callable[..., None]] = {**scalar.HANDLERS, **scalar.GRID_HANDLERS}
+"""Every handler is the shared core's (refimpl.backends.scalar); C has a grid (OpenCL's; CLANG refuses SPECIAL)."""

@@ -46,20 +46,25 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
   EXP2 LOG2 SIN are rewritten into ALU ops by refimpl.lower.transcendental before rendering (no libm), and THREEFRY
   into integer ops by refimpl.lower.threefry.
 
-The lane bookkeeping, CONST/VECTORIZE/GEP/DEFINE_* and the dispatch loop are refimpl.backends.scalar's (shared with
-cstyle.py); `_Render` supplies LLVM's spellings. The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x,
+What lives where. Every uop handler -- its lanes, names, order of reads, block depth -- is refimpl.backends.scalar's,
+shared with cstyle.py (HANDLERS below is scalar.HANDLERS: no grid). This module holds LLVM's tables (LL, the per-op
+rules INT_RULES / BOOL_RULES / FLOAT_RULES by operand kind in RULES, `rule_fields`, `literal`) and `_Render`'s hooks,
+which differ from C's where SSA does: a lane is emitted under its result name (a no-op CAST is the operand itself), an
+accumulator is an alloca read by a load at each use, an INDEX is a getelementptr, a gated LOAD or STORE is a branch
+around the access (the LOAD's lanes phis), and RANGE / ENDRANGE and IF / ENDIF open and close labelled blocks (the
+loop's phi gets its latch block at ENDRANGE). The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x,
 ...)` (buffers in DEFINE_GLOBAL order, then the DEFINE_VARs), nounwind (no unwind tables) and "no-builtins": LLVM may
 not turn loops into memset/memcpy calls or recognise library calls, so the object never needs an external symbol.
 """
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
 from refimpl.backends import scalar
-from refimpl.backends.scalar import ScalarRender
+from refimpl.backends.scalar import Lane, ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -127,6 +132,7 @@ FLOAT_RULES: dict[Ops, list[str]] = {
             "{r} = select i1 {t2}, {T} {0}, {T} {t1}"],
   Ops.CMPLT: ["{r} = fcmp olt {T} {0}, {1}"], Ops.CMPNE: ["{r} = fcmp une {T} {0}, {1}"],
   Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"]}
+RULES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 SQRT = {"float": "@llvm.sqrt.f32", "double": "@llvm.sqrt.f64"}
 INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sqrt.f64": "declare double @llvm.sqrt.f64(double)"}
 
@@ -150,8 +156,8 @@ class LLVMRenderer(Renderer):
 
 
 class _Render(ScalarRender):
-  """The state of one rendering (refimpl.backends.scalar.ScalarRender's; its decls are the entry block's allocas),
-  plus the accumulators' allocas, the INDEX pointers, the intrinsics used, the loops and the current block."""
+  """The state of one rendering: refimpl.backends.scalar.ScalarRender's (its decls are the entry block's allocas), with
+  LLVM's spellings, plus the intrinsics used, the loops' phi lines, the current block and the temporaries."""
   sigil: ClassVar[str] = "%"
   var_type: ClassVar[str] = "i32"
   unsupported_hint: ClassVar[str] = (" (a loop-form program has no SPECIAL or BARRIER: lower grid programs with "
@@ -159,19 +165,21 @@ class _Render(ScalarRender):
 
   def __init__(self, r: LLVMRenderer, program: Program):
     super().__init__(r, program)
-    self.accs: dict[int, list[str]] = {}          # DEFINE_ACC / ASSIGN uop -> the allocas of its lanes
-    self.index: dict[int, tuple[str, DType]] = {}  # INDEX uop -> (element pointer, element dtype)
     self.used: set[str] = set()
-    self.loops: dict[int, int] = {}                # RANGE uop -> the line of its phi
+    self.loops: dict[int, int] = {}  # RANGE uop -> the line of its phi
     self.block, self.ntmp = "entry", 0
 
-  def literal(self, v: bool | int | float, dt: DType) -> str: return literal(v, dt)
-  def buffer_param(self, u: UOp, name: str) -> str: return f"ptr noalias {name}"
-  def local_decl(self, u: UOp, name: str) -> str:
-    assert isinstance(u.dtype, PtrDType)
-    return f"{name} = alloca [{u.dtype.size} x {storage_type(u.dtype.base)}], align 16"
+  def module(self, name: str) -> str:
+    """The module text: the kernel function (the uops rendered in order by HANDLERS, the allocas first in the entry
+    block), the intrinsic declarations it uses and its attributes."""
+    self.render_uops(HANDLERS)
+    self.emit("ret void")
+    body = "\n".join(["entry:", *["  " + a for a in self.decls], *self.lines])
+    decls = [INTRINSICS[h] for h in sorted(self.used) if h in INTRINSICS]
+    return "\n\n".join([f"define void @{name}({', '.join(self.args())}) #0 {{\n{body}\n}}", *decls,
+                        'attributes #0 = { nounwind "no-builtins" }'])
 
-  # ---- emitting ----
+  # ---- emitting (no indentation by depth: blocks are labels) ----
   def emit(self, line: str) -> None: self.lines.append("  " + line)
   def label(self, name: str) -> None:
     self.lines.append(f"{name}:")
@@ -187,182 +195,133 @@ class _Render(ScalarRender):
     names = {f"t{k}": self.tmp() for k in range(3) if any(f"{{t{k}}}" in line for line in rule)}
     for line in rule: self.emit(line.format(*operands, r=result, **names, **fmt))
     return result
-  def use(self, name: str) -> None: self.used.add(name)
-  def name(self, i: int, k: int, n: int) -> str: return self.lane_name("%v", i, k, n)
 
-  # ---- values ----
-  def get(self, j: int, k: int = 0) -> str:
-    """Lane k of uop j at this point of the program (an accumulator is read here, by a load)."""
-    if j in self.accs:
-      dt = self.uops[j].dtype.scalar()
-      r = self.tmp()
-      self.emit(f"{r} = load {reg_type(dt)}, ptr {self.accs[j][k]}")
-      return r
-    return self.lanes[j][k]
-  def srcs(self, u: UOp, k: int) -> list[str]: return [self.get(j, k) for j in u.src]
+  # ---- values: a lane is an SSA value, emitted under its result name (or an existing value, for a no-op) ----
+  def literal(self, v: bool | int | float, dt: DType) -> str: return literal(v, dt)
+  def bind_lane(self, dt: DType, name: str, value: str) -> str: return value
+  def alu_lane(self, op: Ops, dt: DType, src_dt: DType, operands: list[str], result: str) -> str:
+    """One lane by the rule of the operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES); EXP2/LOG2/SIN are refused."""
+    if op in GroupOp.Transcendental:
+      raise CompileError(f"{self.r.device}: {op.name} must be decomposed before rendering (refimpl.lower.transcendental)")
+    kind, rule = scalar.alu_rule(self.r.device, RULES, op, src_dt)
+    if op is Ops.SQRT: self.used.add(SQRT[reg_type(src_dt)])
+    return self.ins(rule, result, *operands, **rule_fields(kind, src_dt))
+  def cast(self, x: str, src: DType, dst: DType, result: str) -> str:
+    """CAST of one lane from scalar src to scalar dst (see the module docstring)."""
+    if src == dst: return x
+    def one(text: str) -> str:
+      self.emit(f"{result} = {text}")
+      return result
+    st, dt = reg_type(src), reg_type(dst)
+    if dst == dtypes.bool: return one(f"icmp ne {st} {x}, 0" if dtypes.is_int(src) else f"fcmp une {st} {x}, 0.0")
+    if src == dtypes.bool: return one(f"zext i1 {x} to {dt}" if dtypes.is_int(dst) else f"uitofp i1 {x} to {dt}")
+    if dtypes.is_int(src) and dtypes.is_int(dst):
+      if src.itemsize == dst.itemsize: return x
+      if src.itemsize > dst.itemsize: return one(f"trunc {st} {x} to {dt}")
+      return one(f"{'sext' if is_signed(src) else 'zext'} {st} {x} to {dt}")
+    if dtypes.is_int(src):
+      return one(f"{'sitofp' if is_signed(src) else 'uitofp'} {st} {x} to {dt}")
+    if dtypes.is_int(dst): return one(f"{'fptosi' if is_signed(dst) else 'fptoui'} {st} {x} to {dt}")
+    return one(f"fpext {st} {x} to {dt}" if dt == "double" else f"fptrunc {st} {x} to {dt}")
 
-  # ---- the module ----
-  def module(self, name: str) -> str:
-    """The module text: the kernel function (the uops rendered in order by HANDLERS, the allocas first in the entry
-    block), the intrinsic declarations it uses and its attributes."""
-    self.render_uops(HANDLERS)
-    self.emit("ret void")
-    body = "\n".join(["entry:", *["  " + a for a in self.decls], *self.lines])
-    decls = [INTRINSICS[h] for h in sorted(self.used) if h in INTRINSICS]
-    return "\n\n".join([f"define void @{name}({', '.join(self.args())}) #0 {{\n{body}\n}}", *decls,
-                        'attributes #0 = { nounwind "no-builtins" }'])
+  def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str:
+    """BITCAST of one lane between scalars of one size: to the bits as an iN, then to dst (a narrow float is its bits)."""
+    ity = f"i{8 * src.itemsize}"
+    if src in FLOATS:
+      bits = self.tmp()
+      self.emit(f"{bits} = bitcast {LL[src]} {x} to {ity}")
+    else: bits = x
+    if dst in FLOATS:
+      self.emit(f"{result} = bitcast {ity} {bits} to {LL[dst]}")
+      return result
+    return bits
 
-
-def _index(s: _Render, i: int, u: UOp) -> None:
-  dt = s.uops[u.src[0]].dtype.base
-  p = f"%p{i}"
-  s.emit(f"{p} = getelementptr inbounds {storage_type(dt)}, ptr {s.get(u.src[0])}, i32 {s.get(u.src[1])}")
-  s.index[i] = (p, dt)
-
-def _element(s: _Render, ptr: str, dt: DType, k: int) -> str:
-  if k == 0: return ptr
-  p = s.tmp()
-  s.emit(f"{p} = getelementptr inbounds {storage_type(dt)}, ptr {ptr}, i64 {k}")
-  return p
-
-def _load_lane(s: _Render, ptr: str, dt: DType, k: int, result: str) -> str:
-  st, p = storage_type(dt), _element(s, ptr, dt, k)
-  if dt != dtypes.bool:
-    s.emit(f"{result} = load {st}, ptr {p}")
+  # ---- memory: an INDEX is (element pointer, storage type); a gated access is a branch around it ----
+  def buffer_param(self, u: UOp, name: str) -> str: return f"ptr noalias {name}"
+  def local_decl(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    return f"{name} = alloca [{u.dtype.size} x {storage_type(u.dtype.base)}], align 16"
+  def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]:
+    self.emit(f"%p{i} = getelementptr inbounds {storage_type(dt)}, ptr {buf}, i32 {idx}")
+    return f"%p{i}", storage_type(dt)
+  def element(self, index: tuple[str, str], k: int) -> str:
+    """The pointer to element k of an INDEX (a getelementptr past the first)."""
+    ptr, st = index
+    if k == 0: return ptr
+    p = self.tmp()
+    self.emit(f"{p} = getelementptr inbounds {st}, ptr {ptr}, i64 {k}")
+    return p
+  def load_element(self, index: tuple[str, str], dt: DType, k: int, result: str) -> str:
+    """A load of the storage type; bool is stored as i8 and loaded as != 0."""
+    st, p = storage_type(dt), self.element(index, k)
+    if dt != dtypes.bool:
+      self.emit(f"{result} = load {st}, ptr {p}")
+      return result
+    m = self.tmp()
+    self.emit(f"{m} = load {st}, ptr {p}")
+    self.emit(f"{result} = icmp ne i8 {m}, 0")
     return result
-  m = s.tmp()
-  s.emit(f"{m} = load {st}, ptr {p}")
-  s.emit(f"{result} = icmp ne i8 {m}, 0")
-  return result
+  def store_element(self, index: tuple[str, str], dt: DType, k: int, value: str) -> str:
+    """A store of the storage type; a bool is stored as 0 / 1 (zext to i8)."""
+    if dt == dtypes.bool:
+      m = self.tmp()
+      self.emit(f"{m} = zext i1 {value} to i8")
+      value = m
+    return f"store {storage_type(dt)} {value}, ptr {self.element(index, k)}"
+  def gated_load(self, label: str, gate: str, alts: list[str], dt: DType, names: list[str], load: Lane) -> list[str]:
+    """The loads in block `label`, reached only when the gate holds; each lane a phi of the loaded value and its
+    alternative (from the block before)."""
+    before = self.block
+    self.emit(f"br i1 {gate}, label %{label}, label %{label}_done")
+    self.label(label)
+    vals = [load(k, self.tmp()) for k in range(len(names))]
+    self.branch(f"{label}_done")
+    for name, v, alt in zip(names, vals, alts):
+      self.emit(f"{name} = phi {reg_type(dt)} [ {v}, %{label} ], [ {alt}, %{before} ]")
+    return names
+  def guarded(self, gate: str, label: str, stmts: Iterable[str]) -> None:
+    self.emit(f"br i1 {gate}, label %{label}, label %{label}_done")
+    self.label(label)
+    for st in stmts: self.emit(st)
+    self.branch(f"{label}_done")
 
-def _load(s: _Render, i: int, u: UOp) -> None:
-  dt, n = u.dtype.scalar(), u.dtype.count
-  ptr, _ = s.index[u.src[0]]
-  names = [s.name(i, k, n) for k in range(n)]
-  if len(u.src) == 1:
-    s.lanes[i] = [_load_lane(s, ptr, dt, k, names[k]) for k in range(n)]
-    return
-  alts, gate, before = [s.get(u.src[1], k) for k in range(n)], s.get(u.src[2]), s.block
-  s.emit(f"br i1 {gate}, label %load{i}, label %load{i}_done")
-  s.label(f"load{i}")
-  vals = [_load_lane(s, ptr, dt, k, s.tmp()) for k in range(n)]
-  s.branch(f"load{i}_done")
-  for nm, v, alt in zip(names, vals, alts): s.emit(f"{nm} = phi {reg_type(dt)} [ {v}, %load{i} ], [ {alt}, %{before} ]")
-  s.lanes[i] = names
+  # ---- accumulators: entry-block allocas, read by a load where used ----
+  def declare_acc(self, dt: DType, name: str, init: str) -> None:
+    self.decls.append(f"{name} = alloca {reg_type(dt)}")
+    self.emit(self.assign_acc(dt, name, init))
+  def read_acc(self, dt: DType, name: str) -> str:
+    r = self.tmp()
+    self.emit(f"{r} = load {reg_type(dt)}, ptr {name}")
+    return r
+  def assign_acc(self, dt: DType, name: str, value: str) -> str: return f"store {reg_type(dt)} {value}, ptr {name}"
 
-def _store_value(s: _Render, dt: DType, v: str) -> str:
-  """A register value as the buffer element's storage type."""
-  if dt != dtypes.bool: return v
-  r = s.tmp()
-  s.emit(f"{r} = zext i1 {v} to i8")
-  return r
+  # ---- blocks: labels and branches ----
+  def open_loop(self, i: int, counter: str, start: str, end: str) -> None:
+    """A header block with the counter's phi (the latch block is filled in at ENDRANGE), the test and the body."""
+    before = self.block
+    self.branch(f"loop{i}")
+    self.loops[i] = len(self.lines)
+    self.emit(f"{counter} = phi i32 [ {start}, %{before} ], [ {counter}_next, %LATCH ]")
+    self.emit(f"{counter}_go = icmp slt i32 {counter}, {end}")
+    self.emit(f"br i1 {counter}_go, label %loop{i}_body, label %loop{i}_exit")
+    self.label(f"loop{i}_body")
+  def close_loop(self, i: int, counter: str) -> None:
+    line = self.loops[i]
+    self.lines[line] = self.lines[line].replace("%LATCH", f"%{self.block}")
+    self.emit(f"{counter}_next = add nsw i32 {counter}, 1")  # r < end <= 2^31-1: the counter cannot wrap
+    self.emit(f"br label %loop{i}")
+    self.label(f"loop{i}_exit")
+  def open_if(self, i: int, cond: str) -> None:
+    self.emit(f"br i1 {cond}, label %if{i}, label %if{i}_end")
+    self.label(f"if{i}")
+  def close_if(self, i: int) -> None: self.branch(f"if{i}_end")
 
-def _store(s: _Render, i: int, u: UOp) -> None:
-  ptr, dt = s.index[u.src[0]]
-  vals = [s.get(u.src[1], k) for k in range(s.uops[u.src[1]].dtype.count)]
-  if len(u.src) == 3:
-    s.emit(f"br i1 {s.get(u.src[2])}, label %store{i}, label %store{i}_done")
-    s.label(f"store{i}")
-  for k, v in enumerate(vals):
-    m = _store_value(s, dt, v)
-    s.emit(f"store {storage_type(dt)} {m}, ptr {_element(s, ptr, dt, k)}")
-  if len(u.src) == 3: s.branch(f"store{i}_done")
 
-def _define_acc(s: _Render, i: int, u: UOp) -> None:
-  t, n = reg_type(u.dtype.scalar()), u.dtype.count
-  init = [s.get(u.src[0], k) for k in range(n)]
-  ptrs = [s.lane_name("%acc", i, k, n) for k in range(n)]
-  for p, v in zip(ptrs, init):
-    s.decls.append(f"{p} = alloca {t}")
-    s.emit(f"store {t} {v}, ptr {p}")
-  s.accs[i] = ptrs
+def rule_fields(kind: str, dt: DType) -> dict[str, str]:
+  """The named fields of a rule of `kind` on operand dtype dt (see INT_RULES)."""
+  if kind == "int": return {"T": LL[dt], "s": "s" if is_signed(dt) else "u", "sh": "ashr" if is_signed(dt) else "lshr"}
+  if kind == "float": return {"T": reg_type(dt), "one": float_literal(1.0), "sqrt": SQRT[reg_type(dt)]}
+  return {}
 
-def _assign(s: _Render, i: int, u: UOp) -> None:
-  t, ptrs = reg_type(u.dtype.scalar()), s.accs[u.src[0]]
-  vals = [s.get(u.src[1], k) for k in range(u.dtype.count)]
-  for p, v in zip(ptrs, vals): s.emit(f"store {t} {v}, ptr {p}")
-  s.accs[i] = ptrs
-
-def _range(s: _Render, i: int, u: UOp) -> None:
-  start, end, before = s.get(u.src[0]), s.get(u.src[1]), s.block
-  s.branch(f"loop{i}")
-  s.loops[i] = len(s.lines)
-  s.emit(f"%r{i} = phi i32 [ {start}, %{before} ], [ %r{i}_next, %LATCH ]")  # the latch is filled in at ENDRANGE
-  s.emit(f"%r{i}_go = icmp slt i32 %r{i}, {end}")
-  s.emit(f"br i1 %r{i}_go, label %loop{i}_body, label %loop{i}_exit")
-  s.label(f"loop{i}_body")
-  s.lanes[i] = [f"%r{i}"]
-
-def _endrange(s: _Render, i: int, u: UOp) -> None:
-  r = u.src[0]
-  line = s.loops[r]
-  s.lines[line] = s.lines[line].replace("%LATCH", f"%{s.block}")
-  s.emit(f"%r{r}_next = add nsw i32 %r{r}, 1")  # r < end <= 2^31-1: the counter cannot wrap
-  s.emit(f"br label %loop{r}")
-  s.label(f"loop{r}_exit")
-
-def _if(s: _Render, i: int, u: UOp) -> None:
-  s.emit(f"br i1 {s.get(u.src[0])}, label %if{i}, label %if{i}_end")
-  s.label(f"if{i}")
-
-def _endif(s: _Render, i: int, u: UOp) -> None: s.branch(f"if{u.src[0]}_end")
-
-def _alu(s: _Render, i: int, u: UOp) -> None:
-  """One ALU uop, lane by lane, by the rule of its operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES)."""
-  dt = s.uops[u.src[-1]].dtype.scalar()
-  if u.op in GroupOp.Transcendental:
-    raise CompileError(f"{s.r.device}: {u.op.name} must be decomposed before rendering (refimpl.lower.transcendental)")
-  if dt == dtypes.bool: rules, fmt = BOOL_RULES, {}
-  elif dtypes.is_int(dt):
-    rules, fmt = INT_RULES, {"T": LL[dt], "s": "s" if is_signed(dt) else "u", "sh": "ashr" if is_signed(dt) else "lshr"}
-  else:
-    t = reg_type(dt)
-    rules, fmt = FLOAT_RULES, {"T": t, "one": float_literal(1.0), "sqrt": SQRT[t]}
-  if u.op not in rules: raise CompileError(f"{s.r.device}: no rendering of {u.op.name} on {dt.name}")
-  if u.op is Ops.SQRT: s.use(SQRT[reg_type(dt)])
-  n, out = u.dtype.count, []
-  for k in range(n):
-    out.append(s.ins(rules[u.op], s.name(i, k, n), *s.srcs(u, k), **fmt))
-  s.lanes[i] = out
-
-# ---- CAST and BITCAST ----
-
-def _cast_lane(s: _Render, x: str, src: DType, dst: DType, result: str) -> str:
-  """CAST of one lane from scalar src to scalar dst (see the module docstring)."""
-  if src == dst: return x
-  def one(text: str) -> str:
-    s.emit(f"{result} = {text}")
-    return result
-  st, dt = reg_type(src), reg_type(dst)
-  if dst == dtypes.bool: return one(f"icmp ne {st} {x}, 0" if dtypes.is_int(src) else f"fcmp une {st} {x}, 0.0")
-  if src == dtypes.bool: return one(f"zext i1 {x} to {dt}" if dtypes.is_int(dst) else f"uitofp i1 {x} to {dt}")
-  if dtypes.is_int(src) and dtypes.is_int(dst):
-    if src.itemsize == dst.itemsize: return x
-    if src.itemsize > dst.itemsize: return one(f"trunc {st} {x} to {dt}")
-    return one(f"{'sext' if is_signed(src) else 'zext'} {st} {x} to {dt}")
-  if dtypes.is_int(src):
-    return one(f"{'sitofp' if is_signed(src) else 'uitofp'} {st} {x} to {dt}")
-  if dtypes.is_int(dst): return one(f"{'fptosi' if is_signed(dst) else 'fptoui'} {st} {x} to {dt}")
-  return one(f"fpext {st} {x} to {dt}" if dt == "double" else f"fptrunc {st} {x} to {dt}")
-
-def _bitcast_lane(s: _Render, x: str, src: DType, dst: DType, result: str) -> str:
-  """BITCAST of one lane between scalars of one size: to the bits as an iN, then to dst (a narrow float is its bits)."""
-  ity = f"i{8 * src.itemsize}"
-  if src in FLOATS:
-    bits = s.tmp()
-    s.emit(f"{bits} = bitcast {LL[src]} {x} to {ity}")
-  else: bits = x
-  if dst in FLOATS:
-    s.emit(f"{result} = bitcast {ity} {bits} to {LL[dst]}")
-    return result
-  return bits
-
-def _cast(s: _Render, i: int, u: UOp) -> None:
-  src, dst, n = s.uops[u.src[0]].dtype.scalar(), u.dtype.scalar(), u.dtype.count
-  conv = _bitcast_lane if u.op is Ops.BITCAST else _cast_lane
-  s.lanes[i] = [conv(s, s.get(u.src[0], k), src, dst, s.name(i, k, n)) for k in range(n)]
-
-HANDLERS: dict[Ops, Callable[[_Render, int, UOp], None]] = {
-  **scalar.HANDLERS, **dict.fromkeys(GroupOp.ALU, _alu),
-  Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign,
-  Ops.RANGE: _range, Ops.ENDRANGE: _endrange, Ops.IF: _if, Ops.ENDIF: _endif, Ops.CAST: _cast, Ops.BITCAST: _cast}
+HANDLERS: dict[Ops, Callable[..., None]] = scalar.HANDLERS
+"""Every handler is the shared core's (refimpl.backends.scalar); no grid: SPECIAL and BARRIER have none."""
