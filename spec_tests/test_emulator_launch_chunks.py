@@ -29,7 +29,7 @@ def _chunks_of(monkeypatch, program, groups: int) -> None:
 def _outcome(p, inputs, vals=(), strict=True):
   try:
     e = emulate(p, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.undefined + e.loose], [str(ev) for ev in e.events]
+    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
   except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
 
 

@@ -93,7 +93,7 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
 def _outcome(p, inputs, vals, strict):
   try:
     e = emulate(p, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.undefined + e.loose], [str(ev) for ev in e.events]
+    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
   except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes, to_np
+from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.machine import emulate, wmma_error_bound
 from refimpl.fuzz import expect as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
@@ -58,12 +59,17 @@ def test_kind_of_float_results(make, level):
 
 
 def test_kind_of_integer_and_bitcast_results():
-  """Rule: integer arithmetic is EXACT; a BITCAST of a computed float is UNKNOWN (a NaN's bits are open); a BITCAST of
-  a NaN CONST is WILD (the IR leaves its bits open while the emulator reads them as exact)."""
+  """Rule: integer arithmetic is EXACT; a BITCAST of a computed float, or of a NaN CONST, is UNKNOWN (a NaN's bits are
+  open), and the emulator marks the NaN CONST's bits UNKNOWN too (certainty.carry_bits), so no element of it is
+  compared."""
   ints = (dtypes.int32, dtypes.int32)
   assert _kind(_kernel(lambda b, x, y: b.alu(Ops.MUL, x, y), out=dtypes.int32, ins=ints)) == fc.EXACT
   assert _kind(_kernel(lambda b, x, y: b.bitcast(b.alu(Ops.ADD, x, y), dtypes.int32), out=dtypes.int32)) == fc.UNKNOWN
-  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)) == fc.WILD
+  p = _kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)
+  assert _kind(p) == fc.UNKNOWN
+  inputs = [np.zeros(4, np.int32), np.ones(4, np.float32), np.ones(4, np.float32)]
+  assert prepare(Case(p, inputs)).expected.certainty[0].tolist() == [Certainty.UNKNOWN] * 4
+  assert _check(p, inputs, np.arange(4, dtype=np.int32))[0] is None  # any NaN's bits
 
 
 def _gated_store(loose_gate: bool, n: int = 4):
@@ -87,8 +93,9 @@ def test_store_under_a_loose_gate_is_unknown_and_its_exact_elements_are_compared
   x = np.array([1.25, 1.5, 3.0, 0.25], np.float32)  # log2: 0.32, 0.58, 1.58, -2: lanes 0 and 3 store
   inputs = [np.zeros(8, np.float32), x]
   e = prepare(Case(p, inputs)).expected
-  assert e.loose[0][:4].all() and not e.loose[0][4:].any()  # the gated half is loose on every lane (a backend may decide
-  other = e.buffers[0].copy()                                 # each gate the other way), the ungated half exact
+  assert (e.certainty[0][:4] == Certainty.UNKNOWN).all()       # the gated half is UNKNOWN on every lane (a backend may decide
+  assert (e.certainty[0][4:] == Certainty.EXACT).all()        # each gate the other way), the ungated half EXACT
+  other = e.buffers[0].copy()
   other[:4] = np.where(np.arange(4) < 2, x * 2, 0)            # the other decisions: accepted
   assert _check(p, inputs, other)[0] is None
   wrong = e.buffers[0].copy()
@@ -343,8 +350,11 @@ def test_wmma_results_are_compared_within_the_error_bound():
     assert (other_order != ref)[2:].any(), "the inputs must tell the orders apart"
     assert _check(p, inputs, other_order)[0] is None
     no_c = dot(a, bb, with_c=False)
+    m, _ = _check(p, inputs, no_c)  # thread 0's reference is a NaN (NAN_PAYLOAD): without c it is not
+    assert m is not None and m.element == 0 and m.rule == "exact"
+    no_c[0] = np.nan
     m, _ = _check(p, inputs, no_c)
-    assert m is not None and m.rule == "WMMA error bound"
+    assert m is not None and m.element > 1 and m.rule == "WMMA error bound"
     m, _ = _check(p, inputs, dot(a, bb[::-1].copy()))
     assert m is not None and m.rule == "WMMA error bound"
     not_nan = other_order.copy()
@@ -405,3 +415,41 @@ def test_which_undefined_programs_run_natively():
   with b.when(b.alu(Ops.CMPLT, bad, b.const(3, dtypes.int32))): b.store(o, i, b.load(x, i))
   p = b.build()
   assert control_taint(p, {bad}) and not control_taint(shl, {next(k for k, u in enumerate(shl.uops) if u.op is Ops.SHL)})
+
+
+def test_each_element_is_compared_by_its_own_level():
+  """Rule: the element's level decides its comparison, whatever the buffer's kind: one buffer holding EXP2 results and
+  MULACC results is UNKNOWN as a whole (TOL joined with SET), yet its TOLERANCE elements are held to the ULP bound and
+  its ALLOWED_SET elements to the two members of the set."""
+  n = 64
+  b = ProgramBuilder("k")
+  o, xb, yb = b.global_buf(F32, 2 * n), b.global_buf(F32, n), b.global_buf(F32, n)
+  i = b.gidx(0, n)
+  x, y = b.load(xb, i), b.load(yb, i)
+  b.store(o, i, b.alu(Ops.EXP2, x))
+  b.store(o, b.alu(Ops.ADD, i, b.const(n, dtypes.int32)), b.alu(Ops.MULACC, x, y, x))
+  p = b.build()
+  assert _kind(p) == fc.UNKNOWN
+  rng = np.random.default_rng(5)
+  x, y = rng.uniform(-4, 4, n).astype(np.float32), rng.uniform(-4, 4, n).astype(np.float32)
+  inputs = [np.zeros(2 * n, np.float32), x, y]
+  e = prepare(Case(p, inputs)).expected
+  levels, ref = e.certainty[0], e.buffers[0]
+  tol, allowed = np.flatnonzero(levels == Certainty.TOLERANCE), np.flatnonzero(levels == Certainty.ALLOWED_SET)
+  assert len(tol) and len(allowed) and tol.max() < n <= allowed.min()
+  bound = ulp_bound(Ops.EXP2, F32)
+  def away(v, ulps):  # v moved `ulps` representable values up
+    for _ in range(ulps): v = np.nextafter(v, np.float32(np.inf))
+    return v
+  fine = ref.copy()
+  fine[tol] = away(ref[tol], bound)
+  fine[allowed] = (x * y + x)[allowed - n]  # the unfused member
+  assert _check(p, inputs, fine)[0] is None
+  too_far = fine.copy()
+  too_far[tol[0]] = away(ref[tol[0]], bound + 1)
+  m, _ = _check(p, inputs, too_far)
+  assert m is not None and m.element == tol[0] and m.rule == f"tolerance {bound} ulp"
+  neither = fine.copy()
+  neither[allowed[0]] = away(max(ref[allowed[0]], fine[allowed[0]]), 1)
+  m, _ = _check(p, inputs, neither)
+  assert m is not None and m.element == allowed[0] and m.rule == "allowed set"

@@ -1,45 +1,50 @@
 """What the fuzzer expects of a backend's buffers, from the emulator's run, element by element, with no false alarms.
 
-The emulator gives, per output element, its reference value and two masks: undefined (never compared) and loose (not
-bit-exact; see refimpl/emulator/machine.py). A loose element can be loose for different reasons, so the fuzzer adds a
-static *kind* per buffer, the join of the kinds of every value stored into it (a dataflow fixpoint over the program):
+The emulator gives, per output element, its reference value and its certainty level (refimpl/emulator/certainty.py),
+and each element is compared by its level's rule:
 
-  EXACT    no looseness can reach it                              exact elements: bit for bit, every NaN one value
-  NANPAY   floats whose only looseness is a NaN's payload          loose elements too: as EXACT (NaN == NaN)
-           (ADD SUB MUL FDIV RECIP SQRT NEG and float CASTs of
+  EXACT, NAN_PAYLOAD  bit for bit, every NaN one value
+  TOLERANCE           within the ULP bound of the program's tolerance ops on the buffer's dtype (the largest, if
+                      several: the element is one of their results, moved); where the reference is NaN, +-inf or +-0,
+                      exactly that value
+  ERROR_BOUND         within the WMMA rule's error bound (machine.wmma_error_bound) of the reference, twice over (the
+                      reference is one allowed execution), K the program's largest on that dtype; the *above* run gives
+                      S = |c| + sum |a_k b_k|; a NaN reference is NAN_PAYLOAD, so it wants a NaN
+  ALLOWED_SET         equal (as EXACT) to the reference or to the *below* run's value: the emulator on the program with
+                      every float MULACC unfused (MUL then ADD) and every float MAX(+0, -0) giving -0
+  UNKNOWN             by the buffer's static kind where that states a rule (below), else not compared
+  UNDEFINED           not compared
+
+What the emulator cannot state element by element is what a computation on a loose value may give; for that the
+fuzzer adds a static *kind* per buffer, the join of the kinds of every value stored into it (a dataflow fixpoint over
+the program), read only for the buffer's UNKNOWN elements (and WILD, for all of them):
+
+  EXACT    no looseness can reach it
+  NANPAY   floats whose only looseness is a NaN's payload (ADD SUB MUL FDIV RECIP SQRT NEG and float CASTs of
            NANPAY/EXACT operands, and moves of such values)
-  TOL(b)   results of EXP2/LOG2/SIN on NANPAY/EXACT operands,      loose elements: within b ulps of the reference (the
-           moved but not computed on                               op's bound, refimpl.spec.ulp_bound); where the
-                                                                   reference is NaN, +-inf or +-0 exactly that value
-  SET      results of float MULACC / MAX on NANPAY/EXACT operands  loose elements: equal (as EXACT) to the reference or
-           (the allowed sets {fused, unfused} and {+0, -0})        to the *below* run's value: the emulator on the
-                                                                   program with every float MULACC unfused (MUL then
-                                                                   ADD) and every float MAX(+0, -0) giving -0
-  BOUND(K) WMMA results on NANPAY/EXACT operands (K: the largest   loose elements: within the WMMA rule's error bound
-           reduction length), moved but not computed on            (machine.wmma_error_bound) of the reference, twice
-                                                                   over (the reference is one allowed execution); the
-                                                                   *above* run gives S = |c| + sum |a_k b_k|; where
-                                                                   the reference is NaN, a NaN
-  MONO(o)  chains of monotone ops on tolerance results: ADD, SUB,  loose elements: between the *below* and *above*
-           MUL or FDIV by a settled operand, NEG, SQRT, float      runs, the emulator with every transcendental result
-           CASTs, EXP2/LOG2 of an increasing chain, selects by a   moved b+1 ulps down (up), where those and the
-           settled condition, memory and accumulators; o is the    reference are finite (else skipped)
-           chain's direction in the errors (see `bracket`)
-           NEG of a SET or BOUND value keeps its kind (a sign flip moves the set member or the error exactly); NEG of
-           a TOL value is MONO(DOWN)
+  TOL(b)   results of EXP2/LOG2/SIN on NANPAY/EXACT operands, moved but not computed on
+  SET      results of float MULACC / MAX on NANPAY/EXACT operands; NEG of a SET value (a sign flip moves the set
+           member exactly): its UNKNOWN elements are compared as ALLOWED_SET
+  BOUND(K) WMMA results on NANPAY/EXACT operands (K: the largest reduction length), moved but not computed on; NEG of a
+           BOUND value: its UNKNOWN elements are compared as ERROR_BOUND
+  MONO(o)  chains of monotone ops on tolerance results: ADD, SUB, MUL or FDIV by a settled operand, NEG, SQRT, float
+           CASTs, EXP2/LOG2 of an increasing chain, selects by a settled condition, memory and accumulators; o is the
+           chain's direction in the errors (see `bracket`). NEG of a TOL value is MONO(DOWN). Its UNKNOWN elements
+           must lie between the *below* and *above* runs, the emulator with every transcendental result moved b+1 ulps
+           down (up), where those and the reference are finite (else skipped)
   UNKNOWN  anything else computed from a loose value (a compare, a float->int CAST, MAX, a product of two loose
-           values, a SET or BOUND value computed on), BITCASTs of NaN-loose floats: loose elements are skipped
-           Values stored or assigned under a loose IF gate or a loose STORE gate, and LOADs through a loose index,
-           are UNKNOWN too: the emulator's control rule marks every element their lanes store, or might have stored
-           had the gate gone the other way, loose, so the buffer's exact elements are still compared.
+           values, a SET or BOUND value computed on), BITCASTs of NaN-loose floats. Values stored or assigned under a
+           loose IF gate or a loose STORE gate, and LOADs through a loose index, are UNKNOWN too: the emulator's control
+           rule marks every element their lanes store, or might have stored had the gate gone the other way, so the
+           buffer's other elements are still compared by their levels
   WILD     a STORE through a loose index or under a loose RANGE bound (a backend may write another element, or run an
-           iteration the emulator did not, and the emulator cannot mark those), or a BITCAST of a NaN CONST (the IR
-           leaves its bits open while the emulator reads them as exact): every element of the buffer is skipped
+           iteration the emulator did not, and the emulator cannot mark those): every element of the buffer is skipped
 
 Joins (`join`): WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT. Of the middle four, TOL with TOL keeps the
 larger bound, BOUND with BOUND the larger K, TOL with MONO is MONO (a tolerance result is an increasing chain of one
-op), MONO with MONO keeps a direction both share; every other pair is UNKNOWN. Exact elements (loose mask false) are
-always compared bit for bit (NaN == NaN for floats), whatever the kind.
+op), MONO with MONO keeps a direction both share; every other pair is UNKNOWN. The kinds and the levels describe the
+same loose elements (the levels strictly between EXACT and UNDEFINED), so a kind's rule holds for each of its buffer's
+loose elements; an element's level, where it is not UNKNOWN, gives the sharper rule of the two.
 
 Why MONO is sound (`bracket`). Each loose element of a MONO buffer is f(e1, e2, ...) where the e are the errors the
 backend's transcendentals make (each within b ulps, so inside the nudges of the two runs) and every op of f is exact
@@ -59,6 +64,7 @@ import numpy as np
 
 from refimpl import spec
 from refimpl.dtype import DType, dtypes, to_np
+from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.machine import wmma_error_bound
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
@@ -104,7 +110,6 @@ class Kinds:
   """The result of the analysis: per uop its kind, per buffer uop (DEFINE_GLOBAL/LOCAL) the kind of its contents."""
   values: list[Kind]
   buffers: dict[int, Kind]
-  cnan: list[bool] = field(default_factory=list)
 
   def of_global(self, program: Program) -> list[Kind]:
     """The kind of each DEFINE_GLOBAL's contents, in buffer-number order."""
@@ -113,17 +118,13 @@ class Kinds:
 
 
 def analyze(program: Program) -> Kinds:
-  """The kinds of every value and buffer (see the module docstring), iterated to a fixpoint. Beside the kinds, `cnan`
-  marks values that may be a NaN CONST moved unchanged (through GEP, VECTORIZE, WHERE, memory and accumulators)."""
+  """The kinds of every value and buffer (see the module docstring), iterated to a fixpoint."""
   uops = program.uops
-  n = len(uops)
-  kinds: list[Kind] = [K_EXACT] * n
-  cnan = [False] * n
+  kinds: list[Kind] = [K_EXACT] * len(uops)
   bufs = {i: K_EXACT for i, u in enumerate(uops) if u.op in GroupOp.Buffer}
   accs = {i: K_EXACT for i, u in enumerate(uops) if u.op is Ops.DEFINE_ACC}
-  nan_in: dict[int, bool] = {i: False for i in (*bufs, *accs)}  # buffers and accumulators that may hold a NaN CONST
   while True:
-    before = (list(kinds), dict(bufs), dict(accs), list(cnan), dict(nan_in))
+    before = (list(kinds), dict(bufs), dict(accs))
     blocks: list[Kind] = []  # per open block: UNKNOWN under a loose IF gate, WILD under a loose RANGE bound
     for i, u in enumerate(uops):
       if u.op in GroupOp.BlockEnd:
@@ -131,28 +132,19 @@ def analyze(program: Program) -> Kinds:
         continue
       ks = [kinds[j] for j in u.src]
       k = _transfer(uops, i, u, ks, bufs, accs)
-      nan = False
-      if u.op is Ops.CONST: nan = isinstance(u.arg, float) and u.arg != u.arg
-      elif u.op in MOVES: nan = any(cnan[j] for j in u.src)
-      elif u.op is Ops.WHERE: nan = cnan[u.src[1]] or cnan[u.src[2]]
-      elif u.op is Ops.LOAD: nan = nan_in[uops[u.src[0]].src[0]] or (len(u.src) == 3 and cnan[u.src[1]])
-      elif u.op is Ops.DEFINE_ACC:
-        nan_in[i] = nan_in[i] or cnan[u.src[0]]
+      if u.op is Ops.DEFINE_ACC:
         accs[i] = join(accs[i], ks[0])
-        k, nan = accs[i], nan_in[i]
+        k = accs[i]
       elif u.op is Ops.ASSIGN:
         a = u.src[0]
-        nan_in[a] = nan_in[a] or cnan[u.src[1]]
         accs[a] = join(accs[a], join(_assign_control(blocks), ks[1]))
-        k, nan = accs[a], nan_in[a]
-      elif u.op is Ops.BITCAST and cnan[u.src[0]] and dtypes.is_float(uops[u.src[0]].dtype): k = K_WILD
+        k = accs[a]
       elif u.op is Ops.STORE:
         b = uops[u.src[0]].src[0]
         bufs[b] = join(bufs[b], join(_store_control(blocks, ks), ks[1]))
-        nan_in[b] = nan_in[b] or cnan[u.src[1]]
       if u.op in GroupOp.BlockStart: blocks.append(_block_control(u.op, ks))
-      kinds[i], cnan[i] = k, nan
-    if (kinds, bufs, accs, cnan, nan_in) == before: return Kinds(kinds, bufs, cnan)
+      kinds[i] = k
+    if (kinds, bufs, accs) == before: return Kinds(kinds, bufs)
 
 
 def _block_control(op: Ops, ks: list[Kind]) -> Kind:
@@ -307,10 +299,18 @@ def variant_program(program: Program, side: int) -> Program | None:
     changed = True
   return g.program(check=False) if changed else None
 
-def sides_needed(kinds: list[Kind]) -> tuple[int, ...]:
-  """Which of the runs (-1 below, +1 above) the comparison of buffers of these kinds reads."""
-  levels = {k[0] for k in kinds}
-  return tuple(side for side, need in ((-1, {SET, MONO}), (1, {BOUND, MONO})) if levels & need)
+def sides_needed(levels: list[np.ndarray], kinds: list[Kind]) -> tuple[int, ...]:
+  """Which of the runs (-1 below, +1 above) the comparison of buffers with these levels and kinds reads: below for
+  ALLOWED_SET elements and UNKNOWN ones of SET or MONO buffers, above for ERROR_BOUND elements and UNKNOWN ones of
+  BOUND or MONO buffers."""
+  below = above = False
+  for c, k in zip(levels, kinds):
+    if k[0] == WILD: continue
+    found = np.bincount(c.ravel(), minlength=len(Certainty)) > 0
+    unknown = found[Certainty.UNKNOWN]
+    below = below or found[Certainty.ALLOWED_SET] or (unknown and k[0] in (SET, MONO))
+    above = above or found[Certainty.ERROR_BOUND] or (unknown and k[0] in (BOUND, MONO))
+  return tuple(side for side, need in ((-1, below), (1, above)) if need)
 
 
 @dataclass
@@ -354,10 +354,10 @@ class Tally:
 
 @dataclass
 class Expected:
-  """What the spec expects of a case's buffers: the reference run, each buffer's kind, and the runs beside it."""
+  """What the spec expects of a case's buffers: the reference run (buffers and each element's certainty level), each
+  buffer's kind, and the runs beside it."""
   buffers: list[np.ndarray]
-  undefined: list[np.ndarray]
-  loose: list[np.ndarray]
+  certainty: list[np.ndarray]
   kinds: list[Kind]
   below: Side | None = None
   above: Side | None = None
@@ -368,16 +368,22 @@ class Expected:
 
 def expect(program: Program, reference, run) -> Expected:
   """The Expected of a program from its permissive reference Emulation; `run(program)` emulates a variant (with the
-  case's inputs and vars) when a kind needs one."""
+  case's inputs and vars) when a comparison needs one."""
   kinds = analyze(program).of_global(program)
-  e = Expected(reference.buffers, reference.undefined, reference.loose, kinds)
-  for side in sides_needed(kinds):
+  e = Expected(reference.buffers, reference.certainty, kinds)
+  for side in sides_needed(reference.certainty, kinds):
     vp = variant_program(program, side)
     em = reference if vp is None else run(vp)
     if side < 0: e.below = Side(em.buffers, em.undefined)
     else: e.above = Side(em.buffers, em.undefined)
   return e
 
+
+def _within_tolerance(ref, got, bound: int) -> np.ndarray:
+  """Within `bound` ulps of the reference; where the reference is NaN, +-inf or +-0, exactly that value."""
+  wide = ref.astype(np.float64)
+  special = ~np.isfinite(wide) | (wide == 0)
+  return np.where(special, same_value(got, ref), ulp_distance(got, ref) <= bound)
 
 def _within_bracket(ref, got, lo, hi, known) -> tuple[np.ndarray, np.ndarray]:
   """(compared, good) of MONO elements: compared where the reference and both ends are finite and defined."""
@@ -400,55 +406,86 @@ def _within_bound(ref, got, magnitude, known, dt: DType, k: int) -> tuple[np.nda
     close = np.abs(a - r) <= 2 * wmma_error_bound(dt, k, widened)
   return compared, np.where(nan, np.isnan(a), close)
 
+
+def _largest_bound(program: Program, dt: DType) -> int:
+  """The largest ULP bound of the program's tolerance ops on dt: a TOLERANCE element of a dt buffer is some such op's
+  result, moved (a computation on it is UNKNOWN)."""
+  ops = {u.op for u in program.uops if u.op in GroupOp.Transcendental and u.dtype.scalar() == dt}
+  return max((spec.ulp_bound(op, dt) or 0 for op in ops), default=0)
+
+def _largest_k(program: Program, dt: DType) -> int:
+  """The largest reduction length of the program's WMMAs giving dt (an ERROR_BOUND element is one's result, moved)."""
+  return max((u.arg[2] for u in program.uops if u.op is Ops.WMMA and u.dtype.scalar() == dt), default=0)
+
+
+@dataclass
+class _Buffer:
+  """One buffer's comparison: reference, backend's values, levels, kind, dtype, and what it found so far."""
+  ref: np.ndarray
+  got: np.ndarray
+  levels: np.ndarray
+  kind: Kind
+  dt: DType
+  good: np.ndarray
+  compared: np.ndarray
+  rules: dict[str, np.ndarray] = field(default_factory=dict)  # rule name -> the elements it compared
+
+  def check(self, rule: str, where: np.ndarray, ok: np.ndarray) -> None:
+    """Elements `where` were compared by `rule`; ok: which elements of the buffer keep it (read only where `where`)."""
+    if not where.any(): return
+    self.good[where] = ok[where]
+    self.compared |= where
+    self.rules[rule] = where
+
+def _compare_buffer(program: Program, e: Expected, b: int, x: _Buffer) -> np.ndarray | None:
+  """Checks buffer b element by element by its level's rule (the module docstring); UNKNOWN elements by the buffer's
+  kind where that states a rule. Returns the alternative values of the allowed-set rule when it was used."""
+  lv = x.levels
+  x.check("exact", lv <= Certainty.NAN_PAYLOAD, same_value(x.got, x.ref))
+  tol = lv == Certainty.TOLERANCE
+  if tol.any():
+    bound = _largest_bound(program, x.dt)
+    x.check(f"tolerance {bound} ulp", tol, _within_tolerance(x.ref, x.got, bound))
+  unknown = lv == Certainty.UNKNOWN
+  bounded = (lv == Certainty.ERROR_BOUND) | (unknown if x.kind[0] == BOUND else False)
+  if bounded.any():
+    assert e.above is not None, "an ERROR_BOUND element needs the above run"
+    known, ok = _within_bound(x.ref, x.got, e.above.buffers[b], bounded & ~e.above.undefined[b], x.dt, _largest_k(program, x.dt))
+    x.check("WMMA error bound", known, ok)
+  if x.kind[0] == MONO and unknown.any():
+    assert e.below is not None and e.above is not None, "a MONO buffer needs both runs"
+    known = unknown & ~e.below.undefined[b] & ~e.above.undefined[b]
+    inside, ok = _within_bracket(x.ref, x.got, e.below.buffers[b], e.above.buffers[b], known)
+    x.check("monotone bracket", inside, ok)
+  allowed = (lv == Certainty.ALLOWED_SET) | (unknown if x.kind[0] == SET else False)
+  if not allowed.any(): return None
+  assert e.below is not None, "an ALLOWED_SET element needs the below run"
+  other = e.below.buffers[b]
+  x.check("allowed set", allowed, same_value(x.got, x.ref) | same_value(x.got, other))
+  return other
+
 def compare(program: Program, e: Expected, got: list[np.ndarray]) -> tuple[Mismatch | None, Tally]:
   """Checks every buffer of a backend's run (`got`) against the emulator's by the rules above; (first mismatch, tally)."""
   tally = Tally()
   first: Mismatch | None = None
   bufs = program.buffers
-  for b, (ref, act, und, lse, kind) in enumerate(zip(e.buffers, got, e.undefined, e.loose, e.kinds)):
+  for b, (ref, act, levels, kind) in enumerate(zip(e.buffers, got, e.certainty, e.kinds)):
     dt = bufs[b].base
     act = np.asarray(act).view(to_np(dt)) if act.dtype != to_np(dt) else act
     if kind[0] == WILD:
       tally.skipped += ref.size
       continue
-    defined = ~und
-    exact_l, loose_l = defined & ~lse, defined & lse
-    good = np.ones(ref.shape, bool)
-    good[exact_l] = same_value(act[exact_l], ref[exact_l])
-    rule, alt = "exact", None
-    if loose_l.any():
-      if kind[0] <= NANPAY: good[loose_l] = same_value(act[loose_l], ref[loose_l])
-      elif kind[0] == TOL:
-        r, a = ref[loose_l], act[loose_l]
-        wide = r.astype(np.float64)
-        special = ~np.isfinite(wide) | (wide == 0)
-        ok = np.where(special, same_value(a, r), ulp_distance(a, r) <= kind[1])
-        good[loose_l] = ok
-        rule = f"tolerance {kind[1]} ulp"
-      elif kind[0] == SET:
-        assert e.below is not None, "a SET buffer needs the below run"
-        good[loose_l] = same_value(act[loose_l], ref[loose_l]) | same_value(act[loose_l], e.below.buffers[b][loose_l])
-        rule, alt = "allowed set", e.below.buffers[b]
-      elif kind[0] == MONO:
-        assert e.below is not None and e.above is not None, "a MONO buffer needs both runs"
-        known = loose_l & ~e.below.undefined[b] & ~e.above.undefined[b]
-        loose_l, ok = _within_bracket(ref, act, e.below.buffers[b], e.above.buffers[b], known)
-        good[loose_l] = ok[loose_l]
-        rule = "monotone bracket"
-      elif kind[0] == BOUND:
-        assert e.above is not None, "a BOUND buffer needs the above run"
-        loose_l, ok = _within_bound(ref, act, e.above.buffers[b], loose_l & ~e.above.undefined[b], dt, kind[1])
-        good[loose_l] = ok[loose_l]
-        rule = "WMMA error bound"
-      else: loose_l = np.zeros_like(loose_l)
-    tally.exact += int(exact_l.sum())
-    tally.loose += int(loose_l.sum())
-    tally.skipped += int(ref.size - exact_l.sum() - loose_l.sum())
-    bad = ~good & (exact_l | loose_l)
+    x = _Buffer(ref, act, levels, kind, dt, np.ones(ref.shape, bool), np.zeros(ref.shape, bool))
+    alternative = _compare_buffer(program, e, b, x)
+    exact = int(np.count_nonzero(levels == Certainty.EXACT))
+    tally.exact += exact
+    tally.loose += int(np.count_nonzero(x.compared)) - exact
+    tally.skipped += int(ref.size - np.count_nonzero(x.compared))
+    bad = ~x.good & x.compared
     if first is None and bad.any():
       el = int(np.argmax(bad))
-      first = Mismatch(b, el, "exact" if exact_l[el] or kind[0] <= NANPAY else rule, dt, ref, act,
-                       alt if loose_l[el] and kind[0] == SET else None)
+      rule = next(name for name, where in x.rules.items() if where[el])
+      first = Mismatch(b, el, rule, dt, ref, act, alternative if rule == "allowed set" else None)
   return first, tally
 
 
