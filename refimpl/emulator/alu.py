@@ -11,7 +11,7 @@ kind (refimpl/emulator/ub.py) and the reason of the first one (in C order), neve
 executor's choice. Their values are 0. A rule declares the kinds it can report with `@undefined(...)` (`undefined_kinds`).
 An op/dtype pair that the verifier rejects raises ValueError; operands of the wrong numpy dtype raise TypeError.
 
-Looseness (docs/semantics.md, "Looseness"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
+Looseness (docs/semantics.md, "Looseness and certainty"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
 pattern: tolerance ops (EXP2 LOG2 SIN off their special values), allowed-set lanes where the choices differ (MULACC fused
 vs unfused, MAX of +0/-0), and every float NaN an op or cast produces (its payload is unspecified). WHERE and BITCAST move
 bits and are never loose; the executor carries looseness of operands forward itself. `Outcome.certainty` is each lane's
