@@ -17,9 +17,12 @@ from enum import IntEnum
 
 import numpy as np
 
+LEVEL = np.uint8  # the numpy type of a level array; None stands for EXACT everywhere
+
 
 class Certainty(IntEnum):
-  """The levels, ordered from the most certain; `meaning`: what the spec promises of an element of that level."""
+  """The levels, ordered from the most certain; `meaning`: what the spec promises of an element of that level; `code`:
+  the level as an element of a level array."""
   EXACT = 0, "one bit pattern"
   NAN_PAYLOAD = 1, "one value up to a NaN's payload: any NaN stands for any other (a non-NaN is its one bit pattern)"
   TOLERANCE = 2, ("a tolerance op's result (EXP2 LOG2 SIN): within the op's ULP bound of the reference "
@@ -35,9 +38,9 @@ class Certainty(IntEnum):
     level = int.__new__(cls, value)
     level._value_ = value
     level.meaning = meaning  # type: ignore[attr-defined]
+    level.code = LEVEL(value)  # type: ignore[attr-defined]
     return level
 
-LEVEL = np.uint8  # the numpy type of a level array; None stands for EXACT everywhere
 EXACT, NAN_PAYLOAD, UNKNOWN, UNDEFINED = (LEVEL(c) for c in (Certainty.EXACT, Certainty.NAN_PAYLOAD, Certainty.UNKNOWN,
                                                              Certainty.UNDEFINED))
 
@@ -67,16 +70,23 @@ def carry_bits(levels: np.ndarray | None) -> np.ndarray | None:
   return None if levels is None else _CARRY_BITS[levels]
 
 def of_loose(values: np.ndarray, loose: np.ndarray | None, level: Certainty) -> np.ndarray | None:
-  """The levels of an op's own result: NAN_PAYLOAD on its loose NaN elements, `level` on its other loose ones."""
+  """The levels of an op's own result (`loose` of the values' shape, holding every NaN the op produced): NAN_PAYLOAD on
+  its NaN elements, `level` on its other loose ones."""
   if loose is None: return None
-  if level == Certainty.NAN_PAYLOAD: return loose.view(LEVEL)  # a bool is one byte, 0 or 1: EXACT or NAN_PAYLOAD
-  return np.where(loose, np.where(np.isnan(values), NAN_PAYLOAD, LEVEL(level)), EXACT)
+  if level is Certainty.NAN_PAYLOAD: return loose.view(LEVEL)  # a bool is one byte, 0 or 1: EXACT or NAN_PAYLOAD
+  out = loose.view(LEVEL) * level.code
+  np.putmask(out, np.isnan(values), NAN_PAYLOAD)
+  return out
 
 def where_undefined(levels: np.ndarray | None, undefined: np.ndarray | None) -> np.ndarray | None:
   """levels with UNDEFINED where `undefined` (a bool mask) is set."""
   if undefined is None: return levels
   marks = undefined.view(LEVEL) * UNDEFINED
   return marks if levels is None else np.maximum(levels, marks)
+
+def is_one_value(levels: np.ndarray) -> np.ndarray:
+  """Elements the spec pins to one value (EXACT, NAN_PAYLOAD): equal bits, or both NaN (refimpl.testing's same_value)."""
+  return levels <= NAN_PAYLOAD
 
 def is_loose(levels: np.ndarray) -> np.ndarray:
   """Elements that are neither EXACT nor UNDEFINED."""

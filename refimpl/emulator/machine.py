@@ -180,9 +180,11 @@ class LaunchTooLarge(ValueError):
 
 class Val(NamedTuple):
   """One uop's value on every lane, and its certainty levels (see the module docstring): they have the values' shape
-  or broadcast to it; None = all EXACT."""
+  or broadcast to it; None = all EXACT. settled: the levels hold no TOLERANCE, ERROR_BOUND or ALLOWED_SET, so they
+  carry as themselves (False: not known; carry them)."""
   v: np.ndarray
   cert: np.ndarray | None = None
+  settled: bool = False
 
 @dataclass(frozen=True)
 class Ref:
@@ -210,23 +212,27 @@ def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.nda
   if a is None and b is None: return None
   return np.where(cond, EXACT if a is None else a, EXACT if b is None else b)
 
-def _val(v: np.ndarray, cert: np.ndarray | None = None) -> Val:
+def _val(v: np.ndarray, cert: np.ndarray | None = None, settled: bool = False) -> Val:
   """A Val whose levels have the values' shape: per-lane levels widen a uniform value to every lane."""
   if cert is None: return Val(v)
   if cert.shape[0] > v.shape[0]: v = np.broadcast_to(v, (cert.shape[0],) + v.shape[1:])
-  return Val(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]))
+  return Val(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]), settled)
+
+def _carry(x: Val) -> np.ndarray | None:
+  """x's levels carried through a computation (certainty.carry)."""
+  return x.cert if x.settled or x.cert is None else carry(x.cert)
 
 def _carried(xs: Sequence[Val]) -> np.ndarray | None:
   """The join of the operands' carried levels: what an op computed from them is at least."""
   out = None
   for x in xs:
-    if x.cert is not None: out = join(out, carry(x.cert))
+    if x.cert is not None: out = join(out, _carry(x))
   return out
 
 def _control(x: Val, active: np.ndarray | None) -> np.ndarray | None:
   """The per-lane control level a gate or bound x gives the active lanes: its carried level there (else EXACT)."""
   if x.cert is None: return None
-  level = carry(x.cert)
+  level = _carry(x)
   return level if active is None else np.where(active, level, EXACT)
 
 @functools.lru_cache(maxsize=64)
@@ -246,7 +252,7 @@ def _repeat(x: Val, lanes: int) -> Val:
   k = lanes // x.v.shape[0]
   def rep(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.repeat(np.broadcast_to(a, x.v.shape), k, axis=0)
-  return Val(rep(x.v), rep(x.cert))
+  return Val(rep(x.v), rep(x.cert), x.settled)
 
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
@@ -517,7 +523,7 @@ class Machine:
   def uncertain(self, gate: Val | None) -> np.ndarray | None:
     """The per-lane control level of a STORE or ASSIGN: the region's, joined with its gate's carried level (active
     lanes; EXACT elsewhere)."""
-    ctl = self.ctl if gate is None else join(self.ctl, carry(gate.cert))
+    ctl = self.ctl if gate is None else join(self.ctl, _carry(gate))
     if ctl is None or self.active is None: return ctl
     return np.where(self.active, ctl, EXACT)
 
@@ -598,7 +604,7 @@ def _const(m: Machine, i: int, u: UOp) -> None:
   """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD)."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
   nan = dtypes.is_float(u.dtype) and np.isnan(float(u.arg))
-  m.env[i] = Val(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL) if nan else None)
+  m.env[i] = Val(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL), settled=True) if nan else Val(v)
 def _index(m: Machine, i: int, u: UOp) -> None:
   """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
   m.env[i] = Ref(m.env[u.src[0]], u.src[1])
@@ -707,7 +713,7 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
     s, lane, ub, reason, operands = out.undefined_step
     m.loops[i] = start + s // len(scan.steps)
     m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (ub, reason, tuple(map(_py, operands))))
-  cert = join(carry(acc.cert), carry(every_step(chain([t.cert for t in terms]))), out.cert)
+  cert = join(_carry(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
   _set_register(m, scan.acc, _val(out.values, cert))
 
 def _if(m: Machine, i: int, u: UOp) -> int:
@@ -755,7 +761,7 @@ def _read(m: Machine, ref: Ref, site: Site, bad: np.ndarray | None) -> tuple[np.
   mem, grid = ref.mem, m.grid
   v = read(mem.data, site, grid, snapshot=mem.mutable)
   cert = None if mem.cert is None else read(mem.cert, site, grid, snapshot=True)
-  shaky = None if ref.idx in m.forms else carry(m.val(ref.idx).cert)  # an uncertain index: so is the element read
+  shaky = None if ref.idx in m.forms else _carry(m.val(ref.idx))  # an uncertain index: so is the element read
   if shaky is not None: cert = join(cert, _lanewise(shaky, v.ndim))
   return v, where_undefined(cert, None if bad is None else _lanewise(bad, v.ndim))
 
@@ -796,7 +802,7 @@ def _alternative(gate: Val, loaded: Val, alt: Val) -> Val:
   """A gated LOAD's value: what it loaded where the gate is true, its alternative where false. Its levels are those of
   the value chosen, joined with the gate's carried level (an uncertain gate: the other value might be chosen)."""
   cond = _lanewise(gate.v, loaded.v.ndim)
-  ctl = None if gate.cert is None else _lanewise(carry(gate.cert), loaded.v.ndim)
+  ctl = None if gate.cert is None else _lanewise(_carry(gate), loaded.v.ndim)
   return _val(np.where(cond, loaded.v, alt.v), join(ctl, _sel(cond, loaded.cert, alt.cert)))
 
 def _store(m: Machine, i: int, u: UOp) -> None:
@@ -809,7 +815,7 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   gate = m.val(u.src[2]) if len(u.src) == 3 else None
   live = m.gated(gate)
   ctl = m.uncertain(gate)
-  shaky = ctl if ref.idx in m.forms else join(ctl, carry(m.val(ref.idx).cert))  # + an uncertain index
+  shaky = ctl if ref.idx in m.forms else join(ctl, _carry(m.val(ref.idx)))  # + an uncertain index
   if shaky is not None: value = _val(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
   count = m.uops[u.src[1]].dtype.count
   _write(m, i, ref, value, live, count)
@@ -844,16 +850,18 @@ def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, co
   if mem.local: mem.written[e] = True
   if raced is not None and raced.any(): mem.levels()[e[raced]] = UNDEFINED
 
-def _settle(m: Machine, i: int, xs: list[Val], out: Any, carried: np.ndarray | None) -> None:
-  """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones, after reporting
-  the active lanes it leaves undefined (UNDEFINED only there: inactive lanes compute harmless garbage)."""
+def _settle(m: Machine, i: int, xs: list[Val], out: Any, carried: np.ndarray | None, settled: bool = True) -> None:
+  """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones (`settled`: they
+  hold no middle level, as carried levels never do), after reporting the active lanes it leaves undefined (UNDEFINED
+  only there: inactive lanes compute harmless garbage)."""
   own = of_loose(out.values, out.loose, out.looseness)
   if out.undefined is not None:
     bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
     m.ub(i, "alu", lanes, lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
     own = where_undefined(own, bad)
-  m.env[i] = _val(out.values, join(own, carried))
+  own_settled = out.loose is None or out.looseness is Certainty.NAN_PAYLOAD
+  m.env[i] = _val(out.values, join(own, carried), settled and own_settled)
 
 def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, str]:
   """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's
@@ -877,13 +885,14 @@ def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
-  _settle(m, i, xs, out, join(carry(xs[0].cert), _sel(xs[0].v, xs[1].cert, xs[2].cert)))
+  chosen = _sel(xs[0].v, xs[1].cert, xs[2].cert)  # moved, not carried
+  _settle(m, i, xs, out, join(_carry(xs[0]), chosen), all(x.settled or x.cert is None for x in xs[1:]))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
   ops', except that BITCAST, which shows a NaN's payload, carries a NAN_PAYLOAD operand as UNKNOWN (carry_bits)."""
   x = m.val(u.src[0])
-  carried = carry_bits(x.cert) if u.op is Ops.BITCAST else carry(x.cert)
+  carried = carry_bits(x.cert) if u.op is Ops.BITCAST else _carry(x)
   _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), carried)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
@@ -893,13 +902,13 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
   def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
     return np.stack([np.broadcast_to(EXACT if a is None else a, (n,)) for a in arrs], axis=-1)
-  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]))
+  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]), all(x.settled or x.cert is None for x in xs))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
   x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
   def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else np.ascontiguousarray(a[:, sel])
-  m.env[i] = Val(pick(x.v), pick(x.cert))
+  m.env[i] = Val(pick(x.v), pick(x.cert), x.settled)
 
 def _wmma(m: Machine, i: int, u: UOp) -> None:
   """WMMA: per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n], every product and sum in float64 in the order c,
@@ -922,9 +931,9 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   out = alu.exec_cast(acc.reshape(shape), dtypes.float64, u.dtype.scalar())
   carried = None
   if a.cert is not None or b.cert is not None or c.cert is not None:
-    rows = np.zeros((1, M, 1), LEVEL) if a.cert is None else carry(a.cert).reshape(-1, M, K).max(axis=2)[:, :, None]
-    cols = np.zeros((1, 1, N), LEVEL) if b.cert is None else carry(b.cert).reshape(-1, K, N).max(axis=1)[:, None, :]
-    cu = np.zeros((1, M, N), LEVEL) if c.cert is None else carry(c.cert).reshape(-1, M, N)
+    rows = np.zeros((1, M, 1), LEVEL) if a.cert is None else _carry(a).reshape(-1, M, K).max(axis=2)[:, :, None]
+    cols = np.zeros((1, 1, N), LEVEL) if b.cert is None else _carry(b).reshape(-1, K, N).max(axis=1)[:, None, :]
+    cu = np.zeros((1, M, N), LEVEL) if c.cert is None else _carry(c).reshape(-1, M, N)
     carried = join(rows, cols, cu).reshape(shape)
   bounded = replace(out, loose=np.ones(out.values.shape, dtype=bool), looseness=Certainty.ERROR_BOUND)
   _settle(m, i, [a, b, c], bounded, carried)

@@ -8,7 +8,8 @@ against the emulator. The backend test files (spec_tests/test_backend_*.py) and 
   check_ops           run ops_kernel on a device; every lane must be an allowed result (assert_allowed, after
                       refimpl.emulator.alu.allowed_results)
   check_against_emulator / run_against_emulator   a whole program on a device vs the emulator: the elements the
-                      emulator marks exact must match bit for bit; loose and undefined elements are not compared
+                      emulator pins to one value (EXACT, NAN_PAYLOAD) must be it (NaN as one value); loose and
+                      undefined elements are not compared
 Rules as small functions: wrap (two's complement wrap-around of a Python int), rne (an exact rational rounded once to
 nearest even), mulacc_tie (operands where fused and unfused MULACC differ).
 """
@@ -23,6 +24,7 @@ import pytest
 from refimpl.device import Device
 from refimpl.dtype import DType, dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_alu
+from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
 from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
 from refimpl.runner import Kernel
@@ -129,15 +131,15 @@ def check_ops(device: str, dt: DType, ops: Sequence[Ops], inputs: dict, n: int) 
 
 def run_against_emulator(device: str, program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (),
                          strict: bool = True) -> tuple[list[np.ndarray], int]:
-  """Runs `program` on the emulator (strict or permissive) and on `device`; asserts that every element the emulator marks
-  exact (neither loose nor undefined) is the same bit for bit (NaN as one value). Returns the device's buffers and how
-  many elements were compared."""
+  """Runs `program` on the emulator (strict or permissive) and on `device`; asserts that every element the emulator pins
+  to one value (certainty EXACT or NAN_PAYLOAD) is that value: the same bits, or a NaN for a NaN. Returns the device's
+  buffers and how many elements were compared."""
   ref = emulate(program, inputs, vals=vals, strict=strict)
   kernel = Kernel(program, device)
   got = kernel(*[x.copy() for x in inputs], vals=vals)
   compared = 0
-  for k, (want, have, loose, undefined) in enumerate(zip(ref.buffers, got, ref.loose, ref.undefined)):
-    exact = ~loose & ~undefined
+  for k, (want, have, levels) in enumerate(zip(ref.buffers, got, ref.certainty)):
+    exact = is_one_value(levels)
     bad = np.flatnonzero(exact & ~same_value(have, want))
     assert len(bad) == 0, (f"{device} {program.name}: buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, "
                            f"{device} {have[bad[0]]!r} ({len(bad)} elements differ)\n{program}")

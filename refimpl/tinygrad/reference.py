@@ -30,6 +30,7 @@ from typing import TextIO
 import numpy as np
 
 from refimpl.dtype import to_np
+from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Program, program_from_json, program_to_json
@@ -156,12 +157,13 @@ def install_reference_device(default: bool = False) -> str:
 # ***** checking mode: tinygrad's own device against the emulator *****
 
 def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.ndarray], vals: tuple[int, ...]) -> str | None:
-  """None when `outputs` (what a device computed from `inputs`) agree with the emulator on every exact element, else
-  the first difference. UndefinedBehavior when the emulator finds the kernel undefined on these inputs."""
+  """None when `outputs` (what a device computed from `inputs`) agree with the emulator on every element it pins to one
+  value (certainty EXACT or NAN_PAYLOAD: the same bits, or a NaN for a NaN), else the first difference.
+  UndefinedBehavior when the emulator finds the kernel undefined on these inputs."""
   res = emulate(program, inputs, vals=vals, strict=False)
   if res.events: raise res.events[0]
-  for k, (want, got, loose) in enumerate(zip(res.buffers, outputs, res.loose)):
-    bad = np.flatnonzero(~loose & ~same_value(got, want))
+  for k, (want, got, levels) in enumerate(zip(res.buffers, outputs, res.certainty)):
+    bad = np.flatnonzero(is_one_value(levels) & ~same_value(got, want))
     if len(bad): return (f"buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, device {got[bad[0]]!r} "
                          f"({len(bad)} elements differ)")
   return None
