@@ -127,3 +127,19 @@ def test_python_m_refimpl_device_prints_every_device_and_passes_the_emulator():
   assert rows["PYTHON"][2:].split()[1] == "PASS" and sum(line.startswith("*") for line in lines) == 1
   failures = [name for name, row in rows.items() if row[2:].split()[1] == "FAIL"]
   assert result.returncode == (1 if failures else 0), result.stdout
+
+
+# *** whole programs against the emulator (refimpl.testing.programs) ***
+
+def test_program_comparison_holds_nan_results_to_a_nan():
+  """Rule: run_against_emulator compares every element the emulator pins to one value (certainty EXACT or NAN_PAYLOAD):
+  MAX with a NaN operand is a NaN (any NaN), so a correct CLANG passes with every element compared and a CLANG whose
+  MAX drops a NaN first operand (refimpl.fuzz.planted.NanMaxClang) is caught."""
+  if Device.open_error("CLANG") is not None: pytest.skip(f"CLANG: {Device.open_error('CLANG')}")
+  from refimpl.testing.programs import check_against_emulator
+  p = elementwise(Ops.MAX, dtypes.float32, 4)
+  inputs = [np.zeros(4, np.float32), np.array([np.nan, 1.0, np.nan, 2.0], np.float32), np.full(4, 1.5, np.float32)]
+  assert check_against_emulator("CLANG", p, inputs) == 12  # the two NaN results too
+  Device.register("NANMAXCLANG_PROGRAMS", "refimpl.fuzz.planted:NanMaxClang")
+  with pytest.raises(AssertionError, match=r"buffer 0 element 0: emulator \S*nan\S*, .*\(2 elements differ\)"):
+    check_against_emulator("NANMAXCLANG_PROGRAMS", p, inputs)
