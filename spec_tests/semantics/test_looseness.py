@@ -2,8 +2,9 @@
 unspecified); WHERE and BITCAST move bits and are never loose by themselves.
 
 Decision row: "looseness" (SPEC.md "Decisions"; alu.Outcome.loose, SPEC.md "Outcomes and looseness"). How looseness travels
-through memory is the executor's (spec_tests/test_emulator_looseness.py). Each rule's own loose lanes are tested in its
-file (test_max.py, test_mulacc.py, test_transcendental.py, test_cast.py).
+through memory is the executor's (spec_tests/test_emulator_looseness.py), and so is how loose each element is, its
+certainty level (spec_tests/test_emulator_certainty.py). Each rule's own loose lanes are tested in its file (test_max.py,
+test_mulacc.py, test_transcendental.py, test_cast.py).
 """
 from __future__ import annotations
 
