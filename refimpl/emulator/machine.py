@@ -215,6 +215,7 @@ def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.nda
 def _val(v: np.ndarray, cert: np.ndarray | None = None, settled: bool = False) -> Val:
   """A Val whose levels have the values' shape: per-lane levels widen a uniform value to every lane."""
   if cert is None: return Val(v)
+  if cert.shape == v.shape: return Val(v, cert, settled)
   if cert.shape[0] > v.shape[0]: v = np.broadcast_to(v, (cert.shape[0],) + v.shape[1:])
   return Val(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]), settled)
 
