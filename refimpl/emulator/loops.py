@@ -249,7 +249,8 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
 def _chain_level(own: np.ndarray | None) -> np.ndarray | None:
   """The level a chain leaves in its accumulator, from each step's own levels `own` (S, L, *vec): the last step's,
   joined with the earlier steps' carried (through the accumulator, an operand of every later step)."""
-  if own is None or own.shape[0] == 1: return None if own is None else own[0]
+  if own is None: return None
+  if own.shape[0] == 1: return own[0]
   return certainty.join(own[-1], certainty.carry(own[:-1].max(axis=0)))
 
 

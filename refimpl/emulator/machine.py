@@ -230,6 +230,10 @@ def _carried(xs: Sequence[Val]) -> np.ndarray | None:
     if x.cert is not None: out = join(out, _carry(x))
   return out
 
+def _all_settled(xs: Sequence[Val]) -> bool:
+  """Whether every one of xs carries its levels as they are (Val.settled, or all EXACT)."""
+  return all(x.settled or x.cert is None for x in xs)
+
 def _control(x: Val, active: np.ndarray | None) -> np.ndarray | None:
   """The per-lane control level a gate or bound x gives the active lanes: its carried level there (else EXACT)."""
   if x.cert is None: return None
@@ -246,7 +250,9 @@ def _exact_levels(n: int) -> np.ndarray:
   """n EXACT levels, read-only and shared (as _no_element)."""
   return np.broadcast_to(EXACT, (n,))
 
-def _all_exact(levels: np.ndarray) -> bool: return levels.strides == (0,) and levels.size > 0 and levels[0] == EXACT
+def _all_exact(levels: np.ndarray) -> bool:
+  """Whether `levels` are the shared all-EXACT ones a run returns for a buffer nothing uncertain reached."""
+  return levels is _exact_levels(levels.size)
 
 def _repeat(x: Val, lanes: int) -> Val:
   """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
@@ -825,8 +831,7 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   # level (unless their gate is exactly false; an undefined or out-of-bounds index marks nothing)
   ctl = np.broadcast_to(ctl, (m.grid.lanes,))
   maybe = (ctl != EXACT) & (True if live is None else ~live)
-  if gate is not None and gate.cert is None: maybe = maybe & gate.v
-  elif gate is not None: maybe = maybe & (gate.v | (gate.cert != EXACT))
+  if gate is not None: maybe = maybe & (gate.v if gate.cert is None else gate.v | (gate.cert != EXACT))
   ok, e = m.addresses(ref, count, maybe)
   if len(ok): np.maximum.at(ref.mem.levels(), e, np.broadcast_to(ctl[ok][:, None], e.shape))
 
@@ -887,7 +892,7 @@ def _where(m: Machine, i: int, u: UOp) -> None:
   xs = [m.val(j) for j in u.src]
   out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
   chosen = _sel(xs[0].v, xs[1].cert, xs[2].cert)  # moved, not carried
-  _settle(m, i, xs, out, join(_carry(xs[0]), chosen), all(x.settled or x.cert is None for x in xs[1:]))
+  _settle(m, i, xs, out, join(_carry(xs[0]), chosen), _all_settled(xs[1:]))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
@@ -903,7 +908,7 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
   def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
     return np.stack([np.broadcast_to(EXACT if a is None else a, (n,)) for a in arrs], axis=-1)
-  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]), all(x.settled or x.cert is None for x in xs))
+  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]), _all_settled(xs))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""

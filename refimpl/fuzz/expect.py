@@ -68,7 +68,7 @@ from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.machine import wmma_error_bound
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
-from refimpl.testing.compare import same_value, ulp_distance
+from refimpl.testing.compare import same_value, within_tolerance
 
 EXACT, NANPAY, TOL, SET, BOUND, MONO, UNKNOWN, WILD = range(8)
 LEVEL_NAMES = ("exact", "nan-payload", "tolerance", "allowed-set", "error-bound", "monotone", "unknown", "wild")
@@ -379,12 +379,6 @@ def expect(program: Program, reference, run) -> Expected:
   return e
 
 
-def _within_tolerance(ref, got, bound: int) -> np.ndarray:
-  """Within `bound` ulps of the reference; where the reference is NaN, +-inf or +-0, exactly that value."""
-  wide = ref.astype(np.float64)
-  special = ~np.isfinite(wide) | (wide == 0)
-  return np.where(special, same_value(got, ref), ulp_distance(got, ref) <= bound)
-
 def _within_bracket(ref, got, lo, hi, known) -> tuple[np.ndarray, np.ndarray]:
   """(compared, good) of MONO elements: compared where the reference and both ends are finite and defined."""
   r, a, below, above = (x.astype(np.float64) for x in (ref, got, lo, hi))
@@ -445,7 +439,7 @@ def _compare_buffer(program: Program, e: Expected, b: int, x: _Buffer) -> np.nda
   tol = lv == Certainty.TOLERANCE
   if tol.any():
     bound = _largest_bound(program, x.dt)
-    x.check(f"tolerance {bound} ulp", tol, _within_tolerance(x.ref, x.got, bound))
+    x.check(f"tolerance {bound} ulp", tol, within_tolerance(x.got, x.ref, bound))
   unknown = lv == Certainty.UNKNOWN
   bounded = (lv == Certainty.ERROR_BOUND) | (unknown if x.kind[0] == BOUND else False)
   if bounded.any():

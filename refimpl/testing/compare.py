@@ -42,9 +42,12 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     across = np.abs(oa).astype(np.uint64) + np.abs(ob).astype(np.uint64)
     return np.where(same_side, np.abs(oa - ob).astype(np.uint64), across)
 
-def _is_special(x: np.ndarray) -> np.ndarray:
-  wide = x.astype(np.float64)
-  return ~np.isfinite(wide) | (wide == 0)
+def within_tolerance(got: np.ndarray, expected: np.ndarray, bound: int) -> np.ndarray:
+  """Lanes of got within `bound` ulps of expected; where expected is NaN, +-inf or +-0, exactly that value (the
+  tolerance rule)."""
+  wide = expected.astype(np.float64)
+  special = ~np.isfinite(wide) | (wide == 0)
+  return np.where(special, same_value(got, expected), ulp_distance(got, expected) <= bound)
 
 @dataclass
 class Verdict:
@@ -86,8 +89,7 @@ def compare(op: Ops, dtype: DType, inputs: list[np.ndarray], got: np.ndarray, ou
     for allowed in alternatives: good |= same_value(got, allowed)
   else:
     bound = spec.ulp_bound(op, dtype)
-    special = _is_special(expected)
-    good = np.where(special, same_value(got, expected), ulp_distance(got, expected) <= bound)
+    good = within_tolerance(got, expected, bound)
     rule = f"tolerance {bound} ulp"
   return Verdict(expected, got, ~good & ~undefined, undefined, rule, alternatives)
 
