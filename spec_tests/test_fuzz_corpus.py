@@ -2,10 +2,15 @@
 (the plugin's `backend` fixture; PYTHON replays it on the emulator alone): a fixed bug stays fixed everywhere. A case
 whose "open" field names a known, unfixed bug is an expected failure (strict: the test turns red when the bug is fixed,
 so that "open" gets cleared)."""
+from pathlib import Path
+
 import pytest
 
 from refimpl.fuzz.corpus import corpus_files, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
+from refimpl.fuzz.graph import Graph
+from refimpl.fuzz.reduce import unused_declarations
+from refimpl.ir import Ops
 
 FILES = corpus_files()
 _RUNS: dict[str, dict] = {}
@@ -37,3 +42,16 @@ def test_corpus_case_agrees_with_the_spec(backend, path):
   backend declares it unsupported)."""
   r = _runs(backend)[path]
   assert r.status in ("ok", "unsupported"), f"{path.name} on {backend}: {r.status} {r.kind}: {r.detail}"
+
+
+REPRODUCERS = FILES + sorted((Path(__file__).resolve().parents[1] / "docs" / "conformance" / "fuzz").rglob("*.json"))
+
+
+@pytest.mark.parametrize("path", REPRODUCERS, ids=lambda p: p.stem)
+def test_a_committed_reproducer_has_no_unused_buffer(path):
+  """Rule (the reducer's pass 9): a reduced reproducer in fuzz/corpus or docs/conformance/fuzz (the published tinygrad
+  findings) takes no kernel argument that nothing uses: no unused DEFINE_GLOBAL or DEFINE_VAR. (An unused DEFINE_LOCAL
+  may stay where the failure needs it: TINYGRAD_LLVM-program---render-error is a renderer that cannot declare one.)"""
+  f = load_finding(path)
+  unused = [n.op for n in unused_declarations(Graph.from_program(f.case.program)) if n.op is not Ops.DEFINE_LOCAL]
+  assert not unused, f.case.program.listing()

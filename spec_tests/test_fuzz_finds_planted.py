@@ -4,8 +4,9 @@ FlushMul), planted in CLANG, LLVM and GPU variants, and reduces each to a handfu
 CI runs one short campaign per backend variant, all four planted backends at once, with a fixed seed whose first
 programs reach every class (found by a search over seeds, generation mode "random", 5 steps at most): what the test
 checks is that generation reaches the classes, that the comparison flags them on a real backend, and that reduction
-gets each to at most 10 uops. A 60 s campaign finding each class on each variant from the default seed is measured
-outside CI (README, Fuzzing)."""
+gets each to at most 10 uops within the default candidate budget (no clock limit: the result is the same on any
+machine). A 60 s campaign finding each class on each variant from the default seed is measured outside CI (README,
+Fuzzing)."""
 import pytest
 
 from refimpl.device import Device
@@ -25,7 +26,7 @@ def test_a_short_campaign_finds_and_reduces_every_planted_class(variant, tmp_pat
   if why is not None: pytest.skip(f"the {variant} variants subclass {base}, which does not open here: {why}")
   backends = [f"refimpl.fuzz.planted:{cls}{variant}" for cls in CLASSES]
   s = run_campaign(Config(seed=SEED, iterations=PROGRAMS, backends=backends, jobs=2, out=tmp_path, quiet=True, batch=4,
-                          reduce_time=60, mode="random", max_steps=MAX_STEPS))
+                          reduce_time=None, mode="random", max_steps=MAX_STEPS))
   for cls, (_, signatures) in CLASSES.items():
     name = f"{cls}{variant}".upper()
     found = [r.finding for r in s.findings if r.finding.signature.backend == name]

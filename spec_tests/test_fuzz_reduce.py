@@ -3,7 +3,7 @@ proposes valid programs, keeps the first still-failing candidate of each batch, 
 import numpy as np
 import pytest
 
-from refimpl.dtype import PtrDType, dtypes
+from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.fuzz.case import Case
 from refimpl.fuzz.generate import Profile, make_program
 from refimpl.fuzz.graph import Graph, Node
@@ -279,3 +279,63 @@ def test_a_value_exchanged_through_local_memory_reduces_to_the_op():
   ops = [u.op for u in r.best.program.uops]
   assert _wrong_mul_near(r.best) and Ops.MUL in ops
   assert not {Ops.DEFINE_LOCAL, Ops.BARRIER} & set(ops) and len(ops) <= 10, r.best.program.listing()
+
+
+# ***** pass 9 and the budget *****
+
+def _case_with_unused_declarations() -> Case:
+  """out[0] = a[1] + a[2], with five buffers, a var and a local that nothing reads declared around it."""
+  a, out = _buf(dtypes.int32, 4), _buf(dtypes.int32, 4)
+  unused = [_buf(dt, 8) for dt in (dtypes.uint8, dtypes.float32, dtypes.int64, dtypes.bool, dtypes.uint16)]
+  var = Node(Ops.DEFINE_VAR, dtypes.int32, (), ("n", 1, 9))
+  local = Node(Ops.DEFINE_LOCAL, dtypes.float32.ptr(4, local=True), (), "lbuf")
+  la, lb = _load(a, 1, dtypes.int32), _load(a, 2, dtypes.int32)
+  add = Node(Ops.ADD, dtypes.int32, [la[-1], lb[-1]])
+  g = Graph([local, a, *unused[:3], var, out, *unused[3:], *la, *lb, add, *_store(out, 0, add)])
+  arrays = [np.arange(4, dtype=np.int32), *[np.ones(8, to_np(b.dtype.base)) for b in unused[:3]], np.zeros(4, np.int32),
+            *[np.ones(8, to_np(b.dtype.base)) for b in unused[3:]]]
+  return Case(g.program(), arrays, (5,))
+
+def _unused(p) -> list:
+  used = {i for u in p.uops for i in u.src}
+  return [u for i, u in enumerate(p.uops) if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL) and i not in used]
+
+def test_unused_declarations_go_in_the_first_candidate():
+  """Rule (pass 9, run first in every round): one cheap candidate drops every DEFINE_GLOBAL, DEFINE_VAR and DEFINE_LOCAL
+  that nothing uses, with their inputs and var values, before any other pass proposes anything."""
+  case = _case_with_unused_declarations()
+  seen: list = []
+  r = _reduce(case, _has(Ops.ADD), seen)
+  first = seen[0].program
+  decls = [u.op for u in first.uops if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL)]
+  assert decls == [Ops.DEFINE_GLOBAL, Ops.DEFINE_GLOBAL], first.listing()
+  assert len(seen[0].inputs) == 2 and seen[0].vals == ()
+  assert [a.tolist() for a in seen[0].inputs] == [[0, 1, 2, 3], [0, 0, 0, 0]]
+  assert not _unused(r.best.program), r.best.program.listing()
+
+def test_unused_declarations_a_failure_needs_are_kept_and_the_rest_go():
+  """Rule (pass 9): when dropping every unused declaration at once loses the failure (here: it needs the local), the
+  declarations are dropped in halves (ddmin), so the reproducer keeps only what the failure needs."""
+  case = _case_with_unused_declarations()
+  needs_local = lambda c: _has(Ops.ADD)(c) and _has(Ops.DEFINE_LOCAL)(c)
+  r = _reduce(case, needs_local)
+  assert [u.op for u in _unused(r.best.program)] == [Ops.DEFINE_LOCAL], r.best.program.listing()
+
+def test_the_budget_is_a_count_of_candidates():
+  """Rule: a reduction proposes at most `max_candidates` candidates and then ends with its best case, so where it ends
+  depends on the verdicts alone, not on the machine's speed."""
+  case = _case_with(Ops.IDIV)
+  full = _reduce(case, _has(Ops.IDIV))
+  for budget in (1, 7, full.tried // 2):
+    seen: list = []
+    r = Reducer(case, max_candidates=budget)
+    batch = r.request()
+    while batch is not None:
+      verdicts = [_has(Ops.IDIV)(c) for c in batch]
+      seen += batch
+      cut = verdicts.index(True) + 1 if True in verdicts else len(verdicts)
+      r.answer(verdicts[:cut] + [None] * (len(batch) - cut))
+      batch = r.request()
+    assert r.tried <= budget and len(seen) <= budget, (budget, r.tried)
+    assert _has(Ops.IDIV)(r.best)
+  assert full.tried > 7

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,11 +45,16 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
   return out + extra
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
+  """Becomes `python -m pytest` with the packaged suite's arguments (exec: pytest's exit status, Ctrl-C and output are
+  the command's own). A fresh interpreter is what lets pytest rewrite the asserts of refimpl's plugin, which this
+  process has already imported."""
   args = parser().parse_args(argv)
-  if args.quick: os.environ["REFIMPL_HYPOTHESIS_PROFILE"] = "dev"
-  import pytest
-  return int(pytest.main(pytest_arguments(args)))
+  env = {**os.environ, "REFIMPL_HYPOTHESIS_PROFILE": "dev"} if args.quick else dict(os.environ)
+  command = [sys.executable, "-m", "pytest", *pytest_arguments(args)]
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os.execve(sys.executable, command, env)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
   python -m refimpl.fuzz [--time S] [--iterations N] [--seed S] [--backend NAME|module:Class ...] [--jobs J]
                          [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--reduce-time S]
+                         [--reduce-candidates N]
                          [--max-steps N] [--mode random|tinygrad|corpus|mix]
   python -m refimpl.fuzz replay FILE... [--backend NAME ...]
 
@@ -19,6 +20,7 @@ from refimpl.fuzz.campaign import Config, run_campaign
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.generate import MODES
+from refimpl.fuzz.reduce import MAX_CANDIDATES
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -57,7 +59,10 @@ def campaign_parser() -> argparse.ArgumentParser:
   ap.add_argument("--compile-timeout", type=_positive(float), default=60.0,
                   help="seconds a compile (a batch, then one kernel) may take before it is a hang")
   ap.add_argument("--no-reduce", action="store_true", help="save findings as found, without reducing them")
-  ap.add_argument("--reduce-time", type=_positive(float), default=60.0, help="seconds of reduction per finding at most")
+  ap.add_argument("--reduce-time", type=_positive(float), default=60.0,
+                  help="seconds of reduction per finding at most (default 60)")
+  ap.add_argument("--reduce-candidates", type=_positive(int), default=MAX_CANDIDATES,
+                  help=f"candidates one reduction may try at most (default {MAX_CANDIDATES}; the same on every machine)")
   ap.add_argument("--max-steps", type=_positive(int), default=24, help="generator steps per program at most")
   ap.add_argument("--mode", choices=(*MODES, "mix"), default="mix",
                   help="random: random kernels; tinygrad: kernels shaped like tinygrad's (upcast vectors, reductions, "
@@ -97,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config(seed=args.seed, iterations=args.iterations, time=args.time, backends=_backends(args.backend),
                  jobs=args.jobs, out=args.out, shard=args.shard, quiet=args.quiet, batch=args.batch, timeout=args.timeout,
                  compile_timeout=args.compile_timeout,
-                 reduce=not args.no_reduce, reduce_time=args.reduce_time, max_steps=args.max_steps, mode=args.mode)
+                 reduce=not args.no_reduce, reduce_time=args.reduce_time,
+                 reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode)
     summary = run_campaign(cfg)
   except (CaseFormatError, ImportError) as e:  # an unreadable finding file; a module:Class backend that does not import
     print(f"error: {e}", file=sys.stderr)

@@ -10,9 +10,10 @@ Findings. A finding gets a pre-signature (backend, op, dtypes, kind) where op is
 (wrong values) or "-" (crashes, hangs, compiler failures). One already known (this run or a file already in --out) is
 counted, not saved again. A new one is saved at once, unreduced (so an interruption loses nothing), then reduced in
 the background, one batch of candidates per worker job, the job ending at the first candidate that still fails (Job.stop),
-reductions served in the order they were found; each smaller case replaces the file atomically. --reduce-time counts
-from a reduction's first batch. When the reduction ends (no smaller case fails the same
-way, or --reduce-time is up, or the campaign ends) the final signature is computed from the reduced case (the op of the
+reductions served in the order they were found; each smaller case replaces the file atomically. A reduction's budget is
+--reduce-candidates candidates (a count: where it ends is the same on every machine) and, where given, --reduce-time
+seconds counted from its first batch. When the reduction ends (no smaller case fails the same way, or a budget is spent,
+or the campaign ends) the final signature is computed from the reduced case (the op of the
 wrong element, or the last computing op of a crashing program) and the file renamed to it, or dropped as a duplicate
 when another finding already has that signature.
 
@@ -56,7 +57,7 @@ from refimpl.fuzz.isolate import (
   WorkerFailed,
   after_loss,
 )
-from refimpl.fuzz.reduce import Reducer, same_failure
+from refimpl.fuzz.reduce import MAX_CANDIDATES, Reducer, same_failure
 
 SHARED_PHASES = ("generate", "emulate")                                  # once per program, whatever the backends
 BACKEND_PHASES = ("render", "compile", "launch", "run", "compare")        # once per program and backend
@@ -96,7 +97,8 @@ class Config:
   timeout: float = 10.0                   # seconds one kernel run may take before it is a hang
   compile_timeout: float = 60.0           # seconds one compile (a batch, or one kernel) may take before it is a hang
   reduce: bool = True
-  reduce_time: float = 60.0               # seconds of reduction per finding at most
+  reduce_time: float | None = 60.0        # seconds of reduction per finding at most (None: no clock limit)
+  reduce_candidates: int = MAX_CANDIDATES # candidates one reduction may propose at most (the same on every machine)
   max_steps: int = 24
   mode: str = "mix"                       # generation mode: random, tinygrad, corpus, or mix (generate.MODES, MIX)
 
@@ -125,10 +127,10 @@ class Record:
 class Reduction:
   """One finding being reduced: the reducer, the batch in flight and its verdicts (see reduce.py). Its time budget
   starts when its first batch goes to a worker (`start`), so a finding waiting behind others keeps its whole budget."""
-  def __init__(self, rid: int, rec: Record, original: Result, budget: float):
+  def __init__(self, rid: int, rec: Record, original: Result, budget: float | None, max_candidates: int):
     self.rid, self.rec, self.original, self.budget = rid, rec, original, budget
-    self.deadline = float("inf")
-    self.reducer = Reducer(rec.finding.case)
+    self.deadline, self.started = float("inf"), None
+    self.reducer = Reducer(rec.finding.case, max_candidates=max_candidates)
     self.batch_no, self.verdicts, self.results = 0, [], []
     self.jobs: dict[int, set] = {}    # job id -> the candidate numbers it carries
     self.waiting: list[Job] = []
@@ -136,7 +138,9 @@ class Reduction:
     self.probing = False               # the reduction is over; the best case runs once more, probed (case.probe)
 
   def start(self, now: float) -> None:
-    if self.deadline == float("inf"): self.deadline = now + self.budget
+    if self.started is not None: return
+    self.started = now
+    if self.budget is not None: self.deadline = now + self.budget
 
   def items(self, cases: list[Case], ks: list[int] | None = None) -> list[Item]:
     b = () if self.original.backend == EMULATOR else (self.original.backend,)
@@ -490,7 +494,7 @@ class Campaign:
     self.known[pre] = rec
     self.progress.message(f"found {pre}: {r.detail.splitlines()[0][:160] if r.detail else ''} -> {rec.path}")
     if self.cfg.reduce:
-      red = Reduction(next(self.rids), rec, r, self.cfg.reduce_time)
+      red = Reduction(next(self.rids), rec, r, self.cfg.reduce_time, self.cfg.reduce_candidates)
       self.reductions.append(red)
       self.start_batch(red)
     else: rec.reducing = False
@@ -548,7 +552,7 @@ class Campaign:
     self.reductions.remove(red)
     rec, f = red.rec, red.rec.finding
     rec.reducing = False
-    if red.deadline != float("inf"): rec.reduce_s = time.perf_counter() - (red.deadline - red.budget)
+    if red.started is not None: rec.reduce_s = time.perf_counter() - red.started
     rec.candidates = red.reducer.tried
     op = rec.op if f.kind.startswith(("wrong-value", "emulator-error")) and rec.op != "-" else last_op(f.case.program)
     final = signature(f.signature.backend, op, f.kind)

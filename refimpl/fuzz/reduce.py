@@ -32,10 +32,13 @@ Passes, repeated until a whole round changes nothing:
   7. constants: each CONST becomes 0, else 1 (not a RANGE's start).
   8. inputs: each buffer all zeros, else zeros in halves, quarters, ... (down to single elements in buffers of up to 64,
      1/64ths in larger ones); each var its minimum.
-  9. buffers nothing uses any more are dropped (with their inputs), and unused locals.
+  9. declarations nothing uses (DEFINE_GLOBAL with its input, DEFINE_VAR with its value, DEFINE_LOCAL; BARRIERs go
+     once no local is left) are dropped in one cheap candidate, else in halves (ddmin); this pass also runs first in
+     every round and right after pass 1, before the expensive passes, so no reproducer keeps an unused buffer.
 Passes 3 (a RANGE) and 5 may grow a case by a few CONSTs (no later pass undoes them: no pass widens a RANGE or makes
 vectors); every other edit must shrink it.
-A candidate that fails verification is never proposed; one that has undefined behaviour is discarded by the worker
+A reduction's budget is a count of candidates (`max_candidates`), so where it ends does not depend on the machine's
+speed. A candidate that fails verification is never proposed; one that has undefined behaviour is discarded by the worker
 (never interesting), so reduction cannot slide into a UB false alarm.
 """
 from __future__ import annotations
@@ -54,11 +57,17 @@ from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
 
 MAX_BATCH = 16
 MAX_ROUNDS = 20
+MAX_CANDIDATES = 2000  # candidates one reduction may propose (its budget, in counts: the same on every machine)
 MAX_SPECIAL = 64      # launch dimensions up to this size get one candidate per value (pass 3)
 SCALARIZE_SLACK = 8   # uops a scalarized case may have beyond the best (a lane's shifted indices); no pass makes vectors
 VALUE_OPS = GroupOp.ALU | {Ops.CONST, Ops.LOAD, Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE, Ops.WMMA}
+DECLARATION_OPS = (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL)
 UNIT_OPS = GroupOp.ALU | {Ops.STORE, Ops.BARRIER, Ops.CAST, Ops.BITCAST, Ops.LOAD, Ops.GEP, Ops.VECTORIZE, Ops.WMMA,
                           Ops.ASSIGN, Ops.DEFINE_ACC, Ops.SPECIAL, Ops.DEFINE_VAR}
+
+
+class BudgetSpent(Exception):
+  """The reduction has proposed `max_candidates` candidates: it ends with the best case so far."""
 
 
 def same_failure(original, candidate) -> bool:
@@ -116,6 +125,23 @@ def replace_uses(g: Graph, old: Node, new: Node) -> None:
   """Every use of `old` reads `new` instead; what is then dead is removed."""
   for n in g.nodes: n.src = [new if x is old else x for x in n.src]
   g.dce()
+
+def unused_declarations(g: Graph) -> list[Node]:
+  """The DEFINE_GLOBAL, DEFINE_VAR and DEFINE_LOCAL nodes nothing reads."""
+  used = {id(s) for n in g.nodes for s in n.src}
+  return [n for n in g.nodes if n.op in DECLARATION_OPS and id(n) not in used]
+
+def drop_declarations(s: State, gone: list[Node]) -> None:
+  """Pass 9 (module docstring) on s, in place: the nodes `gone` (unused declarations) go with their inputs and var
+  values, and the BARRIERs once no DEFINE_LOCAL is left (a barrier orders only a workgroup's memory)."""
+  if not gone: raise ValueError("nothing to drop")
+  ids = {id(n) for n in gone}
+  g = s.graph
+  g.nodes = [n for n in g.nodes if id(n) not in ids]
+  if not any(n.op is Ops.DEFINE_LOCAL for n in g.nodes): g.nodes = [n for n in g.nodes if n.op is not Ops.BARRIER]
+  for i in ids:
+    s.arrays.pop(i, None)
+    s.vars.pop(i, None)
 
 def stored_buffers(g: Graph) -> set[int]:
   return {id(n.src[0].src[0]) for n in g.nodes if n.op is Ops.STORE and n.src[0].op is Ops.INDEX}
@@ -256,8 +282,8 @@ def remove(s: State, chosen: list[tuple[str, Node]]) -> None:
 
 class Reducer:
   """See the module docstring. `tried` counts the candidates proposed so far."""
-  def __init__(self, case: Case, max_batch: int = MAX_BATCH):
-    self.best, self.max_batch, self.tried = case, max_batch, 0
+  def __init__(self, case: Case, max_batch: int = MAX_BATCH, max_candidates: int = MAX_CANDIDATES):
+    self.best, self.max_batch, self.max_candidates, self.tried = case, max_batch, max_candidates, 0
     self._state = State.of(case)
     self._gen = self._run()
     self._pending: list[Case] | None = next(self._gen, None)
@@ -287,7 +313,8 @@ class Reducer:
       if smaller and size(case) >= size(self.best): continue
       cands.append((st, case))
     for k in range(0, len(cands), self.max_batch):
-      chunk = cands[k:k + self.max_batch]
+      chunk = cands[k:k + min(self.max_batch, self.max_candidates - self.tried)]
+      if not chunk: raise BudgetSpent
       self.tried += len(chunk)
       verdicts = yield [c for _, c in chunk]
       for (st, case), v in zip(chunk, verdicts):
@@ -298,9 +325,14 @@ class Reducer:
     return False
 
   def _run(self) -> Generator[list[Case], list, None]:
+    with contextlib.suppress(BudgetSpent): yield from self._rounds()
+
+  def _rounds(self) -> Generator[list[Case], list, None]:
     for _ in range(MAX_ROUNDS):
       before = self.best
+      yield from self._drop_declarations()
       yield from self._remove_units()
+      yield from self._drop_declarations()
       yield from self._retarget()
       yield from self._specials()
       yield from self._locals_to_inputs()
@@ -311,21 +343,31 @@ class Reducer:
       yield from self._loads_to_constants()
       yield from self._constants()
       yield from self._inputs()
-      yield from self._try([lambda st, m: self._drop_buffers(st)], smaller=True)
+      yield from self._drop_declarations()
       if self.best is before: return
 
-  def _remove_units(self):
-    size = max(1, len(units(self._state.graph)) // 2)
+  def _ddmin(self, items, apply, size: int):
+    """Tries applying chunks of `items(graph)` (lists of (kind, node)) with `apply(state, chosen)`, chunks of `size`
+    first, halving the size while no chunk still fails (ddmin's granularity); starts again after each success."""
     while True:
-      us = units(self._state.graph)
+      us = items(self._state.graph)
       if not us: return
       chunks = [us[k:k + size] for k in range(0, len(us), size)]
       def edit(chunk):
         ids = [id(n) for _, n in chunk]
-        return lambda st, m: remove(st, [(k, m[i]) for (k, _), i in zip(chunk, ids)])
+        return lambda st, m: apply(st, [(k, m[i]) for (k, _), i in zip(chunk, ids)])
       if (yield from self._try([edit(c) for c in chunks], smaller=True)): continue
       if size == 1: return
       size = max(1, size // 2)
+
+  def _remove_units(self):
+    yield from self._ddmin(units, remove, max(1, len(units(self._state.graph)) // 2))
+
+  def _drop_declarations(self):
+    """Pass 9 (module docstring): every unused declaration in one candidate first, then halves."""
+    unused = lambda g: [("node", n) for n in unused_declarations(g)]
+    yield from self._ddmin(unused, lambda st, chosen: drop_declarations(st, [n for _, n in chosen]),
+                           len(unused(self._state.graph)))
 
   def _retarget(self):
     """Stores an operand of a stored value instead of the value (into a new buffer of the operand's dtype, at the same
@@ -349,7 +391,7 @@ class Reducer:
           store.src = [new_ix, x, *store.src[2:]]
           st.arrays[id(buf)] = np.zeros(buf.dtype.size, to_np(buf.dtype.base))
           st.graph.dce()
-          with contextlib.suppress(ValueError): self._drop_buffers(st)
+          with contextlib.suppress(ValueError): drop_declarations(st, unused_declarations(st.graph))
         return f
       yield from self._try([edit(id(s), j) for j in range(len(v.src))], smaller=True)
 
@@ -498,13 +540,3 @@ class Reducer:
           var = [n for n in st.graph.nodes if n.op is Ops.DEFINE_VAR][k]
           st.vars[id(var)] = var.arg[1]
         yield from self._try([f])
-
-  @staticmethod
-  def _drop_buffers(st: State) -> None:
-    used = {id(s) for n in st.graph.nodes for s in n.src}
-    barrier = any(n.op is Ops.BARRIER for n in st.graph.nodes)
-    kinds = (Ops.DEFINE_GLOBAL,) if barrier else (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL)
-    gone = [b for b in st.graph.nodes if b.op in kinds and id(b) not in used]
-    if not gone: raise ValueError("nothing to drop")
-    st.graph.nodes = [n for n in st.graph.nodes if n not in gone]
-    for b in gone: st.arrays.pop(id(b), None)
