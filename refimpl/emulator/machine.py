@@ -178,7 +178,7 @@ class LaunchTooLarge(ValueError):
 
 # ***** values *****
 
-class Val(NamedTuple):
+class Value(NamedTuple):
   """One uop's value on every lane, and its certainty levels (see the module docstring): they have the values' shape
   or broadcast to it; None = all EXACT. settled: the levels hold no TOLERANCE, ERROR_BOUND or ALLOWED_SET, so they
   carry as themselves (False: not known; carry them)."""
@@ -212,32 +212,32 @@ def _sel(cond: np.ndarray, a: np.ndarray | None, b: np.ndarray | None) -> np.nda
   if a is None and b is None: return None
   return np.where(cond, EXACT if a is None else a, EXACT if b is None else b)
 
-def _val(v: np.ndarray, cert: np.ndarray | None = None, settled: bool = False) -> Val:
-  """A Val whose levels have the values' shape: per-lane levels widen a uniform value to every lane."""
-  if cert is None: return Val(v)
-  if cert.shape == v.shape: return Val(v, cert, settled)
+def _with_levels(v: np.ndarray, cert: np.ndarray | None = None, settled: bool = False) -> Value:
+  """A Value whose levels have the values' shape: per-lane levels widen a uniform value to every lane."""
+  if cert is None: return Value(v)
+  if cert.shape == v.shape: return Value(v, cert, settled)
   if cert.shape[0] > v.shape[0]: v = np.broadcast_to(v, (cert.shape[0],) + v.shape[1:])
-  return Val(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]), settled)
+  return Value(v, np.broadcast_to(_lanewise(cert, v.ndim), (cert.shape[0],) + v.shape[1:]), settled)
 
-def _carry(x: Val) -> np.ndarray | None:
+def _carried_levels(x: Value) -> np.ndarray | None:
   """x's levels carried through a computation (certainty.carry)."""
   return x.cert if x.settled or x.cert is None else carry(x.cert)
 
-def _carried(xs: Sequence[Val]) -> np.ndarray | None:
+def _inherited_levels(xs: Sequence[Value]) -> np.ndarray | None:
   """The join of the operands' carried levels: what an op computed from them is at least."""
   out = None
   for x in xs:
-    if x.cert is not None: out = join(out, _carry(x))
+    if x.cert is not None: out = join(out, _carried_levels(x))
   return out
 
-def _all_settled(xs: Sequence[Val]) -> bool:
-  """Whether every one of xs carries its levels as they are (Val.settled, or all EXACT)."""
+def _all_settled(xs: Sequence[Value]) -> bool:
+  """Whether every one of xs carries its levels as they are (Value.settled, or all EXACT)."""
   return all(x.settled or x.cert is None for x in xs)
 
-def _control(x: Val, active: np.ndarray | None) -> np.ndarray | None:
+def _control_level(x: Value, active: np.ndarray | None) -> np.ndarray | None:
   """The per-lane control level a gate or bound x gives the active lanes: its carried level there (else EXACT)."""
   if x.cert is None: return None
-  level = _carry(x)
+  level = _carried_levels(x)
   return level if active is None else np.where(active, level, EXACT)
 
 @functools.lru_cache(maxsize=64)
@@ -254,12 +254,12 @@ def _all_exact(levels: np.ndarray) -> bool:
   """Whether `levels` are the shared all-EXACT ones a run returns for a buffer nothing uncertain reached."""
   return levels is _exact_levels(levels.size)
 
-def _repeat(x: Val, lanes: int) -> Val:
+def _repeat(x: Value, lanes: int) -> Value:
   """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
   k = lanes // x.v.shape[0]
   def rep(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.repeat(np.broadcast_to(a, x.v.shape), k, axis=0)
-  return Val(rep(x.v), rep(x.cert), x.settled)
+  return Value(rep(x.v), rep(x.cert), x.settled)
 
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
@@ -327,63 +327,69 @@ class Plan:
     return plans[vals]
 
 
+class Control(NamedTuple):
+  """The lanes that run the code now, and how surely (see "Control rule"). A block or a loop run as lanes runs under
+  its own and puts the enclosing one back when it ends: the control is saved and restored as one value."""
+  grid: Grid                    # the lanes: the launch or a chunk of its workgroups, with an axis per loop run as lanes
+  handlers: list[Callable]      # per uop, what runs it (a loop run as lanes skips the steps loops.fold applies)
+  active: np.ndarray | None = None   # the lanes executing; None: every lane
+  real: np.ndarray | None = None     # the active lanes that really run (not phantom); None: every lane
+  phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run
+  level: np.ndarray | None = None    # per lane: the region's control level; None: EXACT
+
+
 class Machine:
-  """The state of one run: values (env), memories, the active mask, loop counters and the events found."""
+  """The state of one run: values (env), memories, the control (which lanes run), loop counters and the events found.
+  What is known before the run is its Plan's."""
   def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
-    self.uops, self.strict, self.grid, self.launch = plan.uops, strict, plan.grid, plan.grid
-    self.infos, self.forms, self.alias = plan.infos, plan.forms, plan.alias
-    self.block_end, self.assigned, self.lane_loops = plan.block_end, plan.assigned, plan.lane_loops
-    self.enclosing, self.lane_bytes, self.operand_dtype = plan.enclosing, plan.lane_bytes, plan.operand_dtype
-    self.plan, self.free, self.stored = plan.handlers, plan.free, plan.stored
+    self.plan, self.strict = plan, strict
     self.globals: dict[int, Memory] = {}
-    for i, u in enumerate(self.uops):
+    for i, u in enumerate(plan.uops):
       if u.op is Ops.DEFINE_GLOBAL:
         given = np.asarray(buffers[u.arg])
         data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
-        self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, self.grid, False, i not in plan.free,
+        self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
                                  i in plan.stored)
     self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event]
     self.chunked = False  # the launch runs in chunks of workgroups: strict mode raises the first finding at the end
-    self.start(self.grid)
+    self.start(plan.grid)
 
   def start(self, grid: Grid) -> None:
     """Ready to run the program on `grid` (the launch, or a chunk of its workgroups): no values yet, fresh locals."""
-    self.grid = grid
-    self.env: list[Any] = [None] * len(self.uops)
+    plan = self.plan
+    self.control = Control(grid, plan.handlers)
+    self.env: list[Any] = [None] * len(plan.uops)
     for i, mem in self.globals.items(): self.env[i] = mem
     self.locals: list[Memory] = []
-    for i, u in enumerate(self.uops):
+    for i, u in enumerate(plan.uops):
       if u.op is Ops.DEFINE_LOCAL:
         data = np.zeros(u.dtype.size * grid.workgroups, dtype=to_np(u.dtype.base))
-        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in self.free,
-                             i in self.stored)
+        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
+                             i in plan.stored)
         self.locals.append(self.env[i])
-    self.active: np.ndarray | None = None  # None: every lane
-    self.real: np.ndarray | None = None    # the active lanes that really run (not phantom); None: every lane
-    self.phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run (see "Control rule")
-    self.ctl: np.ndarray | None = None     # per lane: the region's control level (see "Control rule"); None: EXACT
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
     self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
     self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)
 
   def run(self, lo: int, hi: int) -> None:
     """Executes uops lo..hi-1 (block handlers return the index after their block)."""
+    handlers, uops = self.control.handlers, self.plan.uops  # a block that changes them puts them back
     i = lo
     while i < hi:
-      nxt = self.plan[i](self, i, self.uops[i])
+      nxt = handlers[i](self, i, uops[i])
       i = i + 1 if nxt is None else nxt
 
-  def val(self, j: int) -> Val:
+  def value_of(self, j: int) -> Value:
     """The value of uop j now (an ASSIGN reads as its register; an affine value is computed on first use; inside a
     loop run as lanes, a value from before it is repeated for the loop's lanes)."""
-    j = self.alias[j]
+    j = self.plan.alias[j]
     x = self.env[j]
-    if x is LAZY: self.keep(j, Val(self.grid.evaluate(*self.place(self.forms[j])).astype(np.int32)))
-    elif self.regions and isinstance(x, Val) and x.v.shape[0] not in (1, self.grid.lanes):
-      self.keep(j, _repeat(x, self.grid.lanes))
+    grid = self.control.grid
+    if x is LAZY: self.keep(j, Value(grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
+    elif self.regions and isinstance(x, Value) and x.v.shape[0] not in (1, grid.lanes): self.keep(j, _repeat(x, grid.lanes))
     return self.env[j]
 
-  def keep(self, j: int, x: Val) -> None:
+  def keep(self, j: int, x: Value) -> None:
     """Sets uop j's value; one from before the innermost loop run as lanes is put back when that loop ends."""
     if self.regions and j < self.regions[-1][0]: self.regions[-1][1].setdefault(j, self.env[j])
     self.env[j] = x
@@ -391,9 +397,10 @@ class Machine:
   def place(self, form: tuple) -> tuple[tuple[int, ...], int]:
     """An affine form on the current grid: (a coefficient per grid axis, offset), loop counters filled in."""
     coef, loops, off = form
-    off = self.grid.shifted(coef, off)
-    if not loops and len(self.grid.shape) == 6: return coef, off
-    full = list(coef) + [0] * (len(self.grid.shape) - 6)
+    grid = self.control.grid
+    off = grid.shifted(coef, off)
+    if not loops and len(grid.shape) == 6: return coef, off
+    full = list(coef) + [0] * (len(grid.shape) - 6)
     for r, c in loops:
       if r in self.axes:
         axis, start = self.axes[r]
@@ -418,8 +425,9 @@ class Machine:
     k = self.first_lane(lanes)
     key, entry = self.order_key(i, int(lanes[k])), self.events.get((i, kind))
     if self.strict:  # the lanes of the first execution of the uop that has it: those in the iteration of lanes[k]
-      it = self.grid.iteration(lanes)
-      count = len(lanes) if self.grid.inner == 1 else int(np.count_nonzero(it == it[k]))
+      grid = self.control.grid
+      it = grid.iteration(lanes)
+      count = len(lanes) if grid.inner == 1 else int(np.count_nonzero(it == it[k]))
       if entry is not None and entry[0] <= key:
         if entry[0][:-1] == key[:-1]: entry[1][-1] += count  # the same execution, in a later chunk of workgroups
         return
@@ -429,7 +437,7 @@ class Machine:
         entry[1][-1] = count
         return
     ub, reason, operands = describe(k)
-    ev = [self.uops[i].op, i, self.grid.thread(lanes[k]), operands, reason, count]
+    ev = [self.plan.uops[i].op, i, self.control.grid.thread(lanes[k]), operands, reason, count]
     if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev, kind=ub)
     self.events[(i, kind)] = [key, ev, ub]
 
@@ -444,13 +452,13 @@ class Machine:
     self.chunked = True
     for grid in grids:
       self.start(grid)
-      self.run(0, len(self.uops))
+      self.run(0, len(self.plan.uops))
     if self.strict: self.raise_first()
 
   def first_lane(self, lanes: np.ndarray) -> int:
     """The position in `lanes` of the lane that the sequential order reaches first: the earliest iteration of the
     loops run as lanes, then the lowest thread."""
-    g = self.grid
+    g = self.control.grid
     if g.inner == 1: return 0
     return int(np.argmin(g.iteration(lanes) * (g.lanes // g.inner) + g.tids(lanes)))
 
@@ -458,11 +466,12 @@ class Machine:
     """Where uop i on `lane` comes in the sequential order: (loop, counter) for each RANGE around it, the uop, the
     thread. Keys compare like the order in which the sequential rule executes."""
     key: list[int] = []
-    coords = np.unravel_index(lane, self.grid.shape) if self.axes else ()
-    for r in self.enclosing[i]:
+    grid = self.control.grid
+    coords = np.unravel_index(lane, grid.shape) if self.axes else ()
+    for r in self.plan.enclosing[i]:
       if r in self.axes: key += [r, self.axes[r][1] + int(coords[self.axes[r][0]])]
       else: key += [r, self.loops.get(r, 0)]
-    return (*key, i, int(self.grid.tids(np.int64(lane))))
+    return (*key, i, int(grid.tids(np.int64(lane))))
 
   def ub_elements(self, i: int, kind: str, lanes: np.ndarray, e: np.ndarray, bad: np.ndarray,
                   describe: Callable[[int, int], tuple[UB, str, tuple]]) -> None:
@@ -474,74 +483,78 @@ class Machine:
     """Lanes whose control at `block` is uncertain (ctl: per lane, the control level the block's gate / bounds give):
     every accumulator the block assigns joins that level there, whether or not the lane runs the block."""
     if ctl is None: return
-    ctl = np.broadcast_to(ctl, (self.grid.lanes,))
+    ctl = np.broadcast_to(ctl, (self.control.grid.lanes,))
     if not ctl.any(): return
-    for acc in self.assigned.get(block, ()):
+    for acc in self.plan.assigned.get(block, ()):
       x = self.env[acc]
-      self.env[acc] = _val(x.v, join(x.cert, _lanewise(ctl, x.v.ndim)))
+      self.env[acc] = _with_levels(x.v, join(x.cert, _lanewise(ctl, x.v.ndim)))
 
   # ***** control *****
 
   def narrow(self, cond: np.ndarray, ctl: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(the active lanes where cond holds and is defined, the active lanes whose cond is undefined: ctl, the control
     level cond gives, is UNDEFINED); (1,) when uniform."""
-    act = cond if self.active is None else self.active & cond
+    active = self.control.active
+    act = cond if active is None else active & cond
     if ctl is None: return act, None
     undef = ctl == UNDEFINED
-    lost = undef if self.active is None else self.active & undef
+    lost = undef if active is None else active & undef
     return act & ~undef, lost
 
   def block(self, i: int, active: np.ndarray | None, phantom: np.ndarray | None = None,
             ctl: np.ndarray | None = None) -> None:
     """Runs the body of block i with `active` as the mask; `phantom` of those lanes only might run it, and `ctl` is the
     control level the block's gate / bounds give each lane (both join the enclosing region's)."""
-    saved = self.active, self.real, self.phantom, self.ctl
-    self.active = active
-    if phantom is not None or self.phantom is not None:
-      self.phantom = _or(self.phantom, None if phantom is None else np.broadcast_to(phantom, (self.grid.lanes,)))
-      self.real = np.broadcast_to(True if active is None else active, (self.grid.lanes,)) & ~self.phantom
-    else: self.real = active
-    self.ctl = join(self.ctl, ctl)
-    try: self.run(i + 1, self.block_end[i])
-    finally: self.active, self.real, self.phantom, self.ctl = saved
+    outer = self.control
+    real, phantom_lanes = active, outer.phantom
+    if phantom is not None or outer.phantom is not None:
+      lanes = outer.grid.lanes
+      phantom_lanes = _or(outer.phantom, None if phantom is None else np.broadcast_to(phantom, (lanes,)))
+      real = np.broadcast_to(True if active is None else active, (lanes,)) & ~phantom_lanes
+    level = outer.level if ctl is None else join(outer.level, ctl)
+    self.control = Control(outer.grid, outer.handlers, active, real, phantom_lanes, level)
+    try: self.run(i + 1, self.plan.block_end[i])
+    finally: self.control = outer
 
-  def gated(self, gate: Val | None) -> np.ndarray | None:
+  def gated(self, gate: Value | None) -> np.ndarray | None:
     """The lanes a LOAD/STORE accesses memory on: really running, gate true and defined. None = every lane."""
-    if gate is None: return self.real
+    real = self.control.real
+    if gate is None: return real
     g = gate.v if gate.cert is None else gate.v & (gate.cert != UNDEFINED)
-    if g.shape[0] == 1: return self.real if g[0] else np.zeros(self.grid.lanes, dtype=bool)
-    return g if self.real is None else self.real & g
+    if g.shape[0] == 1: return real if g[0] else np.zeros(self.control.grid.lanes, dtype=bool)
+    return g if real is None else real & g
 
   def addresses(self, ref: Ref, count: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where the access of ref lands on `lanes` ((lanes,) bool), without checks or reports: (the lanes whose index is
     defined and in bounds, their flat addresses (L, count))."""
-    mem, grid = ref.mem, self.grid
-    form = self.forms.get(ref.idx)
+    mem, grid = ref.mem, self.control.grid
+    form = self.plan.forms.get(ref.idx)
     if form is not None:
       idx, ok = grid.evaluate(*self.place(form)), lanes
     else:
-      x = self.val(ref.idx)
+      x = self.value_of(ref.idx)
       idx, ok = x.v, lanes if x.cert is None else lanes & (x.cert != UNDEFINED)
     idx = np.broadcast_to(idx, (grid.lanes,)).astype(np.int64)
     ok = np.flatnonzero(ok & (idx >= 0) & (idx <= mem.size - count))
     addr = idx[ok] + (grid.ids[ok] // grid.group * mem.size if mem.local else 0)
     return ok, addr[:, None] + np.arange(count)
 
-  def uncertain(self, gate: Val | None) -> np.ndarray | None:
+  def uncertain(self, gate: Value | None) -> np.ndarray | None:
     """The per-lane control level of a STORE or ASSIGN: the region's, joined with its gate's carried level (active
     lanes; EXACT elsewhere)."""
-    ctl = self.ctl if gate is None else join(self.ctl, _carry(gate))
-    if ctl is None or self.active is None: return ctl
-    return np.where(self.active, ctl, EXACT)
+    level, active = self.control.level, self.control.active
+    ctl = level if gate is None else join(level, _carried_levels(gate))
+    if ctl is None or active is None: return ctl
+    return np.where(active, ctl, EXACT)
 
   # ***** memory *****
 
   def locate(self, i: int, u: UOp, ref: Ref, count: int, live: np.ndarray | None) -> tuple[Site, np.ndarray | None]:
     """Where the access of uop i lands on the `live` lanes, and the lanes whose access is undefined (an undefined
     index or out of bounds: reported here, and dropped from the site's live lanes)."""
-    mem, grid = ref.mem, self.grid
+    mem, grid = ref.mem, self.control.grid
     limit = mem.size - count  # the largest index a `count`-element access may start at
-    form = self.forms.get(ref.idx)
+    form = self.plan.forms.get(ref.idx)
     bad = None
     if form is not None:
       coef, off = self.place(form)
@@ -551,8 +564,8 @@ class Machine:
         return Site(mem, count, live, view=(tuple(a + b for a, b in zip(coef, base)), off)), None
       idx, checked = grid.evaluate(coef, off), False
     else:
-      x = self.val(ref.idx)
-      idx, info = x.v, self.infos.get(ref.idx, FULL)
+      x = self.value_of(ref.idx)
+      idx, info = x.v, self.plan.infos.get(ref.idx, FULL)
       checked = info.lo >= 0 and info.hi <= limit
       if x.cert is not None:
         undef = x.cert == UNDEFINED
@@ -576,11 +589,11 @@ class Machine:
 
   def element_name(self, mem: Memory, e: int) -> str:
     if not mem.local: return f"element {e} of {mem.name}"
-    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.grid.first_group})"
+    return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.control.grid.first_group})"
 
   def thread_name(self, tid: int) -> str:
     """A thread that race tracking recorded (its lane number in the launch)."""
-    return str(self.launch.thread(tid)) if tid >= 0 else "several threads"
+    return str(self.plan.grid.thread(tid)) if tid >= 0 else "several threads"
 
 
 # ***** handlers: (machine, uop index, uop) -> None, or the index to continue at (blocks) *****
@@ -611,29 +624,30 @@ def _const(m: Machine, i: int, u: UOp) -> None:
   """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD)."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
   nan = dtypes.is_float(u.dtype) and np.isnan(float(u.arg))
-  m.env[i] = Val(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL), settled=True) if nan else Val(v)
+  m.env[i] = Value(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL), settled=True) if nan else Value(v)
 def _index(m: Machine, i: int, u: UOp) -> None:
   """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
   m.env[i] = Ref(m.env[u.src[0]], u.src[1])
 
 def _define_acc(m: Machine, i: int, u: UOp) -> None:
   """DEFINE_ACC: a register per lane, holding the initial value (with its levels)."""
-  m.env[i] = m.val(u.src[0])
+  m.env[i] = m.value_of(u.src[0])
 
 def _assign(m: Machine, i: int, u: UOp) -> None:
   """ASSIGN: the register takes the value (with its levels) on active lanes and keeps its own elsewhere; the ASSIGN
   reads as the register. Under uncertain control the register joins the control level on those lanes."""
-  _set_register(m, u.src[0], m.val(u.src[1]))
+  _set_register(m, u.src[0], m.value_of(u.src[1]))
 
-def _set_register(m: Machine, acc: int, new: Val) -> None:
-  if m.real is None and m.ctl is None:
+def _set_register(m: Machine, acc: int, new: Value) -> None:
+  real = m.control.real
+  if real is None and m.control.level is None:
     m.env[acc] = new
     return
-  old, act = m.env[acc], np.ones(1, bool) if m.real is None else m.real
+  old, act = m.env[acc], np.ones(1, bool) if real is None else real
   v = np.where(_lanewise(act, new.v.ndim), new.v, old.v)
   ctl = m.uncertain(None)
   cert = _sel(_lanewise(act, v.ndim), new.cert, old.cert)
-  m.env[acc] = _val(v, join(cert, None if ctl is None else _lanewise(ctl, v.ndim)))
+  m.env[acc] = _with_levels(v, join(cert, None if ctl is None else _lanewise(ctl, v.ndim)))
 
 def _range(m: Machine, i: int, u: UOp) -> int:
   """RANGE: the body runs once per counter value r = start, start + 1, ..., end - 1, in order. Where the bounds differ
@@ -642,24 +656,24 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   undefined on it; a lane whose bounds are loose runs its own iterations, and what the body stores or assigns on it
   becomes loose (control rule). A loop that loops.py proves may run as lanes runs its iterations at once (in chunks
   that fit LANE_MEMORY), with the same results and findings as the sequential order."""
-  end = m.block_end[i]
-  s, e = m.val(u.src[0]), m.val(u.src[1])
-  loop = m.lane_loops.get(i)
+  end = m.plan.block_end[i]
+  s, e = m.value_of(u.src[0]), m.value_of(u.src[1])
+  loop = m.plan.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
-  if LOOPS_AS_LANES and loop is not None and exact and m.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
-    per = LANE_MEMORY // (m.grid.lanes * m.lane_bytes)
+  if LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
+    per = LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
     if per >= 2:
-      for start in range(int(s.v[0]), int(e.v[0]), per): _lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
+      for start in range(int(s.v[0]), int(e.v[0]), per): _run_as_lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
       return end + 1
-  ctl = join(_control(s, m.active), _control(e, m.active))
+  ctl = join(_control_level(s, m.control.active), _control_level(e, m.control.active))
   m.spoil(i, ctl)
   def iteration(r: int, active: np.ndarray | None) -> None:
     m.loops[i], m.env[i] = r, LAZY
     m.block(i, active, ctl=ctl)
   if s.v.shape[0] == 1 and e.v.shape[0] == 1 and ctl is None:
-    for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.active)
+    for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.control.active)
     return end + 1
-  n = m.grid.lanes
+  n = m.control.grid.lanes
   sv, ev = (np.broadcast_to(x.v, (n,)).astype(np.int64) for x in (s, e))
   live, _ = m.narrow(np.ones(n, dtype=bool), ctl)
   live = np.broadcast_to(live, (n,))
@@ -669,39 +683,38 @@ def _range(m: Machine, i: int, u: UOp) -> int:
     if act.any(): iteration(r, act)
   return end + 1
 
-def _lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
+def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
   """Iterations start .. start+n-1 of RANGE i at once: a grid axis of n more lanes per lane, then the folds of the
   accumulators it carries. Strict mode raises, at the end, the first undefined behaviour in the sequential order."""
   if n == 1:
     m.loops[i], m.env[i] = start, LAZY
-    m.block(i, m.active)
+    m.block(i, m.control.active)
     return
-  end, lanes = m.block_end[i], m.grid.lanes
-  saved = m.grid, m.active, m.real, m.ctl, m.plan
-  m.grid = m.grid.extend(n)
+  outer = m.control
+  end, lanes = m.plan.block_end[i], outer.grid.lanes
   def rep(mask: np.ndarray | None) -> np.ndarray | None:
     return None if mask is None or mask.shape[0] == 1 else np.repeat(mask, n, axis=0)
-  m.active, m.real, m.ctl = (rep(x) for x in saved[1:4])
-  m.axes[i] = (len(m.grid.shape) - 1, start)
+  handlers = [_skip if j in loop.folded else h for j, h in enumerate(outer.handlers)] if loop.folded else outer.handlers
+  m.control = Control(outer.grid.extend(n), handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
+  m.axes[i] = (len(m.control.grid.shape) - 1, start)
   m.env[i] = LAZY
-  if loop.folded: m.plan = [_skip if j in loop.folded else h for j, h in enumerate(m.plan)]
   m.regions.append((i, {}))
   try:
     m.run(i + 1, end)
-    terms = [[m.val(step.term) for step in scan.steps] for scan in loop.scans]
+    terms = [[m.value_of(step.term) for step in scan.steps] for scan in loop.scans]
   finally:
     _, restore = m.regions.pop()
     for j in range(i + 1, end): m.env[j] = None  # dead after the loop (loops.py)
     for j, x in restore.items(): m.env[j] = x
     del m.axes[i]
-    m.grid, m.active, m.real, m.ctl, m.plan = saved
+    m.control = outer
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
     for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
 
-def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, lanes: int) -> None:
+def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int, lanes: int) -> None:
   """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
   levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
   if not scan.steps: return
@@ -713,39 +726,40 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Val], start: int, n: int, 
     full = [np.broadcast_to(fill if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
     return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
-  dt = m.uops[scan.steps[0].node].dtype.scalar()
+  dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
     s, lane, ub, reason, operands = out.undefined_step
     m.loops[i] = start + s // len(scan.steps)
     m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (ub, reason, tuple(map(_py, operands))))
-  cert = join(_carry(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
-  _set_register(m, scan.acc, _val(out.values, cert))
+  cert = join(_carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
+  _set_register(m, scan.acc, _with_levels(out.values, cert))
 
 def _if(m: Machine, i: int, u: UOp) -> int:
   """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is
   loose or undefined and false runs it as a phantom lane: it writes nothing, but the elements it would store become
   loose (undefined), and so does every accumulator the block assigns (control rule)."""
-  g = m.val(u.src[0])
-  ctl = _control(g, m.active)
+  g = m.value_of(u.src[0])
+  ctl = _control_level(g, m.control.active)
   act, lost = m.narrow(g.v, ctl)
   if ctl is not None and ctl.any():
     m.spoil(i, ctl)
     phantom = lost | ((ctl != EXACT) & ~g.v)  # lanes that skip the block but might not
-    run = np.broadcast_to(act | phantom, (m.grid.lanes,))
+    run = np.broadcast_to(act | phantom, (m.control.grid.lanes,))
     if run.any(): m.block(i, run, phantom, ctl)
-    return m.block_end[i] + 1
+    return m.plan.block_end[i] + 1
   if act.shape[0] == 1:
-    if act[0]: m.block(i, m.active)
+    if act[0]: m.block(i, m.control.active)
   elif act.any(): m.block(i, act)
-  return m.block_end[i] + 1
+  return m.plan.block_end[i] + 1
 
 def _barrier(m: Machine, i: int, u: UOp) -> None:
   """BARRIER: every thread of the workgroup reaches it (the verifier makes sure); it orders the workgroup's accesses to
   its locals: it ends their race-tracking epoch, for every workgroup whose threads are active. Global memory gets no
   order from it."""
-  groups = None if m.real is None else m.real.reshape(m.grid.workgroups, m.grid.group).any(axis=1)
+  real, grid = m.control.real, m.control.grid
+  groups = None if real is None else real.reshape(grid.workgroups, grid.group).any(axis=1)
   for mem in m.locals: mem.barrier(groups)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
@@ -755,30 +769,31 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's level,
   joined with the index's carried level; a gated LOAD's value also joins its gate's."""
   ref, count = m.env[u.src[0]], u.dtype.count
-  gate = m.val(u.src[2]) if len(u.src) == 3 else None
+  gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
   site, bad = m.locate(i, u, ref, count, m.gated(gate))
   v, cert = _read(m, ref, site, bad)
-  if m.phantom is not None: v = _phantom_read(m, ref, count, gate, v)
-  val = _val(v, where_undefined(cert, _unsafe_reads(m, i, ref.mem, site, count)))
-  m.env[i] = val if gate is None else _alternative(gate, val, m.val(u.src[1]))
+  if m.control.phantom is not None: v = _phantom_read(m, ref, count, gate, v)
+  loaded = _with_levels(v, where_undefined(cert, _unsafe_reads(m, i, ref.mem, site, count)))
+  m.env[i] = loaded if gate is None else _alternative(gate, loaded, m.value_of(u.src[1]))
 
 def _read(m: Machine, ref: Ref, site: Site, bad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
   """(values, levels) of the elements at `site`: memory's levels, joined with the index's carried level, UNDEFINED
   where the index was out of bounds or undefined (`bad`)."""
-  mem, grid = ref.mem, m.grid
+  mem, grid = ref.mem, m.control.grid
   v = read(mem.data, site, grid, snapshot=mem.mutable)
   cert = None if mem.cert is None else read(mem.cert, site, grid, snapshot=True)
-  shaky = None if ref.idx in m.forms else _carry(m.val(ref.idx))  # an uncertain index: so is the element read
+  shaky = None if ref.idx in m.plan.forms else _carried_levels(m.value_of(ref.idx))  # an uncertain index: so is what is read
   if shaky is not None: cert = join(cert, _lanewise(shaky, v.ndim))
   return v, where_undefined(cert, None if bad is None else _lanewise(bad, v.ndim))
 
-def _phantom_read(m: Machine, ref: Ref, count: int, gate: Val | None, v: np.ndarray) -> np.ndarray:
+def _phantom_read(m: Machine, ref: Ref, count: int, gate: Value | None, v: np.ndarray) -> np.ndarray:
   """The values with the phantom lanes' reads filled in: lanes that only might run read memory too (unchecked), for
   the indices of what they might store."""
-  ph = m.phantom if m.active is None else m.phantom & m.active
+  phantom, active = m.control.phantom, m.control.active
+  ph = phantom if active is None else phantom & active
   ok, e = m.addresses(ref, count, ph if gate is None else ph & gate.v)
   if not len(ok): return v
-  v = np.array(np.broadcast_to(v, (m.grid.lanes,) + v.shape[1:]))
+  v = np.array(np.broadcast_to(v, (m.control.grid.lanes,) + v.shape[1:]))
   v[ok] = ref.mem.data[e] if count > 1 else ref.mem.data[e[:, 0]]
   return v
 
@@ -786,7 +801,7 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   """The elements LOAD i reads that are undefined by when they were written: a local element never written in this
   launch (UNINITIALISED), another thread's write with no barrier between (RACE); each is reported."""
   if not (mem.local or mem.tracked) or (site.live is not None and not site.live.any()): return None
-  grid = m.grid
+  grid = m.control.grid
   lanes, e = elements(site, grid)
   found = np.zeros((len(lanes), count), dtype=bool)
   if mem.local:
@@ -805,12 +820,12 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   full[lanes] = found
   return full if count > 1 else full[:, 0]
 
-def _alternative(gate: Val, loaded: Val, alt: Val) -> Val:
+def _alternative(gate: Value, loaded: Value, alt: Value) -> Value:
   """A gated LOAD's value: what it loaded where the gate is true, its alternative where false. Its levels are those of
   the value chosen, joined with the gate's carried level (an uncertain gate: the other value might be chosen)."""
   cond = _lanewise(gate.v, loaded.v.ndim)
-  ctl = None if gate.cert is None else _lanewise(_carry(gate), loaded.v.ndim)
-  return _val(np.where(cond, loaded.v, alt.v), join(ctl, _sel(cond, loaded.cert, alt.cert)))
+  ctl = None if gate.cert is None else _lanewise(_carried_levels(gate), loaded.v.ndim)
+  return _with_levels(np.where(cond, loaded.v, alt.v), join(ctl, _sel(cond, loaded.cert, alt.cert)))
 
 def _store(m: Machine, i: int, u: UOp) -> None:
   """STORE: writes the value's elements (with their levels) at the index on each live lane (active, gate true).
@@ -818,36 +833,36 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   to the element with no barrier between (RACE; after two writes the element is undefined). Through an uncertain
   index, or under uncertain control, the element written joins their carried level, and so does the element a lane
   would have written had that control gone the other way."""
-  ref, value = m.env[u.src[0]], m.val(u.src[1])
-  gate = m.val(u.src[2]) if len(u.src) == 3 else None
+  ref, value = m.env[u.src[0]], m.value_of(u.src[1])
+  gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
   live = m.gated(gate)
   ctl = m.uncertain(gate)
-  shaky = ctl if ref.idx in m.forms else join(ctl, _carry(m.val(ref.idx)))  # + an uncertain index
-  if shaky is not None: value = _val(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
-  count = m.uops[u.src[1]].dtype.count
+  shaky = ctl if ref.idx in m.plan.forms else join(ctl, _carried_levels(m.value_of(ref.idx)))  # + an uncertain index
+  if shaky is not None: value = _with_levels(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
+  count = m.plan.uops[u.src[1]].dtype.count
   _write(m, i, ref, value, live, count)
   if ctl is None or not ctl.any(): return
   # lanes whose control is uncertain and did not store might have: the element they would store to joins the control
   # level (unless their gate is exactly false; an undefined or out-of-bounds index marks nothing)
-  ctl = np.broadcast_to(ctl, (m.grid.lanes,))
+  ctl = np.broadcast_to(ctl, (m.control.grid.lanes,))
   maybe = (ctl != EXACT) & (True if live is None else ~live)
   if gate is not None: maybe = maybe & (gate.v if gate.cert is None else gate.v | (gate.cert != EXACT))
   ok, e = m.addresses(ref, count, maybe)
   if len(ok): np.maximum.at(ref.mem.levels(), e, np.broadcast_to(ctl[ok][:, None], e.shape))
 
-def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, count: int) -> None:
+def _write(m: Machine, i: int, ref: Ref, value: Value, live: np.ndarray | None, count: int) -> None:
   """The STORE of `value` (count elements per lane) through ref on the live lanes, with its checks and tracking."""
-  mem, grid = ref.mem, m.grid
+  mem, grid = ref.mem, m.control.grid
   if live is not None and not live.any(): return
-  site, _ = m.locate(i, m.uops[i], ref, count, live)
+  site, _ = m.locate(i, m.plan.uops[i], ref, count, live)
   if site.live is not None and not site.live.any(): return
   raced = None
-  if mem.tracked or mem.local: lanes, e = elements(site, m.grid)
+  if mem.tracked or mem.local: lanes, e = elements(site, grid)
   if mem.tracked:
     for kind, (hit, other) in track_store(mem, grid.tids(lanes), e).items():
       verb = "both write" if kind == "write/write" else "reads and another writes"
       m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (UB.RACE,
-        f"{kind} race: threads {m.grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
+        f"{kind} race: threads {grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
         f"{m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
       if kind == "write/write": raced = hit
   write(mem.data, site, grid, value.v)
@@ -856,24 +871,25 @@ def _write(m: Machine, i: int, ref: Ref, value: Val, live: np.ndarray | None, co
   if mem.local: mem.written[e] = True
   if raced is not None and raced.any(): mem.levels()[e[raced]] = UNDEFINED
 
-def _settle(m: Machine, i: int, xs: list[Val], out: Any, carried: np.ndarray | None, settled: bool = True) -> None:
+def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray | None, settled: bool = True) -> None:
   """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones (`settled`: they
   hold no middle level, as carried levels never do), after reporting the active lanes it leaves undefined (UNDEFINED
   only there: inactive lanes compute harmless garbage)."""
   own = of_loose(out.values, out.loose, out.looseness)
   if out.undefined is not None:
-    bad = out.undefined if m.real is None else out.undefined & _lanewise(m.real, out.undefined.ndim)
-    lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.grid.lanes,)))
+    real = m.control.real
+    bad = out.undefined if real is None else out.undefined & _lanewise(real, out.undefined.ndim)
+    lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.control.grid.lanes,)))
     m.ub(i, "alu", lanes, lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
     own = where_undefined(own, bad)
   own_settled = out.loose is None or out.looseness is Certainty.NAN_PAYLOAD
-  m.env[i] = _val(out.values, join(own, carried), settled and own_settled)
+  m.env[i] = _with_levels(out.values, join(own, carried), settled and own_settled)
 
-def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, str]:
+def _why(m: Machine, i: int, xs: list[Value], lane: int, out: Any) -> tuple[UB, str]:
   """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's
   kind and reason are its first undefined element's, which need not be the lane reported)."""
-  u, ops = m.uops[i], [x.v[lane:lane + 1] if x.v.shape[0] > 1 else x.v for x in xs]
-  src = m.uops[u.src[-1]].dtype.scalar()
+  u, ops = m.plan.uops[i], [x.v[lane:lane + 1] if x.v.shape[0] > 1 else x.v for x in xs]
+  src = m.plan.uops[u.src[-1]].dtype.scalar()
   if u.op is Ops.CAST: again = alu.exec_cast(ops[0], src, u.dtype.scalar())
   elif u.op is Ops.BITCAST: again = alu.exec_bitcast(ops[0], src, u.dtype.scalar())
   elif u.op in GroupOp.ALU: again = alu.exec_alu(u.op, src, *ops)
@@ -883,38 +899,38 @@ def _why(m: Machine, i: int, xs: list[Val], lane: int, out: Any) -> tuple[UB, st
 def _alu(m: Machine, i: int, u: UOp) -> None:
   """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element's level is the join
   of the rule's and the carried levels of the operand elements it is computed from."""
-  xs = [m.val(j) for j in u.src]
-  out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
-  _settle(m, i, xs, out, _carried(xs))
+  xs = [m.value_of(j) for j in u.src]
+  out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
+  _settle(m, i, xs, out, _inherited_levels(xs))
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""
-  xs = [m.val(j) for j in u.src]
-  out = alu.run_alu(u.op, m.operand_dtype[i], *[x.v for x in xs])
+  xs = [m.value_of(j) for j in u.src]
+  out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
   chosen = _sel(xs[0].v, xs[1].cert, xs[2].cert)  # moved, not carried
-  _settle(m, i, xs, out, join(_carry(xs[0]), chosen), _all_settled(xs[1:]))
+  _settle(m, i, xs, out, join(_carried_levels(xs[0]), chosen), _all_settled(xs[1:]))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
   ops', except that BITCAST, which shows a NaN's payload, carries a NAN_PAYLOAD operand as UNKNOWN (carry_bits)."""
-  x = m.val(u.src[0])
-  carried = carry_bits(x.cert) if u.op is Ops.BITCAST else _carry(x)
-  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.operand_dtype[i], u.dtype.scalar()), carried)
+  x = m.value_of(u.src[0])
+  carried = carry_bits(x.cert) if u.op is Ops.BITCAST else _carried_levels(x)
+  _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.plan.operand_dtype[i], u.dtype.scalar()), carried)
 
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
   """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
-  xs = [m.val(j) for j in u.src]
+  xs = [m.value_of(j) for j in u.src]
   n = max(x.v.shape[0] for x in xs)
   def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
     return np.stack([np.broadcast_to(EXACT if a is None else a, (n,)) for a in arrs], axis=-1)
-  m.env[i] = Val(stack([x.v for x in xs]), stack([x.cert for x in xs]), _all_settled(xs))
+  m.env[i] = Value(stack([x.v for x in xs]), stack([x.cert for x in xs]), _all_settled(xs))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
-  x, sel = m.val(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
+  x, sel = m.value_of(u.src[0]), list(u.arg) if len(u.arg) > 1 else u.arg[0]
   def pick(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else np.ascontiguousarray(a[:, sel])
-  m.env[i] = Val(pick(x.v), pick(x.cert), x.settled)
+  m.env[i] = Value(pick(x.v), pick(x.cert), x.settled)
 
 def _wmma(m: Machine, i: int, u: UOp) -> None:
   """WMMA: per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n], every product and sum in float64 in the order c,
@@ -928,7 +944,7 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   eps is the result dtype's machine epsilon and tau its smallest subnormal (`wmma_error_bound`; unbounded when
   (K + 1) eps >= 1)."""
   N, M, K = u.arg
-  a, b, c = (m.val(j) for j in u.src)
+  a, b, c = (m.value_of(j) for j in u.src)
   A, B = a.v.astype(np.float64).reshape(-1, M, K), b.v.astype(np.float64).reshape(-1, K, N)
   acc = c.v.astype(np.float64).reshape(-1, M, N)
   with np.errstate(all="ignore"):  # inf * 0 and inf - inf are NaN, as the rule says
@@ -937,9 +953,9 @@ def _wmma(m: Machine, i: int, u: UOp) -> None:
   out = alu.exec_cast(acc.reshape(shape), dtypes.float64, u.dtype.scalar())
   carried = None
   if a.cert is not None or b.cert is not None or c.cert is not None:
-    rows = np.zeros((1, M, 1), LEVEL) if a.cert is None else _carry(a).reshape(-1, M, K).max(axis=2)[:, :, None]
-    cols = np.zeros((1, 1, N), LEVEL) if b.cert is None else _carry(b).reshape(-1, K, N).max(axis=1)[:, None, :]
-    cu = np.zeros((1, M, N), LEVEL) if c.cert is None else _carry(c).reshape(-1, M, N)
+    rows = np.zeros((1, M, 1), LEVEL) if a.cert is None else _carried_levels(a).reshape(-1, M, K).max(axis=2)[:, :, None]
+    cols = np.zeros((1, 1, N), LEVEL) if b.cert is None else _carried_levels(b).reshape(-1, K, N).max(axis=1)[:, None, :]
+    cu = np.zeros((1, M, N), LEVEL) if c.cert is None else _carried_levels(c).reshape(-1, M, N)
     carried = join(rows, cols, cu).reshape(shape)
   bounded = replace(out, loose=np.ones(out.values.shape, dtype=bool), looseness=Certainty.ERROR_BOUND)
   _settle(m, i, [a, b, c], bounded, carried)
