@@ -102,6 +102,27 @@ def test_builder_errors():
   with pytest.raises(ValueError, match="not an ALU op"): b.alu(Ops.LOAD, r)
 
 
+def test_a_builder_opened_over_a_program_continues_its_ids():
+  """Rule: ProgramBuilder.over(program) has the program's name and launch dims and numbers new buffers, loops,
+  accumulators and temp<n> locals past the program's own (with the program's uops, it goes on writing the program)."""
+  b = ProgramBuilder("k")
+  out = b.global_buf(f32, 1)
+  b.local_buf(f32, 4)
+  b.local_buf(f32, 4, "temp5")
+  b.lidx(0, 4)
+  acc = b.acc(b.const(0.0, f32))
+  with b.loop(2): b.assign(acc, b.alu(Ops.ADD, acc, b.const(1.0, f32)))
+  b.store(out, b.const(0, i32), acc)
+  p = b.build()
+  more = ProgramBuilder.over(p, p.uops)
+  assert (more.name, more.global_size, more.local_size, len(more)) == ("k", [1, 1, 1], [4, 1, 1], len(p.uops))
+  assert more.uops[more.global_buf(f32, 1)].arg == 1 and more.uops[more.local_buf(f32, 1)].arg == "temp6"
+  assert more.uops[more.acc(more.const(0.0, f32))].arg == 1
+  with more.loop(2) as r: assert more.uops[r].arg == 1
+  fresh = ProgramBuilder.over(p)
+  assert len(fresh) == 0 and fresh.uops[fresh.global_buf(f32, 1)].arg == 1
+
+
 def test_uop_equality_tells_floats_apart():
   c = lambda v, dt=f32: UOp(Ops.CONST, dt, (), v)
   assert c(0.0) != c(-0.0) and c(math.nan) == c(float("nan")) and hash(c(math.nan)) == hash(c(float("nan")))

@@ -11,32 +11,30 @@ from hypothesis import HealthCheck, find, settings
 
 from refimpl.device import Device
 from refimpl.dtype import dtypes
-from refimpl.ir import Ops, Program, UOp
-from refimpl.lower.emit import Emitter, V
+from refimpl.ir import Ops, Program
+from refimpl.ir.rewrite import copy, rewrite
+from refimpl.lower.emit import Values
 from refimpl.testing.differential import OpCase, OpHarness, sweep_inputs
 
 clang = pytest.importorskip("refimpl.backends.ops_clang")
 if Device.open_error("CLANG") is not None: pytest.skip(f"planted bugs are CLANG variants: {Device.open_error('CLANG')}",
                                                      allow_module_level=True)
 
+def truncating_half_cast(b, i, u, src):
+  """A float -> half CAST truncating: rounded to nearest even, then one step toward zero (the bits minus 1) where that
+  moved away from x (a rewrite handler: other CASTs are copied)."""
+  s = b.dtype(src[0]).scalar()
+  if s not in (dtypes.float32, dtypes.float64) or u.dtype.scalar() != dtypes.float16: return copy(b, i, u, src)
+  x = Values(b, u.dtype.count).of(src[0], s).cast(dtypes.float64)
+  h = x.cast(dtypes.float16)
+  back = h.cast(dtypes.float64)
+  away = (x.c(0).lt(x) & x.lt(back)) | (x.lt(0) & back.lt(x))
+  return away.where((h.bitcast(dtypes.uint16) - 1).bitcast(dtypes.float16), h).i
+
 def truncating_half_casts(program: Program) -> Program:
-  """The program with every float -> half CAST truncating: rounded to nearest even, then one step toward zero (the bits
-  minus 1) where that moved away from x. Planted in the IR, before the narrow lowering writes the casts out."""
-  out: list[UOp] = []
-  new: dict[int, int] = {}
-  for i, u in enumerate(program.uops):
-    src = tuple(new[j] for j in u.src)
-    s = program.uops[u.src[0]].dtype.scalar() if u.op is Ops.CAST else None
-    if s in (dtypes.float32, dtypes.float64) and u.dtype.scalar() == dtypes.float16:
-      x = V(Emitter(out, u.dtype.count), src[0], s).cast(dtypes.float64)
-      h = x.cast(dtypes.float16)
-      back = h.cast(dtypes.float64)
-      away = (x.c(0).lt(x) & x.lt(back)) | (x.lt(0) & back.lt(x))
-      new[i] = away.where((h.bitcast(dtypes.uint16) - 1).bitcast(dtypes.float16), h).i
-    else:
-      out.append(UOp(u.op, u.dtype, src, u.arg))
-      new[i] = len(out) - 1
-  return Program(program.name, tuple(out), program.global_size, program.local_size)
+  """The program with every float -> half CAST truncating (truncating_half_cast). Planted in the IR, before the narrow
+  lowering writes the casts out."""
+  return rewrite(program, {Ops.CAST: truncating_half_cast})
 
 class FloorDivisionRenderer(clang.ClangRenderer):
   """IDIV rounds toward minus infinity (Python's //) instead of truncating."""
@@ -54,7 +52,7 @@ class NanDroppingMaxRenderer(clang.ClangRenderer):
 
 class TruncatingHalfCastRenderer(clang.ClangRenderer):
   """float -> half truncates toward zero instead of rounding to nearest even."""
-  def render(self, name, program): return super().render(name, truncating_half_casts(program))
+  def extra_rewrite(self, program): return super().extra_rewrite(truncating_half_casts(program))
 
 class LogicalSignedShiftRenderer(clang.ClangRenderer):
   """SHR on signed ints shifts in zeros (logical) instead of copies of the sign bit (arithmetic)."""

@@ -6,6 +6,7 @@
   dtype_text.py the readable dtype strings ("float32.vec(4)", "int8.ptr(16, local=True)") and their parser
   serialize.py  the versioned JSON form (to_json / from_json / save / load) and ProgramFormatError
   builder.py    ProgramBuilder and elementwise() for writing programs by hand
+  rewrite.py    rewrite(program, {Ops.X: handler}): the uop-by-uop rewrite every lowering pass is written with
   strategies.py random valid programs (for hypothesis and fuzzers)
 
 Departures from tinygrad 0.10.1's linearized uops, and why:
@@ -33,9 +34,10 @@ from refimpl.ir.builder import ProgramBuilder, elementwise
 from refimpl.ir.dtype_text import dtype_to_str, parse_dtype
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
+from refimpl.ir.rewrite import rewrite
 from refimpl.ir.serialize import ProgramFormatError, load_program, program_from_json, program_to_json, save_program
 from refimpl.ir.verify import RULE_NAMES, ProgramError, alu_allows, verify
 
 __all__ = ["INDEX_DTYPE", "RULE_NAMES", "GroupOp", "Ops", "Program", "ProgramBuilder", "ProgramError", "ProgramFormatError",
            "UOp", "alu_allows", "dtype_to_str", "elementwise", "load_program", "parse_dtype", "program_from_json",
-           "program_to_json", "save_program", "verify"]
+           "program_to_json", "rewrite", "save_program", "verify"]

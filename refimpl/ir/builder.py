@@ -9,17 +9,25 @@
 
 Operands are uop indices (plain ints). Python numbers become uops only through `const` (and the int trip counts of
 `loop`), so an int is never ambiguous. Ids (buffer numbers, loop ids, accumulator ids, local names) are assigned in
-order; SPECIALs set the launch dims.
+order; SPECIALs set the launch dims. `ProgramBuilder.over(program)` opens a builder for a rewrite of `program`
+(refimpl.ir.rewrite): its name and launch dims, and ids that continue past the ones its uops hold.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from refimpl.dtype import DType, PtrDType, dtypes, truncate
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
 from refimpl.ir.verify import verify
+
+_ID_KIND = {Ops.DEFINE_GLOBAL: "global", Ops.RANGE: "range", Ops.DEFINE_ACC: "acc"}
+
+def _held_id(u: UOp) -> tuple[str, int] | None:
+  """The builder id uop u holds, (kind, number), or None; a DEFINE_LOCAL's name holds one when it is temp<number>."""
+  if u.op is Ops.DEFINE_LOCAL: return ("local", int(u.arg[4:])) if u.arg[:4] == "temp" and u.arg[4:].isdigit() else None
+  return (_ID_KIND[u.op], u.arg) if u.op in _ID_KIND else None
 
 
 class ProgramBuilder:
@@ -29,6 +37,18 @@ class ProgramBuilder:
     self.global_size, self.local_size = [1, 1, 1], [1, 1, 1]
     self._n = {"global": 0, "range": 0, "acc": 0, "local": 0}
     self._open: list[int] = []
+
+  @classmethod
+  def over(cls, program: Program, uops: Sequence[UOp] = ()) -> ProgramBuilder:
+    """A builder for a rewrite of `program`: its name and launch dims, holding `uops` (none: the rewrite starts an
+    empty list), and ids past every id of `program` and `uops`, so a new buffer, loop, accumulator or local never takes
+    one of theirs."""
+    b = cls(program.name)
+    b.uops, b.global_size, b.local_size = list(uops), list(program.global_size), list(program.local_size)
+    for u in (*program.uops, *uops):
+      held = _held_id(u)
+      if held is not None: b._n[held[0]] = max(b._n[held[0]], held[1] + 1)
+    return b
 
   def __len__(self) -> int: return len(self.uops)
   def dtype(self, x: int) -> DType: return self.uops[x].dtype

@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass, field
 
 from refimpl.dtype import DType, dtypes
+from refimpl.ir.builder import ProgramBuilder
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
 from refimpl.ir.verify import verify
@@ -50,7 +51,7 @@ from refimpl.ir.verify import verify
 LOOP_ORDER = ("gidx2", "gidx1", "gidx0", "lidx2", "lidx1", "lidx0")  # outermost first
 WORKGROUP = -1  # the context of a workgroup loop's bounds (outside every phase), as opposed to a phase number
 # ops recomputed in the phase that uses them (on int / bool values whose srcs are all recomputable or fixed)
-PURE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP}
+RECOMPUTED_OPS = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.VECTORIZE, Ops.GEP}
 
 
 class LoweringError(ValueError):
@@ -84,7 +85,8 @@ class _Lowering:
     self.p, self.uops = program, program.uops
     self.sizes = {u.arg[0]: u.arg[1] for u in self.uops if u.op is Ops.SPECIAL}
     self.threads = math.prod(program.local_size)
-    self.new: list[UOp] = []
+    self.b = ProgramBuilder.over(program)  # the new program: new RANGE and DEFINE_ACC ids follow the old ones
+    self.b.global_size, self.b.local_size = [1, 1, 1], [1, 1, 1]
     self.fixed: dict[int, int] = {}   # declarations, gidx, size-1 lidx, workgroup loop counters: visible everywhere
     self.local: dict[int, int] = {}   # uops of phases, once emitted (seen only from their own phase)
     self.memo: list[dict] = [{}]      # recomputed uops, one dict per open block (dropped when the block closes)
@@ -93,8 +95,6 @@ class _Lowering:
     # the phase being emitted: its thread loops (lidx name -> RANGE), linear local id, lid * count, reloaded carries
     self.lidx, self.lid, self.offsets, self.reloaded = {}, -1, {}, {}
     self.zero = -1                    # the CONST 0 (run emits it)
-    self.next_range = max((u.arg for u in self.uops if u.op is Ops.RANGE), default=-1) + 1
-    self.next_acc = max((u.arg for u in self.uops if u.op is Ops.DEFINE_ACC), default=-1) + 1
     self.tree, self.phases, self.phase_of = self._cut()
     self.kind = self._kinds()
     self.carried: set[int] = set()  # values stored after their definition
@@ -138,7 +138,7 @@ class _Lowering:
     carried), recompute (CONST, INDEX, int/bool expressions of recomputable or fixed uops), or value (carried)."""
     kinds: list[str] = []
     for i, u in enumerate(self.uops):
-      integral = u.op in PURE and (dtypes.is_int(u.dtype) or u.dtype.scalar() == dtypes.bool)
+      integral = u.op in RECOMPUTED_OPS and (dtypes.is_int(u.dtype) or u.dtype.scalar() == dtypes.bool)
       if u.op in GroupOp.Declaration or (u.op is Ops.SPECIAL and not (u.arg[0].startswith("lidx") and u.arg[1] > 1)) or \
          (u.op is Ops.RANGE and i not in self.phase_of): k = "fixed"
       elif u.op is Ops.SPECIAL: k = "lidx"
@@ -176,32 +176,22 @@ class _Lowering:
 
   # ***** emission *****
 
-  def emit(self, u: UOp) -> int:
-    self.new.append(u)
-    return len(self.new) - 1
-
-  def const(self, v: int) -> int: return self.emit(UOp(Ops.CONST, INDEX_DTYPE, (), v))
-  def alu(self, op: Ops, a: int, b: int) -> int: return self.emit(UOp(op, INDEX_DTYPE, (a, b)))
-
-  def range(self, start: int, end: int, arg: int | None = None) -> int:
-    if arg is None: arg, self.next_range = self.next_range, self.next_range + 1
-    return self.emit(UOp(Ops.RANGE, INDEX_DTYPE, (start, end), arg))
+  def copy(self, u: UOp, src: tuple[int, ...]) -> int: return self.b.uop(u.op, u.dtype, src, u.arg)
+  def size(self, name: str) -> int: return self.b.const(self.sizes[name], INDEX_DTYPE)
 
   def load(self, j: int, at: int) -> int:
     """Load carried uop j (a value or an accumulator) from its carry array at element `at`."""
-    buf = self.carry[j]
-    return self.emit(UOp(Ops.LOAD, self.uops[j].dtype, (self.emit(UOp(Ops.INDEX, self.new[buf].dtype, (buf, at))),)))
+    return self.b.load(self.carry[j], at, count=self.uops[j].dtype.count)
 
   def store(self, j: int, value: int) -> None:
     """Store this thread's copy of carried uop j."""
-    buf = self.carry[j]
-    idx = self.emit(UOp(Ops.INDEX, self.new[buf].dtype, (buf, self.offset(self.uops[j].dtype))))
-    self.emit(UOp(Ops.STORE, dtypes.void, (idx, value)))
+    self.b.store(self.carry[j], self.offset(self.uops[j].dtype), value)
 
   def offset(self, dt: DType) -> int:
     """This thread's element in a carry array of dtype dt: linear local id * count (once per phase)."""
     if dt.count == 1: return self.lid
-    if dt.count not in self.offsets: self.offsets[dt.count] = self.alu(Ops.MUL, self.lid, self.const(dt.count))
+    if dt.count not in self.offsets:
+      self.offsets[dt.count] = self.b.alu(Ops.MUL, self.lid, self.b.const(dt.count, INDEX_DTYPE))
     return self.offsets[dt.count]
 
   def get(self, j: int) -> int:
@@ -215,7 +205,7 @@ class _Lowering:
     if k == "value": return self.reloaded[j]
     for level in reversed(self.memo):
       if j in level: return level[j]
-    self.memo[-1][j] = x = self.emit(UOp(u.op, u.dtype, tuple(self.get(s) for s in u.src), u.arg))
+    self.memo[-1][j] = x = self.copy(u, tuple(self.get(s) for s in u.src))
     return x
 
   def items(self, items: list) -> None:
@@ -225,11 +215,11 @@ class _Lowering:
         continue
       self.ctx = WORKGROUP
       r = self.uops[it.range]
-      self.fixed[it.range] = loop = self.range(self.get(r.src[0]), self.get(r.src[1]), r.arg)
+      self.fixed[it.range] = loop = self.copy(r, (self.get(r.src[0]), self.get(r.src[1])))
       self.memo.append({})
       self.items(it.body)
       self.memo.pop()
-      self.emit(UOp(Ops.ENDRANGE, dtypes.void, (loop,)))
+      self.b.uop(Ops.ENDRANGE, dtypes.void, (loop,))
 
   def phase(self, ph: _Phase) -> None:
     self.ctx, self.offsets, self.reloaded, self.lidx = ph.id, {}, {}, {}
@@ -237,51 +227,50 @@ class _Lowering:
     loops = []
     for name in LOOP_ORDER[3:]:
       if self.sizes.get(name, 1) > 1:
-        self.lidx[name] = r = self.range(self.zero, self.const(self.sizes[name]))
+        self.lidx[name] = r = self.b.range(self.zero, self.size(name))
         loops.append((name, r))
     stores = [x for x in sorted(self.shared) if self.phase_of[x] == ph.id or x in ph.accs]
     if ph.values or stores or any(i in self.carried for i in ph.uops):
       self.lid = loops[0][1]
-      for name, r in loops[1:]: self.lid = self.alu(Ops.ADD, self.alu(Ops.MUL, self.lid, self.const(self.sizes[name])), r)
+      for name, r in loops[1:]: self.lid = self.b.alu(Ops.ADD, self.b.alu(Ops.MUL, self.lid, self.size(name)), r)
     for j in sorted(ph.values): self.reloaded[j] = self.load(j, self.offset(self.uops[j].dtype))
     for x in sorted(ph.accs):
       init = self.load(x, self.offset(self.uops[x].dtype))
-      self.reloaded[x] = self.emit(UOp(Ops.DEFINE_ACC, self.uops[x].dtype, (init,), self.next_acc))
-      self.next_acc += 1
+      self.reloaded[x] = self.b.acc(init)
     assigned = set()
     for i in ph.uops:
       u = self.uops[i]
       if u.op in GroupOp.BlockEnd: self.memo.pop()
       if u.op is Ops.ASSIGN: assigned.add(u.src[0])
-      self.local[i] = self.emit(UOp(u.op, u.dtype, tuple(self.get(j) for j in u.src), u.arg))
+      self.local[i] = self.copy(u, tuple(self.get(j) for j in u.src))
       if u.op in GroupOp.BlockStart: self.memo.append({})
       if i in self.carried: self.store(i, self.local[i])
     for x in stores:
       if self.phase_of[x] == ph.id: self.store(x, self.local[x])
       elif x in assigned: self.store(x, self.reloaded[x])
-    for _, r in reversed(loops): self.emit(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
+    for _, r in reversed(loops): self.b.end_range(r)
     self.memo.pop()
     self.ctx = WORKGROUP
 
   def run(self) -> Program:
     """Declarations, carry arrays, CONST 0, the workgroup loops around the tree of phases and workgroup loops."""
     for i, u in enumerate(self.uops):
-      if u.op in GroupOp.Declaration: self.fixed[i] = self.emit(u)
+      if u.op in GroupOp.Declaration: self.fixed[i] = self.copy(u, u.src)
     names = {u.arg for u in self.uops if u.op is Ops.DEFINE_LOCAL}
     for j in sorted(self.carried | self.shared):
       dt = self.uops[j].dtype
       name = f"carry{j}"
       while name in names: name += "_"
-      self.carry[j] = self.emit(UOp(Ops.DEFINE_LOCAL, dt.scalar().ptr(dt.count * self.threads, local=True), (), name))
-    self.zero = zero = self.const(0)
+      self.carry[j] = self.b.local_buf(dt.scalar(), dt.count * self.threads, name)
+    self.zero = zero = self.b.const(0, INDEX_DTYPE)
     loops = []
     for i, u in enumerate(self.uops):
       if u.op is Ops.SPECIAL and u.arg[1] == 1: self.fixed[i] = zero
     for name in LOOP_ORDER[:3]:
       if self.sizes.get(name, 1) > 1:
         i = next(k for k, u in enumerate(self.uops) if u.op is Ops.SPECIAL and u.arg[0] == name)
-        self.fixed[i] = r = self.range(zero, self.const(self.sizes[name]))
+        self.fixed[i] = r = self.b.range(zero, self.size(name))
         loops.append(r)
     self.items(self.tree)
-    for r in reversed(loops): self.emit(UOp(Ops.ENDRANGE, dtypes.void, (r,)))
-    return Program(self.p.name, tuple(self.new), (1, 1, 1), (1, 1, 1))
+    for r in reversed(loops): self.b.end_range(r)
+    return self.b.build(check=False)

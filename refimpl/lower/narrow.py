@@ -45,15 +45,18 @@ kernel on float16 (two loads, one store) gains 65 uops, on bfloat16 20.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np
+from refimpl.ir.builder import ProgramBuilder
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.ir.program import Program, UOp
+from refimpl.ir.rewrite import Handler, copy, rewrite
 from refimpl.ir.verify import verify
-from refimpl.lower.emit import Emitter, V
+from refimpl.lower.emit import V, Values, vec
 from refimpl.lower.transcendental import decompose_transcendentals
 
 F32, F64, U8, U16, U32, U64 = dtypes.float32, dtypes.float64, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64
@@ -61,9 +64,10 @@ BITS: dict[DType, DType] = {dtypes.float16: U16, dtypes.bfloat16: U16, dtypes.fp
 NARROW = frozenset(BITS)
 UINT = {F32: U32, F64: U64}
 ACC = (Ops.DEFINE_ACC, Ops.ASSIGN)  # a read of these is the register's value at the reading uop
+ON_BITS = (Ops.VECTORIZE, Ops.GEP, Ops.DEFINE_ACC, Ops.ASSIGN, Ops.WHERE)  # on narrow values: the same op on the bits
 ROUNDED = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
-           Ops.FDIV: lambda a, b: a / b, Ops.SQRT: lambda a: a.e.value(Ops.SQRT, F32, a),
-           Ops.RECIP: lambda a: a.e.value(Ops.RECIP, F32, a)}
+           Ops.FDIV: lambda a, b: a / b, Ops.SQRT: lambda a: a.values.op(Ops.SQRT, F32, a),
+           Ops.RECIP: lambda a: a.values.op(Ops.RECIP, F32, a)}
 
 
 @dataclass(frozen=True)
@@ -92,17 +96,14 @@ FMT: dict[DType, Fmt] = {dtypes.float16: Fmt(5, 10), dtypes.bfloat16: Fmt(8, 7),
                          dtypes.fp8e5m2: Fmt(5, 2), F32: Fmt(8, 23), F64: Fmt(11, 52)}
 
 
-_VEC: dict[tuple[DType, int], DType] = {}
-
-def _vec(dt: DType, count: int) -> DType:
-  """dt.vec(count), made once (DType.vec builds and interns a new DType at every call)."""
-  if (dt, count) not in _VEC: _VEC[(dt, count)] = dt.vec(count)
-  return _VEC[(dt, count)]
+def is_narrow(dt: DType) -> bool:
+  """dt is a narrow float or a vector of one (not a pointer to one)."""
+  return not isinstance(dt, PtrDType) and dt.scalar() in NARROW
 
 def bits_dtype(dt: DType) -> DType:
   """The dtype holding dt's values after lowering: BITS for a narrow scalar or vector, dt itself otherwise."""
   s = dt.scalar()
-  return _vec(BITS[s], dt.count) if s in BITS else dt
+  return vec(BITS[s], dt.count) if s in BITS else dt
 
 
 # ***** the algorithms, on values *****
@@ -158,11 +159,6 @@ def int_to_narrow(x: V, d: DType) -> V:
 
 # ***** the pass *****
 
-class _Emitter(Emitter):
-  """Emitter with each vector dtype made once (_vec)."""
-  def value(self, op: Ops, dt: DType, *src: V) -> V:
-    return V(self, self.emit(op, _vec(dt, self.count), tuple(s.i for s in src)), dt)
-
 def _float_reads(uops: tuple[UOp, ...]) -> set[int]:
   """The narrow values some uop reads as a number (to be decoded): operands of ALU ops other than NEG and WHERE, CAST
   sources going to a non-bool dtype other than their own, WMMA operands."""
@@ -178,107 +174,111 @@ def _float_reads(uops: tuple[UOp, ...]) -> set[int]:
 
 
 class _Lowering:
-  """The state of one pass: the new uop list, where each old uop went, and the float32 value of each new narrow value
-  that is read as a number."""
+  """The state of one pass: the old uops and the float32 value of each new narrow value that is read as a number. Its
+  handlers take an old uop u and its srcs' new indices; an operand is old uop j (its format) at new index n."""
   def __init__(self, program: Program):
-    self.uops = program.uops
-    self.out: list[UOp] = []
-    self.new: dict[int, int] = {}
+    self.program, self.uops = program, program.uops
     self.num: dict[tuple[int, DType], int] = {}  # (new uop of narrow bits, the format they are read in) -> the decode
     self.reads = _float_reads(program.uops)
 
-  def emit(self, op: Ops, dt: DType, src: tuple[int, ...], arg=None) -> int:
-    self.out.append(UOp(op, dt, src, arg))
-    return len(self.out) - 1
+  def run(self) -> Program:
+    handlers: dict[Ops, Handler] = {Ops.LOAD: self.load, Ops.STORE: self.store, Ops.CONST: self.const,
+                                    Ops.CAST: self.convert, Ops.BITCAST: self.convert, Ops.WMMA: self.wmma,
+                                    **dict.fromkeys(GroupOp.ALU - {Ops.WHERE}, self.alu), **dict.fromkeys(ON_BITS, self.on_bits)}
+    return rewrite(self.program, {op: functools.partial(self.decoded, h) for op, h in handlers.items()})
 
-  def bits(self, e: Emitter, j: int) -> V:
-    """Old uop j's new value (for narrow j: its bits)."""
-    return V(e, self.new[j], bits_dtype(self.uops[j].dtype).scalar())
+  def decoded(self, lower: Handler, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+    """lower(b, i, u, src), then the float32 decode of its result when a later uop reads old uop i as a number (made
+    once per new bits and format; an accumulator is decoded at every read instead, since its value changes)."""
+    n = lower(b, i, u, src)
+    if i in self.reads and b.uops[n].op not in ACC:
+      d = u.dtype.scalar()
+      if (n, d) not in self.num: self.num[(n, d)] = decode(Values(b, u.dtype.count).of(n, BITS[d]), d).i
+    return n
 
-  def value(self, e: Emitter, j: int) -> V:
-    """Old narrow uop j as a float32: its decode made right after it, or (accumulators) decoded here."""
-    key = (self.new[j], self.uops[j].dtype.scalar())  # a BITCAST between formats shares the bits, not the decode
-    if key in self.num: return V(e, self.num[key], F32)
-    return decode(self.bits(e, j), key[1])
+  def bits(self, values: Values, j: int, n: int) -> V:
+    """Old uop j's new value n (for narrow j: its bits)."""
+    return values.of(n, bits_dtype(self.uops[j].dtype).scalar())
 
-  def alias(self, j: int) -> int:
-    """Old uop j's new value as the result of another uop: itself, or for an accumulator a copy of its value now."""
-    k = self.new[j]
-    if self.out[k].op not in ACC: return k
-    return self.emit(Ops.CAST, self.out[k].dtype, (k,))
+  def value(self, values: Values, j: int, n: int) -> V:
+    """Old narrow uop j (new value n) as a float32: its decode made right after it, or (accumulators) decoded here."""
+    key = (n, self.uops[j].dtype.scalar())  # a BITCAST between formats shares the bits, not the decode
+    if key in self.num: return values.of(self.num[key], F32)
+    return decode(self.bits(values, j, n), key[1])
 
-  def run(self) -> list[UOp]:
-    for i, u in enumerate(self.uops):
-      self.new[i] = self.lower(u)
-      key = (self.new[i], None if isinstance(u.dtype, PtrDType) else u.dtype.scalar())
-      if i in self.reads and self.out[key[0]].op not in ACC and key not in self.num:
-        self.num[key] = decode(V(_Emitter(self.out, u.dtype.count), key[0], BITS[key[1]]), key[1]).i
-    return self.out
+  def alias(self, b: ProgramBuilder, n: int) -> int:
+    """New value n as the result of another uop: itself, or for an accumulator a copy of its value now."""
+    return n if b.uops[n].op not in ACC else b.uop(Ops.CAST, b.dtype(n), (n,))
 
-  def lower(self, u: UOp) -> int:
-    """The new uop standing for old uop u."""
-    src = tuple(self.new[j] for j in u.src)
-    dt = None if isinstance(u.dtype, PtrDType) else u.dtype.scalar()
-    last = None if not u.src or isinstance(self.uops[u.src[-1]].dtype, PtrDType) else self.uops[u.src[-1]].dtype.scalar()
-    if u.op is Ops.LOAD and dt in NARROW: return self.load(u, src)
-    if u.op is Ops.STORE and self.uops[u.src[1]].dtype.scalar() in NARROW:
-      value = self.emit(Ops.BITCAST, self.uops[u.src[1]].dtype, (src[1],))
-      return self.emit(Ops.STORE, u.dtype, (src[0], value, *src[2:]), u.arg)
-    if u.op is Ops.CONST and dt in NARROW:
-      return self.emit(Ops.CONST, BITS[dt], (), _bits_of(u.arg, dt))
-    if u.op in (Ops.VECTORIZE, Ops.GEP, Ops.DEFINE_ACC, Ops.ASSIGN, Ops.WHERE) and dt in NARROW:
-      return self.emit(u.op, bits_dtype(u.dtype), src, u.arg)
-    if u.op in (Ops.CAST, Ops.BITCAST) and (dt in NARROW or last in NARROW): return self.convert(u)
-    if u.op is Ops.WMMA and any(self.uops[j].dtype.scalar() in NARROW for j in u.src): return self.wmma(u)
-    if u.op in GroupOp.ALU and last in NARROW: return self.alu(u)
-    return self.emit(u.op, u.dtype, src, u.arg)
-
-  def load(self, u: UOp, src: tuple[int, ...]) -> int:
+  def load(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
     """LOAD of the narrow dtype itself, then BITCAST to the bits (a gated LOAD's alternative is BITCAST back first)."""
-    if len(src) == 3: src = (src[0], self.emit(Ops.BITCAST, u.dtype, (src[1],)), src[2])
-    return self.emit(Ops.BITCAST, bits_dtype(u.dtype), (self.emit(Ops.LOAD, u.dtype, src, u.arg),))
+    if not is_narrow(u.dtype): return copy(b, i, u, src)
+    if len(src) == 3: src = (src[0], b.bitcast(src[1], u.dtype), src[2])
+    return b.bitcast(b.uop(Ops.LOAD, u.dtype, src, u.arg), bits_dtype(u.dtype))
 
-  def alu(self, u: UOp) -> int:
+  def store(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+    """STORE of narrow bits: BITCAST back to the narrow dtype first."""
+    stored = self.uops[u.src[1]].dtype
+    if not is_narrow(stored): return copy(b, i, u, src)
+    return b.uop(Ops.STORE, u.dtype, (src[0], b.bitcast(src[1], stored), *src[2:]), u.arg)
+
+  def const(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+    """A narrow CONST: the bits of its value."""
+    if not is_narrow(u.dtype): return copy(b, i, u, src)
+    return b.uop(Ops.CONST, BITS[u.dtype], (), _bits_of(u.arg, u.dtype))
+
+  def on_bits(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+    """VECTORIZE, GEP, DEFINE_ACC, ASSIGN or WHERE of narrow values: the same op on the bits."""
+    if not is_narrow(u.dtype): return copy(b, i, u, src)
+    return b.uop(u.op, bits_dtype(u.dtype), src, u.arg)
+
+  def alu(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
     """An ALU op on narrow operands (see "arithmetic" in the module docstring)."""
-    e, d = _Emitter(self.out, u.dtype.count), self.uops[u.src[-1]].dtype.scalar()
-    if u.op is Ops.NEG: return (self.bits(e, u.src[0]) ^ (1 << (FMT[d].nbits - 1))).i
+    d = self.uops[u.src[-1]].dtype.scalar()
+    if d not in NARROW: return copy(b, i, u, src)
+    values = Values(b, u.dtype.count)
+    if u.op is Ops.NEG: return (self.bits(values, u.src[0], src[0]) ^ (1 << (FMT[d].nbits - 1))).i
     if u.op in GroupOp.Transcendental: raise AssertionError("transcendentals are decomposed before")
-    xs = [self.value(e, j) for j in u.src]
+    xs = [self.value(values, j, n) for j, n in zip(u.src, src)]
     if u.op is Ops.CMPLT: return xs[0].lt(xs[1]).i
     if u.op is Ops.CMPNE: return xs[0].ne(xs[1]).i
     if u.op is Ops.MAX:
-      take_a = e.value(Ops.OR, dtypes.bool, xs[1].lt(xs[0]), xs[0].ne(xs[0]))
-      return take_a.where(self.bits(e, u.src[0]), self.bits(e, u.src[1])).i
+      take_a = values.op(Ops.OR, dtypes.bool, xs[1].lt(xs[0]), xs[0].ne(xs[0]))
+      return take_a.where(self.bits(values, u.src[0], src[0]), self.bits(values, u.src[1], src[1])).i
     if u.op is Ops.MULACC: return encode(decode(encode(xs[0] * xs[1], d), d) + xs[2], d).i
     return encode(ROUNDED[u.op](*xs), d).i
 
-  def convert(self, u: UOp) -> int:
+  def convert(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
     """CAST or BITCAST with a narrow source or result (see "casts" in the module docstring)."""
-    s, d, j = self.uops[u.src[0]].dtype.scalar(), u.dtype.scalar(), u.src[0]
-    e = _Emitter(self.out, u.dtype.count)
+    j, n = u.src[0], src[0]
+    s, d = self.uops[j].dtype.scalar(), u.dtype.scalar()
+    if s not in NARROW and d not in NARROW: return copy(b, i, u, src)
+    values = Values(b, u.dtype.count)
     if u.op is Ops.BITCAST:
-      bits = self.bits(e, j).bitcast(BITS[d]) if d in NARROW else self.bits(e, j).bitcast(d)
-      return self.alias(j) if bits.i == self.new[j] else bits.i
-    if s == d: return self.alias(j)
-    if s not in NARROW: return (encode(self.bits(e, j), d) if s in (F32, F64) else int_to_narrow(self.bits(e, j), d)).i
-    if d == dtypes.bool: return (self.bits(e, j) & ((1 << (FMT[s].nbits - 1)) - 1)).ne(0).i
-    x = self.value(e, j)
+      bits = self.bits(values, j, n).bitcast(BITS[d] if d in NARROW else d)
+      return self.alias(b, n) if bits.i == n else bits.i
+    if s == d: return self.alias(b, n)
+    if s not in NARROW:
+      x = self.bits(values, j, n)
+      return (encode(x, d) if s in (F32, F64) else int_to_narrow(x, d)).i
+    if d == dtypes.bool: return (self.bits(values, j, n) & ((1 << (FMT[s].nbits - 1)) - 1)).ne(0).i
+    x = self.value(values, j, n)
     return (encode(x, d) if d in NARROW else x.cast(d)).i
 
-  def wmma(self, u: UOp) -> int:
+  def wmma(self, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
     """WMMA with narrow inputs (decoded to float32) or a narrow accumulator (decoded, made float64, result encoded)."""
+    if not any(is_narrow(self.uops[j].dtype) for j in u.src): return copy(b, i, u, src)
     srcs = []
-    for k, j in enumerate(u.src):
-      jd = self.uops[j].dtype
-      if jd.scalar() not in NARROW:
-        srcs.append(self.new[j])
+    for k, (j, n) in enumerate(zip(u.src, src)):
+      operand = self.uops[j].dtype
+      if not is_narrow(operand):
+        srcs.append(n)
         continue
-      x = self.value(_Emitter(self.out, jd.count), j)
+      x = self.value(Values(b, operand.count), j, n)
       srcs.append((x.cast(F64) if k == 2 else x).i)
     d = u.dtype.scalar()
-    if d not in NARROW: return self.emit(Ops.WMMA, u.dtype, tuple(srcs), u.arg)
-    e = _Emitter(self.out, u.dtype.count)
-    return encode(V(e, self.emit(Ops.WMMA, F64.vec(u.dtype.count), tuple(srcs), u.arg), F64), d).i
+    if d not in NARROW: return b.uop(Ops.WMMA, u.dtype, tuple(srcs), u.arg)
+    return encode(Values(b, u.dtype.count).of(b.uop(Ops.WMMA, F64.vec(u.dtype.count), tuple(srcs), u.arg), F64), d).i
 
 
 def _bits_of(value: float, dt: DType) -> int:
@@ -292,8 +292,7 @@ def lower_narrow(program: Program) -> Program:
   narrow value comes back unchanged. The result is not verified again: verifying its thousands of uops costs more than
   rendering them (renderers call this on every compile); spec_tests/test_lower_narrow.py verifies every lowering."""
   verify(program)
-  if not any(not isinstance(u.dtype, PtrDType) and u.dtype.scalar() in NARROW for u in program.uops): return program
+  if not any(is_narrow(u.dtype) for u in program.uops): return program
   trans = {u.dtype.scalar() for u in program.uops if u.op in GroupOp.Transcendental} & NARROW
   if trans: program = decompose_transcendentals(program, only=trans)
-  out = _Lowering(program).run()
-  return Program(program.name, tuple(out), program.global_size, program.local_size)
+  return _Lowering(program).run()

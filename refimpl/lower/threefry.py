@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from refimpl.dtype import dtypes
 from refimpl.emulator.alu import THREEFRY_PARITY, THREEFRY_ROTATIONS
+from refimpl.ir.builder import ProgramBuilder
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
+from refimpl.ir.rewrite import rewrite
 from refimpl.ir.verify import verify
-from refimpl.lower.emit import Emitter, V
+from refimpl.lower.emit import V, Values
 
 U32, U64 = dtypes.uint32, dtypes.uint64
 
@@ -33,19 +35,15 @@ def _threefry(x: V, key: V) -> V:
   return (x1.cast(U64) << 32) | x0.cast(U64)
 
 
+def _threefry_uop(b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+  """The rewrite of one THREEFRY uop: _threefry on its new operands."""
+  values = Values(b, u.dtype.count)
+  return _threefry(values.of(src[0], U64), values.of(src[1], U64)).i
+
+
 def decompose_threefry(program: Program) -> Program:
   """The program with every THREEFRY replaced by integer ALU ops (see the module docstring); other uops keep their
   order, and a program with no THREEFRY comes back unchanged."""
   verify(program)
   if not any(u.op is Ops.THREEFRY for u in program.uops): return program
-  out: list[UOp] = []
-  remap: dict[int, int] = {}
-  for i, u in enumerate(program.uops):
-    src = tuple(remap[j] for j in u.src)
-    if u.op is Ops.THREEFRY:
-      e = Emitter(out, u.dtype.count)
-      remap[i] = _threefry(V(e, src[0], U64), V(e, src[1], U64)).i
-    else:
-      out.append(UOp(u.op, u.dtype, src, u.arg))
-      remap[i] = len(out) - 1
-  return verify(Program(program.name, tuple(out), program.global_size, program.local_size))
+  return verify(rewrite(program, {Ops.THREEFRY: _threefry_uop}))

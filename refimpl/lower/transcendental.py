@@ -67,10 +67,12 @@ from fractions import Fraction
 import numpy as np
 
 from refimpl.dtype import DType, dtypes, to_np
-from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.builder import ProgramBuilder
+from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
+from refimpl.ir.rewrite import copy, rewrite
 from refimpl.ir.verify import verify
-from refimpl.lower.emit import Emitter, V
+from refimpl.lower.emit import V, Values
 
 MAX_ULP = 1.0  # the decomposition's own bound, every op and dtype (see the docstring)
 VIA_FLOAT32 = frozenset({dtypes.float16, dtypes.bfloat16})
@@ -249,7 +251,7 @@ def _reduce_pio2(a: V, f: _Fmt) -> tuple[V, V, V]:
   j, b = t >> 6, (t & 63).cast(u64)
   sel = [((j >> level) & 1).ne(0) for level in range(f.j_max.bit_length())]
   def pick(w0: int) -> V:
-    level = [a.e.const(f.table[w] if w < len(f.table) else 0, u64) for w in range(w0, w0 + 2 ** len(sel))]
+    level = [a.values.const(f.table[w] if w < len(f.table) else 0, u64) for w in range(w0, w0 + 2 ** len(sel))]
     for s in sel: level = [lo if lo.i == hi.i else s.where(hi, lo) for lo, hi in zip(level[0::2], level[1::2])]
     return level[0]
   words = [pick(w) for w in range(f.window_words + 1)]
@@ -308,28 +310,20 @@ def _sin(x: V, f: _Fmt) -> V:
 
 METHODS = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin}
 
-def _decompose(out: list[UOp], op: Ops, dtype: DType, src: int) -> int:
-  e = Emitter(out, dtype.count)
-  x = V(e, src, dtype.scalar())
-  if x.dt in VIA_FLOAT32: return METHODS[op](x.cast(dtypes.float32), FORMATS[dtypes.float32]).cast(x.dt).i
-  return METHODS[op](x, FORMATS[x.dt]).i
+def _decompose(b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...], only: set[DType] | None = None) -> int:
+  """The rewrite of one EXP2, LOG2 or SIN uop: its method on its new operand (float16 / bfloat16 through float32); one
+  of a scalar dtype not in `only` is copied."""
+  if only is not None and u.dtype.scalar() not in only: return copy(b, i, u, src)
+  x = Values(b, u.dtype.count).of(src[0], u.dtype.scalar())
+  if x.dt in VIA_FLOAT32: return METHODS[u.op](x.cast(dtypes.float32), FORMATS[dtypes.float32]).cast(x.dt).i
+  return METHODS[u.op](x, FORMATS[x.dt]).i
 
 def decompose_transcendentals(program: Program, only: set[DType] | None = None) -> Program:
   """The program with every EXP2, LOG2 and SIN (of a scalar dtype in `only`, default all) replaced by ALU ops (see the
   module docstring). Other uops keep their order; a program with nothing to replace comes back unchanged."""
   verify(program)
-  todo = {i for i, u in enumerate(program.uops)
-          if u.op in GroupOp.Transcendental and (only is None or u.dtype.scalar() in only)}
-  if not todo: return program
-  out: list[UOp] = []
-  remap: dict[int, int] = {}
-  for i, u in enumerate(program.uops):
-    src = tuple(remap[j] for j in u.src)
-    if i in todo: remap[i] = _decompose(out, u.op, u.dtype, src[0])
-    else:
-      out.append(UOp(u.op, u.dtype, src, u.arg))
-      remap[i] = len(out) - 1
-  return verify(Program(program.name, tuple(out), program.global_size, program.local_size))
+  if not any(u.op in METHODS and (only is None or u.dtype.scalar() in only) for u in program.uops): return program
+  return verify(rewrite(program, dict.fromkeys(METHODS, functools.partial(_decompose, only=only))))
 
 
 # ***** measuring accuracy *****

@@ -19,41 +19,35 @@ result) and one VECTORIZE per WMMA.
 from __future__ import annotations
 
 from refimpl.dtype import DType, dtypes
+from refimpl.ir.builder import ProgramBuilder
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
+from refimpl.ir.rewrite import rewrite
 
 F64 = dtypes.float64
 
 
-class _Out:
-  """The uop list being written."""
-  def __init__(self): self.uops: list[UOp] = []
+def _wide(b: ProgramBuilder, j: int, dt: DType, lanes: int) -> list[int]:
+  """Every lane of new uop j (lanes of scalar dt) as a float64 value: GEP (none for one lane), then CAST (none for
+  float64)."""
+  out = []
+  for k in range(lanes):
+    x = j if lanes == 1 else b.uop(Ops.GEP, dt, (j,), (k,))
+    out.append(x if dt == F64 else b.uop(Ops.CAST, F64, (x,)))
+  return out
 
-  def emit(self, op: Ops, dt: DType, src: tuple[int, ...], arg=None) -> int:
-    self.uops.append(UOp(op, dt, src, arg))
-    return len(self.uops) - 1
-
-  def wide(self, j: int, dt: DType, lanes: int) -> list[int]:
-    """Every lane of new uop j (lanes of scalar dt) as a float64 value: GEP (none for one lane), then CAST (none for
-    float64)."""
-    out = []
-    for k in range(lanes):
-      x = j if lanes == 1 else self.emit(Ops.GEP, dt, (j,), (k,))
-      out.append(x if dt == F64 else self.emit(Ops.CAST, F64, (x,)))
-    return out
-
-  def wmma(self, u: UOp, src: tuple[int, ...], tin: DType) -> int:
-    """WMMA u on new operands src (a and b of scalar dtype tin), expanded as the module docstring says; its result."""
-    N, M, K = u.arg
-    tout = u.dtype.scalar()
-    a, b, c = self.wide(src[0], tin, M * K), self.wide(src[1], tin, K * N), self.wide(src[2], tout, M * N)
-    res = []
-    for m in range(M):
-      for n in range(N):
-        acc = c[m * N + n]
-        for k in range(K): acc = self.emit(Ops.ADD, F64, (acc, self.emit(Ops.MUL, F64, (a[m * K + k], b[k * N + n]))))
-        res.append(acc if tout == F64 else self.emit(Ops.CAST, tout, (acc,)))
-    return res[0] if M * N == 1 else self.emit(Ops.VECTORIZE, u.dtype, tuple(res))
+def _wmma(b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
+  """The rewrite of one WMMA uop, expanded as the module docstring says; its result."""
+  N, M, K = u.arg
+  tin, tout = b.dtype(src[0]).scalar(), u.dtype.scalar()
+  wide_a, wide_b, wide_c = _wide(b, src[0], tin, M * K), _wide(b, src[1], tin, K * N), _wide(b, src[2], tout, M * N)
+  res = []
+  for m in range(M):
+    for n in range(N):
+      acc = wide_c[m * N + n]
+      for k in range(K): acc = b.uop(Ops.ADD, F64, (acc, b.uop(Ops.MUL, F64, (wide_a[m * K + k], wide_b[k * N + n]))))
+      res.append(acc if tout == F64 else b.uop(Ops.CAST, tout, (acc,)))
+  return res[0] if M * N == 1 else b.uop(Ops.VECTORIZE, u.dtype, tuple(res))
 
 
 def decompose_wmma(program: Program) -> Program:
@@ -62,10 +56,4 @@ def decompose_wmma(program: Program) -> Program:
   lower_narrow's result (which renderers pass here, and which is not verified: verifying its thousands of uops costs more
   than rendering them); neither is the result, for the same reason: spec_tests/test_lower_wmma.py verifies it."""
   if not any(u.op is Ops.WMMA for u in program.uops): return program
-  out = _Out()
-  remap: dict[int, int] = {}
-  for i, u in enumerate(program.uops):
-    src = tuple(remap[j] for j in u.src)
-    if u.op is Ops.WMMA: remap[i] = out.wmma(u, src, program.uops[u.src[0]].dtype.scalar())
-    else: remap[i] = out.emit(u.op, u.dtype, src, u.arg)
-  return Program(program.name, tuple(out.uops), program.global_size, program.local_size)
+  return rewrite(program, {Ops.WMMA: _wmma})
