@@ -8,6 +8,11 @@ lacks (`get_late_rewrite_patterns`: tinygrad's xexp2 / xlog2 / xsin on CLANG, x*
 renderer's `extra_matcher` (MAX -> CMPLT + WHERE, a NOOP before BITCAST, RECIP -> FDIV on LLVM, ...). tinygrad's
 optimizing rewrites (symbolic, expander, loop collapse) are not applied: the kernel is refimpl's, as written.
 
+The walk visits the uops once (declarations first, see below) and hands each to its op's handler in `EXPORT`, as the
+importer's walk hands tinygrad's uops to its rules: `handler(walk, i, u, src)` gets the refimpl index, the uop and what
+its srcs read (their tinygrad uops), emits what tinygrad lists for it, and returns the tinygrad uop that stands for it,
+the one later srcs read (refimpl.ir.rewrite's walk, with tinygrad UOps as the new program).
+
 The reverse of each importer rule, and the other departures of refimpl's IR (`refimpl.ir`'s docstring):
   - declarations first: DEFINE_GLOBALs in number order, then DEFINE_VARs (the order of the kernel's parameters, which
     tinygrad's renderers take from the list), then DEFINE_LOCALs, SPECIALs and CONSTs (none has a src);
@@ -29,12 +34,15 @@ dtypes (not in tinygrad 0.10.1), vector accumulators.
 """
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from refimpl.dtype import DType, PtrDType, dtypes
-from refimpl.ir import GroupOp, Ops, Program, verify
+from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 
 __all__ = ["ExportError", "tinygrad_dtype", "to_tinygrad"]
 
@@ -116,117 +124,171 @@ def _open_blocks(program: Program) -> tuple[dict[int, list[int]], dict[int, int]
   return ranges, assign_of
 
 
-def to_tinygrad(program: Program, renderer: Any = None) -> list[Any]:
-  """The tinygrad 0.10.1 UOps of `program`, linearized (see the module docstring); rewritten for `renderer` when given.
-  Raises ExportError for what tinygrad has no form for, ProgramError for an invalid program."""
-  from tinygrad.dtype import dtypes as tdt
-  from tinygrad.ops import Ops as TOps
-  from tinygrad.ops import UOp as TUOp
-  program = verify(program)
-  uops = program.uops
-  ids = itertools.count(len(program.uops))  # distinct from the RANGE args (refimpl indices)
-  acc_ranges, assign_of = _open_blocks(program)
-  tg: dict[int, Any] = {}           # refimpl index -> tinygrad uop (the value it reads as)
-  latest_assign: dict[int, int] = {}  # DEFINE_ACC index -> the latest ASSIGN index seen so far
-  out: list[Any] = []
-  emitted: set = set()
-  lower = _Lowerer(_late_matcher(renderer), emitted) if renderer is not None else None
-  has_mulacc = renderer is not None and TOps.MULACC in renderer.code_for_op
+@dataclass
+class _Export:
+  """The walk's state: the program, refimpl index -> the tinygrad uop it stands for (an INDEX: its (buffer, index)
+  pair), the DEFINE_ACC -> latest ASSIGN so far, the output list and what is in it, tinygrad's namespace `T`."""
+  program: Program
+  T: Any
+  lower: _Lowerer | None
+  has_mulacc: bool
+  acc_ranges: dict[int, list[int]]
+  assign_of: dict[int, int]
+  tg: dict[int, Any] = field(default_factory=dict)
+  latest_assign: dict[int, int] = field(default_factory=dict)
+  out: list[Any] = field(default_factory=list)
+  emitted: set = field(default_factory=set)
+  ids: Iterator[int] = field(default_factory=itertools.count)
 
-  def emit(u: Any) -> Any:
+  def emit(self, u: Any) -> Any:
     """Appends u (rewritten for the renderer) and every new uop it needs, srcs first; returns the emitted uop."""
-    if lower is not None: u = lower(u)
+    if self.lower is not None: u = self.lower(u)
     for x in u.toposort:
-      if x not in emitted:
-        emitted.add(x)
-        out.append(x)
+      if x not in self.emitted:
+        self.emitted.add(x)
+        self.out.append(x)
     return u
 
-  def dt(i: int, d: DType) -> Any:
+  def new(self, op: Ops, dtype: Any, src: tuple = (), arg: Any = None) -> Any:
+    """tinygrad's uop of the same name as refimpl's op (not emitted)."""
+    return self.T.UOp(self.T.Ops[op.name], dtype, src, arg)
+
+  def distinct(self, op: Ops, dtype: Any, src: tuple = ()) -> Any:
+    """A new uop with an arg no other uop has (tinygrad's UOps are hash-consed; see the module docstring)."""
+    return self.new(op, dtype, src, next(self.ids))
+
+  def dt(self, i: int, d: DType) -> Any:
+    """tinygrad's dtype for uop i's dtype d; ExportError names uop i when there is none."""
     try: return tinygrad_dtype(d)
-    except ValueError as e: raise ExportError(i, uops[i].op, str(e)) from None
+    except ValueError as e: raise ExportError(i, self.program.uops[i].op, str(e)) from None
 
-  def src(i: int, k: int) -> Any:
-    j = uops[i].src[k]
-    if uops[j].op is Ops.DEFINE_ACC and j in latest_assign: return tg[latest_assign[j]]
-    return tg[j]
+  def read(self, j: int) -> Any:
+    """What a src j reads: for an accumulator, its latest ASSIGN so far (as tinygrad's graphs read it)."""
+    return self.tg[self.latest_assign[j]] if j in self.latest_assign else self.tg[j]
 
-  def index(i: int, buf: Any, idx: Any, k: int) -> Any:
-    if k: idx = TUOp(TOps.ADD, tdt.int32, (idx, TUOp.const(tdt.int32, k)), next(ids))
-    return TUOp(TOps.INDEX, buf.dtype, (buf, idx), next(ids))
+  def index(self, buf: Any, idx: Any, k: int) -> Any:
+    """INDEX of buf at idx + k (one per element of a vector access)."""
+    if k: idx = self.distinct(Ops.ADD, self.T.dtypes.int32, (idx, self.T.UOp.const(self.T.dtypes.int32, k)))
+    return self.distinct(Ops.INDEX, buf.dtype, (buf, idx))
 
-  def range_uop(r: int) -> Any:  # arg: the refimpl index, so that building it twice gives the one (hash-consed) uop
-    return TUOp(TOps.RANGE, tdt.int32, (src(r, 0), src(r, 1)), r)
+  def range(self, r: int) -> Any:
+    """RANGE r; its arg is the refimpl index, so that building it twice gives the one (hash-consed) uop."""
+    return self.new(Ops.RANGE, self.T.dtypes.int32, tuple(self.read(j) for j in self.program.uops[r].src), r)
 
-  order = [i for i, u in enumerate(uops) if u.op is Ops.DEFINE_GLOBAL]
-  order.sort(key=lambda i: uops[i].arg)
+
+# ***** one handler per op: (walk, refimpl index, uop, what its srcs read) -> the tinygrad uop standing for it *****
+
+def _declaration(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """DEFINE_GLOBAL, DEFINE_LOCAL and CONST as they are; DEFINE_VAR and SPECIAL with int32 and a tuple arg."""
+  if u.op in (Ops.DEFINE_VAR, Ops.SPECIAL): return c.emit(c.new(u.op, c.T.dtypes.int32, (), tuple(u.arg)))
+  return c.emit(c.new(u.op, c.dt(i, u.dtype), (), u.arg))
+
+def _define_acc(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """DEFINE_ACC (init, *RANGEs) arg (id,), listed here, before its RANGEs (see the module docstring)."""
+  if u.dtype.count > 1: raise ExportError(i, u.op, "vector accumulators have no form this exporter builds")
+  rngs = []
+  for r in c.acc_ranges.get(i, []):
+    if any(j not in c.tg for j in c.program.uops[r].src):
+      raise ExportError(i, u.op, f"the bounds of RANGE {r}, a loop of this accumulator, come after it")
+    rngs.append(c.range(r))
+  acc = c.new(u.op, c.dt(i, u.dtype), (src[0], *rngs), (u.arg,))
+  c.emit(src[0])
+  c.emitted.add(acc)  # here, before its RANGEs (as tinygrad lists it), not at its first use
+  c.out.append(acc)
+  return acc
+
+def _assign(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """ASSIGN to the DEFINE_ACC itself; later reads of the accumulator read this ASSIGN."""
+  acc = c.tg[u.src[0]]
+  assign = c.emit(c.distinct(u.op, acc.dtype, (acc, src[1])))
+  c.latest_assign[c.assign_of[i]] = i
+  return assign
+
+def _block(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """RANGE, ENDRANGE, IF, ENDIF and BARRIER (IF and BARRIER distinct)."""
+  if u.op is Ops.RANGE: return c.emit(c.range(i))
+  if u.op in (Ops.IF, Ops.BARRIER): return c.emit(c.distinct(u.op, c.T.dtypes.void, src))
+  return c.emit(c.new(u.op, c.T.dtypes.void, src))
+
+def _index(c: _Export, i: int, u: UOp, src: tuple) -> tuple[Any, Any]:
+  """Nothing yet: (buffer, index), built at each LOAD / STORE (one per vector element)."""
+  return src
+
+def _load(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """n scalar LOADs at index + k (each gated with its lane of the alternative), VECTORIZEd for n > 1."""
+  (buf, idx), n = src[0], u.dtype.count
+  alt, gate = (src[1], src[2]) if len(src) == 3 else (None, None)
+  lanes = []
+  for k in range(n):
+    a = None if alt is None else (alt if n == 1 else c.new(Ops.GEP, alt.dtype.scalar(), (alt,), (k,)))
+    srcs = (c.index(buf, idx, k),) + (() if gate is None else (a, gate))
+    lanes.append(c.distinct(u.op, c.dt(i, u.dtype.scalar()), srcs))
+  return c.emit(lanes[0] if n == 1 else c.distinct(Ops.VECTORIZE, c.dt(i, u.dtype), tuple(lanes)))
+
+def _store(c: _Export, i: int, u: UOp, src: tuple) -> None:
+  """n scalar STOREs at index + k; a gated one inside IF (gate) ... ENDIF."""
+  (buf, idx), val, n = src[0], src[1], src[1].dtype.count
+  gate = c.emit(c.distinct(Ops.IF, c.T.dtypes.void, (src[2],))) if len(src) == 3 else None
+  for k in range(n):
+    v = val if n == 1 else c.new(Ops.GEP, val.dtype.scalar(), (val,), (k,))
+    c.emit(c.distinct(u.op, c.T.dtypes.void, (c.index(buf, idx, k), v) + (() if gate is None else (gate,))))
+  if gate is not None: c.emit(c.new(Ops.ENDIF, c.T.dtypes.void, (gate,)))
+
+def _gep(c: _Export, i: int, u: UOp, src: tuple) -> Any: return c.emit(c.new(u.op, c.dt(i, u.dtype), src, tuple(u.arg)))
+
+def _alu(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """ALU ops, VECTORIZE, CAST and BITCAST: the same op, distinct."""
+  return c.emit(c.distinct(u.op, c.dt(i, u.dtype), src))
+
+def _mulacc(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  """MULACC, or MUL then ADD when the renderer has no MULACC."""
+  if c.has_mulacc: return _alu(c, i, u, src)
+  a, b, acc = src
+  return c.emit(c.distinct(Ops.ADD, a.dtype, (c.distinct(Ops.MUL, a.dtype, (a, b)), acc)))
+
+def _wmma(c: _Export, i: int, u: UOp, src: tuple) -> Any:
+  raise ExportError(i, u.op, "refimpl's one-thread WMMA (arg (N, M, K)) has no tinygrad 0.10.1 form")
+
+EXPORT: dict[Ops, Callable[[_Export, int, UOp, tuple], Any]] = {
+  **dict.fromkeys((Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.CONST, Ops.SPECIAL), _declaration),
+  Ops.DEFINE_ACC: _define_acc, Ops.ASSIGN: _assign,
+  **dict.fromkeys((Ops.RANGE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF, Ops.BARRIER), _block),
+  Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store, Ops.GEP: _gep,
+  **dict.fromkeys((*GroupOp.ALU, Ops.VECTORIZE, Ops.CAST, Ops.BITCAST), _alu), Ops.MULACC: _mulacc, Ops.WMMA: _wmma}
+
+
+def _order(uops: tuple[UOp, ...]) -> list[int]:
+  """The walk's order: DEFINE_GLOBALs by number, DEFINE_VARs, DEFINE_LOCALs, SPECIALs and CONSTs, then the rest."""
+  order = sorted((i for i, u in enumerate(uops) if u.op is Ops.DEFINE_GLOBAL), key=lambda i: uops[i].arg)
   order += [i for i, u in enumerate(uops) if u.op is Ops.DEFINE_VAR]
   order += [i for i, u in enumerate(uops) if u.op in (Ops.DEFINE_LOCAL, Ops.SPECIAL, Ops.CONST)]
   placed = set(order)
-  order += [i for i in range(len(uops)) if i not in placed]
-  for i in order:
-    u = uops[i]
-    op = u.op
-    if op is Ops.DEFINE_GLOBAL: tg[i] = emit(TUOp(TOps.DEFINE_GLOBAL, dt(i, u.dtype), (), u.arg))
-    elif op is Ops.DEFINE_VAR: tg[i] = emit(TUOp(TOps.DEFINE_VAR, tdt.int32, (), tuple(u.arg)))
-    elif op is Ops.DEFINE_LOCAL: tg[i] = emit(TUOp(TOps.DEFINE_LOCAL, dt(i, u.dtype), (), u.arg))
-    elif op is Ops.CONST: tg[i] = emit(TUOp(TOps.CONST, dt(i, u.dtype), (), u.arg))
-    elif op is Ops.SPECIAL: tg[i] = emit(TUOp(TOps.SPECIAL, tdt.int32, (), tuple(u.arg)))
-    elif op is Ops.DEFINE_ACC:
-      if u.dtype.count > 1: raise ExportError(i, op, "vector accumulators have no form this exporter builds")
-      rngs = []
-      for r in acc_ranges.get(i, []):
-        if any(s not in tg for s in uops[r].src):
-          raise ExportError(i, op, f"the bounds of RANGE {r}, a loop of this accumulator, come after it")
-        rngs.append(range_uop(r))
-      init = src(i, 0)
-      tg[i] = acc = TUOp(TOps.DEFINE_ACC, dt(i, u.dtype), (init, *rngs), (u.arg,))
-      emit(init)
-      emitted.add(acc)  # here, before its RANGEs (as tinygrad lists it), not at its first use
-      out.append(acc)
-    elif op is Ops.RANGE: tg[i] = emit(range_uop(i))
-    elif op is Ops.ENDRANGE: tg[i] = emit(TUOp(TOps.ENDRANGE, tdt.void, (tg[u.src[0]],)))
-    elif op is Ops.IF: tg[i] = emit(TUOp(TOps.IF, tdt.void, (src(i, 0),), next(ids)))
-    elif op is Ops.ENDIF: tg[i] = emit(TUOp(TOps.ENDIF, tdt.void, (tg[u.src[0]],)))
-    elif op is Ops.BARRIER: tg[i] = emit(TUOp(TOps.BARRIER, tdt.void, (), next(ids)))
-    elif op is Ops.INDEX: tg[i] = (src(i, 0), src(i, 1))  # built at each LOAD / STORE (one per vector element)
-    elif op is Ops.LOAD:
-      buf, idx = tg[u.src[0]]
-      n = u.dtype.count
-      alt, gate = (src(i, 1), src(i, 2)) if len(u.src) == 3 else (None, None)
-      lanes = []
-      for k in range(n):
-        a = None if alt is None else (alt if n == 1 else TUOp(TOps.GEP, alt.dtype.scalar(), (alt,), (k,)))
-        srcs = (index(i, buf, idx, k),) + (() if gate is None else (a, gate))
-        lanes.append(TUOp(TOps.LOAD, dt(i, u.dtype.scalar()), srcs, next(ids)))
-      tg[i] = emit(lanes[0] if n == 1 else TUOp(TOps.VECTORIZE, dt(i, u.dtype), tuple(lanes), next(ids)))
-    elif op is Ops.STORE:
-      buf, idx = tg[u.src[0]]
-      val = src(i, 1)
-      n = val.dtype.count
-      gate = emit(TUOp(TOps.IF, tdt.void, (src(i, 2),), next(ids))) if len(u.src) == 3 else None
-      for k in range(n):
-        v = val if n == 1 else TUOp(TOps.GEP, val.dtype.scalar(), (val,), (k,))
-        emit(TUOp(TOps.STORE, tdt.void, (index(i, buf, idx, k), v) + (() if gate is None else (gate,)), next(ids)))
-      if gate is not None: emit(TUOp(TOps.ENDIF, tdt.void, (gate,)))
-    elif op is Ops.ASSIGN:
-      acc = tg[u.src[0]]
-      tg[i] = emit(TUOp(TOps.ASSIGN, acc.dtype, (acc, src(i, 1)), next(ids)))
-      latest_assign[assign_of[i]] = i
-    elif op is Ops.GEP: tg[i] = emit(TUOp(TOps.GEP, dt(i, u.dtype), (src(i, 0),), tuple(u.arg)))
-    elif op is Ops.VECTORIZE:
-      tg[i] = emit(TUOp(TOps.VECTORIZE, dt(i, u.dtype), tuple(src(i, k) for k in range(len(u.src))), next(ids)))
-    elif op in (Ops.CAST, Ops.BITCAST):
-      tg[i] = emit(TUOp(TOps[op.name], dt(i, u.dtype), (src(i, 0),), next(ids)))
-    elif op is Ops.MULACC and not has_mulacc:
-      a, b, c = (src(i, k) for k in range(3))
-      mul = TUOp(TOps.MUL, a.dtype, (a, b), next(ids))
-      tg[i] = emit(TUOp(TOps.ADD, a.dtype, (mul, c), next(ids)))
-    elif op in GroupOp.ALU:
-      tg[i] = emit(TUOp(TOps[op.name], dt(i, u.dtype), tuple(src(i, k) for k in range(len(u.src))), next(ids)))
-    elif op is Ops.WMMA: raise ExportError(i, op, "refimpl's one-thread WMMA (arg (N, M, K)) has no tinygrad 0.10.1 form")
-    else: raise ExportError(i, op, f"{op.name} has no tinygrad translation")
-  return out
+  return order + [i for i in range(len(uops)) if i not in placed]
+
+
+@functools.cache
+def _tinygrad() -> SimpleNamespace:
+  """tinygrad's Ops, UOp and dtypes, imported at the first export (tinygrad is needed only then)."""
+  from tinygrad.dtype import dtypes as tdt
+  from tinygrad.ops import Ops as TOps
+  from tinygrad.ops import UOp as TUOp
+  return SimpleNamespace(Ops=TOps, UOp=TUOp, dtypes=tdt)
+
+
+def to_tinygrad(program: Program, renderer: Any = None) -> list[Any]:
+  """The tinygrad 0.10.1 UOps of `program`, linearized (see the module docstring); rewritten for `renderer` when given.
+  Raises ExportError for what tinygrad has no form for, ProgramError for an invalid program."""
+  program = verify(program)
+  T = _tinygrad()
+  acc_ranges, assign_of = _open_blocks(program)
+  c = _Export(program, T, None, renderer is not None and T.Ops.MULACC in renderer.code_for_op, acc_ranges, assign_of,
+              ids=itertools.count(len(program.uops)))  # distinct from the RANGE args (refimpl indices)
+  if renderer is not None: c.lower = _Lowerer(_late_matcher(renderer), c.emitted)
+  for i in _order(program.uops):
+    u = program.uops[i]
+    if u.op not in EXPORT: raise ExportError(i, u.op, f"{u.op.name} has no tinygrad translation")
+    c.tg[i] = EXPORT[u.op](c, i, u, tuple(c.read(j) for j in u.src))
+  return c.out
 
 
 def render(program: Program, renderer: Any, name: str | None = None) -> tuple[str, list[Any]]:
