@@ -18,7 +18,7 @@ from tinygrad.renderer.cstyle import ClangRenderer
 from refimpl.dtype import dtypes, truncate
 from refimpl.emulator.machine import emulate
 from refimpl.ir import Ops, load_program, save_program, verify
-from refimpl.tinygrad import RULES, TranslationError, capture, from_tinygrad, translate
+from refimpl.tinygrad import TRANSLATION_RULES, TranslationError, capture, from_tinygrad, translate
 
 D = "PYTHON"
 
@@ -97,9 +97,9 @@ def test_capture_dedups_by_program(tmp_path):
 # ***** one test per translation rule, on a real kernel where it occurs *****
 
 def test_rules_table():
-  assert list(RULES) == ["noop-alias", "vector-ptr-cast", "acc-srcs", "acc-id", "barrier-src", "if-barrier", "load-barrier",
-                         "float-const", "int-const", "launch-none", "special-size"]
-  assert all(f.__doc__ and f.__doc__.startswith(f"Rule {n}:") for n, f in enumerate(RULES.values(), 1))
+  assert list(TRANSLATION_RULES) == ["noop-alias", "vector-ptr-cast", "acc-srcs", "acc-id", "barrier-src", "if-barrier",
+                                     "load-barrier", "float-const", "int-const", "launch-none", "special-size"]
+  assert all(f.__doc__ and f.__doc__.startswith(f"Rule {n}:") for n, f in enumerate(TRANSLATION_RULES.values(), 1))
 
 def test_rule1_noop_alias():
   # tinygrad's C renderers put a NOOP before each BITCAST (exp2's decomposition has BITCASTs)

@@ -8,7 +8,7 @@ or not) and, where one exists, an affine form
 that is exact on every lane. DEFINE_VARs are constants here (a run knows their values). A form is kept only while the
 range proves that no int32 wrap-around can have happened, so evaluating it in Python ints gives what the ops compute.
 
-Rules (table RULES, op -> rule):
+Rules (table INT_INFO_RULES, op -> rule):
   CONST, DEFINE_VAR        the constant
   SPECIAL                  [0, size-1]; the id itself
   RANGE                    [min start, max end - 1]; its counter
@@ -132,7 +132,7 @@ def _or_xor(u, a, b):
 
 def _where(u, c, a, b): return IntInfo(min(a.lo, b.lo), max(a.hi, b.hi))
 
-RULES: dict[Ops, Callable[..., IntInfo]] = {
+INT_INFO_RULES: dict[Ops, Callable[..., IntInfo]] = {
   Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.SHL: _shl, Ops.SHR: _shr, Ops.IDIV: _idiv,
   Ops.MOD: _mod, Ops.MAX: _max, Ops.AND: _and, Ops.OR: _or_xor, Ops.XOR: _or_xor, Ops.WHERE: _where}
 
@@ -156,8 +156,9 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
       if src == dtypes.bool: infos[i] = IntInfo(0, 1)
       elif dtypes.is_int(src) and src.itemsize < 4 + (not dtypes.is_unsigned(src)):
         infos[i] = IntInfo(int(dtypes.min(src)), int(dtypes.max(src)))
-    elif u.op in RULES and all(uops[j].dtype == INDEX_DTYPE or (k == 0 and u.op is Ops.WHERE) for k, j in enumerate(u.src)):
-      infos[i] = RULES[u.op](u, *(info(j) for j in u.src))
+    elif u.op in INT_INFO_RULES and all(uops[j].dtype == INDEX_DTYPE or (k == 0 and u.op is Ops.WHERE)
+                                        for k, j in enumerate(u.src)):
+      infos[i] = INT_INFO_RULES[u.op](u, *(info(j) for j in u.src))
   return infos
 
 

@@ -36,7 +36,7 @@ def bits_of(arrays: list[np.ndarray], program: Program) -> list[dict]:
 def case_finding(program: Program, inputs: list[np.ndarray], vals: tuple[int, ...], device: str, kernel: str,
                  outputs: list[np.ndarray] | None = None, detail: str = "", rules: list[str] | None = None) -> Finding:
   """A captured kernel as a Finding (see the module docstring); outputs are what tinygrad's device computed, rules the
-  translation rules that rewrote the kernel (refimpl.tinygrad.importer.RULES)."""
+  translation rules that rewrote the kernel (refimpl.tinygrad.importer.TRANSLATION_RULES)."""
   found = {"source": SOURCE, "device": device, "kernel": kernel, "rules": sorted(rules or [])}
   if outputs is not None: found["outputs"] = bits_of(outputs, program)
   return Finding(Signature("PYTHON", "kernel", device, SOURCE.replace(" ", "-")), Case(program, inputs, vals),

@@ -4,7 +4,7 @@
 refimpl uop, or an alias of an earlier one (no uop emitted), or is rejected with `TranslationError`. Ops and dtypes
 map by name (refimpl's `Ops` and `dtypes` use tinygrad's names). Where tinygrad's linearized form departs from
 refimpl's IR (see `refimpl.ir`'s docstring) one of the eleven rules below rewrites it; each is a small function in
-`RULES`, in the order they are tried:
+`TRANSLATION_RULES`, in the order they are tried:
 
    1 noop-alias        NOOP (tinygrad puts one before some BITCASTs) is an alias of its src
    2 vector-ptr-cast   CAST of an INDEX to T.vec(n).ptr(size//n) is dropped: LOAD/STORE of T.vec(n) use the INDEX
@@ -41,7 +41,7 @@ from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
 from refimpl.ir.verify import ProgramError, verify
 
-__all__ = ["RULES", "TranslationError", "from_tinygrad", "translate_dtype"]
+__all__ = ["TRANSLATION_RULES", "TranslationError", "from_tinygrad", "translate_dtype"]
 
 
 class TranslationError(ValueError):
@@ -201,7 +201,7 @@ def rule_special_size(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
   return None if size is None else (op, dt, src, (arg[0], size))
 
 UopRule = Callable[[_Ctx, int, Any, Parts], Any]
-RULES: dict[str, UopRule | Callable] = {
+TRANSLATION_RULES: dict[str, UopRule | Callable] = {
   "noop-alias": rule_noop_alias, "vector-ptr-cast": rule_vector_ptr_cast, "acc-srcs": rule_acc_srcs, "acc-id": rule_acc_id,
   "barrier-src": rule_barrier_src, "if-barrier": rule_if_barrier, "load-barrier": rule_load_barrier,
   "float-const": rule_float_const, "int-const": rule_int_const, "launch-none": rule_launch_none,
@@ -232,7 +232,7 @@ def _check(c: _Ctx, i: int, u: Any, p: Parts) -> None:
 def _translate_uop(c: _Ctx, i: int, u: Any) -> None:
   name = u.op.name
   for rule in ALIAS_RULES:
-    a = RULES[rule](c, i, u, None)
+    a = TRANSLATION_RULES[rule](c, i, u, None)
     if a is not None:
       c.fire(rule, i)
       if c.pos.get(id(a.of), i) >= i: raise TranslationError(i, name, f"src {a.of.op.name} is not an earlier uop in the list")
@@ -245,7 +245,7 @@ def _translate_uop(c: _Ctx, i: int, u: Any) -> None:
   if isinstance(u.arg, tuple) and name == "DEFINE_GLOBAL": raise TranslationError(i, name, f"arg {u.arg!r}")
   p: Parts = (Ops[name], dt, tuple(u.src), u.arg)
   for rule in PART_RULES:
-    q = RULES[rule](c, i, u, p)
+    q = TRANSLATION_RULES[rule](c, i, u, p)
     if q is not None:
       c.fire(rule, i)
       p = q
