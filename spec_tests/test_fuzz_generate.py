@@ -21,6 +21,7 @@ from refimpl.fuzz.generate import (
   mode_of,
 )
 from refimpl.fuzz.graph import Graph
+from refimpl.fuzz.grow import Draw
 from refimpl.ir import GroupOp, Ops, ProgramBuilder, program_to_json, verify
 from refimpl.ir.verify import FP8
 from refimpl.testing.values import to_bits
@@ -171,6 +172,18 @@ def test_every_mode_is_deterministic_and_defined(mode):
   assert _fingerprint(make_program(9, 0, Profile(mode="tinygrad"))) != _fingerprint(make_program(9, 0, Profile()))
 
 
+def test_a_draw_stream_is_a_function_of_seed_and_index():
+  """Rule: every random choice of a program comes from its grow.Draw, whose streams each start from (stream, seed,
+  index) alone: a stream started again draws the same values whatever was drawn before (so a mode that leaves its
+  program to another mode hands it the same draws), and another index or stream draws others."""
+  def values(draw: Draw) -> list: return [draw.scalar_value(dtypes.int32) for _ in range(8)]
+  draw = Draw(3, 7)
+  first = values(draw.start("random"))
+  draw.start("corpus").rng.random()
+  assert values(draw.start("random")) == first
+  assert values(Draw(3, 8).start("random")) != first and values(Draw(3, 7).start("tinygrad")) != first
+
+
 def test_mix_draws_every_mode():
   """Rule: mode "mix" makes each program in one of the modes, drawn from (seed, index) with MIX's weights."""
   drawn = [mode_of(0, i, "mix") for i in range(60)]
@@ -198,7 +211,7 @@ def test_corpus_mode_mutates_real_kernels_and_keeps_their_control():
   structure = lambda g: sorted((n.op.name, n.arg[0] if n.op is Ops.SPECIAL else "") for n in g.nodes
                                if n.op in (Ops.RANGE, Ops.IF, Ops.SPECIAL, Ops.BARRIER, Ops.DEFINE_LOCAL))
   for i in range(20):
-    m = _Mutator(6, i, Profile(barrier=True))
+    m = _Mutator(Draw(6, i).start("corpus"), Profile(barrier=True))
     before, shape = [(n.op, n.dtype, repr(n.arg)) for n in m.graph.nodes], structure(m.graph)
     ctrl_ops = sorted(n.op.name for n in m.graph.nodes if id(n) in control_nodes(m.graph) and n.op in GroupOp.ALU)
     g = m.mutate()

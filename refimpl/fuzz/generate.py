@@ -1,7 +1,7 @@
 """Random whole programs for the fuzzer, defined by construction: `make_case(seed, index, profile)`.
 
-Program i of a campaign with seed s is a function of (s, i, profile) alone (random.Random and numpy Generators seeded from
-them), so a shard, a worker or a replay regenerates exactly the same program and inputs.
+Program i of a campaign with seed s is a function of (s, i, profile) alone (every random choice is drawn from its
+grow.Draw, seeded from them), so a shard, a worker or a replay regenerates exactly the same program and inputs.
 
 Shape. A grid of gidx0 x gidx1 workgroups of lidx0 threads (each dimension often 1); tid is the linear thread id. Then
 random steps: ALU ops, CAST/BITCAST, VECTORIZE/GEP, LOADs (vector, gated, data-dependent indices), STOREs, loops (RANGE
@@ -39,7 +39,6 @@ What remains undefined after that is left to `refimpl.fuzz.case.prepare` (masked
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,14 +52,15 @@ from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.fuzz.grow import (
   ALL_DTYPES,
   ARITH_FLOATS,
+  Draw,
   Profile,
-  _Gen,
   _input,
   all_keys,
   alu_pairs,
   conversion_pairs,
   coverage_keys,
   pair_key,
+  random_graph,
 )
 from refimpl.fuzz.mutate import corpus_graph
 from refimpl.fuzz.shapes import tinygrad_graph
@@ -74,31 +74,31 @@ __all__ = ["ALL_DTYPES", "ARITH_FLOATS", "FIX_ROUNDS", "MIX", "MODES", "REWRITES
 
 FIX_ROUNDS = 6
 
-MODES = ("random", "tinygrad", "corpus")
+GRAPHS = {"random": random_graph, "tinygrad": tinygrad_graph, "corpus": corpus_graph}
+"""mode -> (draw, profile) -> (graph, fills of the input buffers that are not the default mix), or None: the random one."""
+MODES = tuple(GRAPHS)
 MIX = (("random", 5), ("tinygrad", 3), ("corpus", 2))  # mode "mix": each program's mode drawn with these weights
 
 def mode_of(seed: int, index: int, mode: str) -> str:
   """The mode program `index` is made in: `mode` itself, or for "mix" one drawn from (seed, index) with MIX's weights."""
   if mode != "mix": return mode
   names, weights = zip(*MIX)
-  return random.Random(f"refimpl.fuzz/mode/{seed}/{index}").choices(names, weights)[0]
+  return Draw(seed, index).start("mode").rng.choices(names, weights)[0]
 
-def _graph(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
-  """The program's graph and the fills of its input buffers that are not the default mix."""
-  mode = mode_of(seed, index, profile.mode)
-  if mode == "random":
-    gen = _Gen(seed, index, profile)
-    return gen.run(), gen.fill
-  if mode == "tinygrad": return tinygrad_graph(seed, index, profile)
-  if mode == "corpus": return corpus_graph(seed, index, profile)
-  raise ValueError(f"unknown generation mode {mode!r} (one of {', '.join(MODES)}, mix)")
+def _graph(draw: Draw, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
+  """The program's graph and the fills of its input buffers that are not the default mix, made in its mode."""
+  mode = mode_of(draw.seed, draw.index, profile.mode)
+  if mode not in GRAPHS: raise ValueError(f"unknown generation mode {mode!r} (one of {', '.join(MODES)}, mix)")
+  made = GRAPHS[mode](draw, profile)
+  return random_graph(draw, profile) if made is None else made
 
 
 def generate(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, np.ndarray], tuple[int, ...]]:
   """Program `index` of campaign `seed` (made in the profile's mode) before any UB rewrite: (graph, id(DEFINE_GLOBAL
   node) -> its initial contents, the DEFINE_VAR values)."""
-  g, fill = _graph(seed, index, profile)
-  rng = np.random.default_rng([seed & 0xFFFFFFFF, index, 7])
+  draw = Draw(seed, index)
+  g, fill = _graph(draw, profile)
+  rng = draw.inputs()
   arrays = {id(b): _input(b.dtype.base, b.dtype.size, rng, fill.get(id(b))) for b in g.globals()}
   vals = tuple(int(rng.integers(n.arg[1], n.arg[2] + 1)) for n in g.nodes if n.op is Ops.DEFINE_VAR)
   return g, arrays, vals

@@ -1,7 +1,9 @@
-"""The "random" generation mode's machinery: the Profile, the op x dtype pairs it draws from, `_Gen` (which grows a
-program step by step, defined by construction) and the buffers' initial contents. refimpl/fuzz/generate.py describes
-the programs and puts the modes together; the other modes (shapes.py, mutate.py) build on `_Gen` too, so it lives below
-all three (generate.py imports the modes, and they import this module, not generate.py).
+"""The "random" generation mode's machinery: the Profile, the op x dtype pairs it draws from, `Draw` (a program's
+random state and the value draws every mode shares), `Grower` (which grows a program step by step, defined by
+construction) and the buffers' initial contents. refimpl/fuzz/generate.py describes the programs and puts the modes
+together: it makes each program's Draw and hands it to the mode. The other modes build on this module too (shapes.py
+on Grower, mutate.py on Draw), so it lives below all three (generate.py imports the modes, and they import this module,
+not generate.py nor each other).
 """
 from __future__ import annotations
 
@@ -64,82 +66,28 @@ def coverage_keys(program) -> set[str]:
   return out
 
 
-@dataclass
-class _Out:
-  """An output buffer: each thread owns slots [tid*K, tid*K + K); K is set when generation ends."""
-  node: Node
-  kconst: Node
-  slots: int = 0
-
-@dataclass
-class _Block:
-  kind: str
-  node: Node
-  accs: list[tuple[Node, Ops, DType]] = field(default_factory=list)
+SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
+STREAMS = {"mode": "refimpl.fuzz/mode/{seed}/{index}", "random": "refimpl.fuzz/{seed}/{index}",
+           "tinygrad": "refimpl.fuzz/tinygrad/{seed}/{index}", "corpus": "refimpl.fuzz/corpus/{seed}/{index}"}
 
 
-class _Gen:
-  def __init__(self, seed: int, index: int, profile: Profile):
-    self.rng = random.Random(f"refimpl.fuzz/{seed}/{index}")
-    self.profile, self.nodes, self.step = profile, [], 0
-    self.dts = tuple(profile.dtypes)
-    self.alu = alu_pairs(self.dts)
-    self.conv = conversion_pairs(self.dts)
-    self.scopes: list[dict] = [{}]
-    self.leaves: list[list[Node]] = [[]]
-    self.blocks: list[_Block] = []
-    self.inputs: dict[DType, list[tuple[Node, int]]] = {}
-    self.outs: dict[DType, _Out] = {}
-    self.local: tuple[Node, DType, int] | None = None
-    self.fill: dict[int, tuple] = {}  # id(input buffer) -> what fills it (see _input), when not the default mix
-    self.synced = False
-    self.gsize, self.lsize = [1, 1, 1], [1, 1, 1]
+class Draw:
+  """Every random choice of program `index` of campaign `seed`, and the value draws the modes share. generate.py makes
+  one per program and hands it to the mode that makes it; a mode starts its own stream (STREAMS), which begins at a
+  seed made of (stream, seed, index) alone, so the program is a function of (seed, index, profile)."""
+  def __init__(self, seed: int, index: int):
+    self.seed, self.index, self.rng = seed, index, random.Random()
 
-  # ***** nodes and pools *****
-  def emit(self, op: Ops, dt: DType = dtypes.void, src=(), arg=None) -> Node:
-    n = Node(op, dt, src, arg, tag=self.step)
-    for s in n.src:
-      for lv in self.leaves:
-        if s in lv: lv.remove(s)
-    self.nodes.append(n)
-    return n
-  def top(self, n: Node) -> Node:
-    self.nodes.insert(0, n)
-    return n
-  def pool(self, n: Node, leaf: bool = True) -> Node:
-    self.scopes[-1].setdefault(n.dtype, []).append(n)
-    if leaf: self.leaves[-1].append(n)
-    return n
-  def visible(self, key) -> list[Node]: return [x for s in self.scopes for x in s.get(key, ())]
+  def start(self, stream: str) -> Draw:
+    """The draws from here on: stream `stream` from its beginning."""
+    self.rng.seed(STREAMS[stream].format(seed=self.seed, index=self.index))
+    return self
+
+  def inputs(self) -> np.random.Generator:
+    """The generator of the input buffers' contents and the DEFINE_VAR values (_input)."""
+    return np.random.default_rng([self.seed & 0xFFFFFFFF, self.index, 7])
+
   def chance(self, p: float) -> bool: return self.rng.random() < p
-  def icon(self, v: int) -> Node: return self.emit(Ops.CONST, INDEX_DTYPE, (), int(v))
-
-  # ***** values *****
-  def value(self, dt: DType, avoid: list[Node] | tuple = ()) -> Node:
-    """A visible value of dt (often), else a fresh one; mostly not one of `avoid` (the op's other operands: x op x is
-    a special case, not the rule)."""
-    xs = [x for x in self.visible(dt) if x not in avoid or self.chance(0.1)]
-    if xs and self.chance(0.7): return self.rng.choice(xs)
-    return self.fresh(dt)
-
-  def operands(self, dt: DType, n: int) -> list[Node]:
-    out: list[Node] = []
-    for _ in range(n): out.append(self.value(dt, out))
-    return out
-
-  def fresh(self, dt: DType) -> Node:
-    s, n, r = dt.scalar(), dt.count, self.rng.random()
-    if r < 0.5: return self.load_input(s, n)
-    if r < 0.7:
-      others = [x for d in self.dts if d != s for x in self.visible(d.vec(n) if n > 1 else d)]
-      if others:
-        x = self.rng.choice(others)
-        src = x.dtype.scalar()
-        op = Ops.BITCAST if src.itemsize == s.itemsize and dtypes.bool not in (s, src) and self.chance(0.3) else Ops.CAST
-        return self.pool(self.emit(op, dt, [x]))
-    if s == dtypes.bool and self.chance(0.7): return self.compare(n)
-    if n > 1: return self.pool(self.emit(Ops.VECTORIZE, dt, [self.value(s) for _ in range(n)]))
-    return self.const(s)
 
   def scalar_value(self, s: DType):
     """A Python value of scalar dtype s: an edge value, a small one, or random bits."""
@@ -161,12 +109,90 @@ class _Gen:
     v = values[self.rng.randrange(len(values))]
     return bool(v) if values.dtype == np.bool_ else int(v) if values.dtype.kind in "iu" else float(v)
 
+
+@dataclass
+class _OutputBuffer:
+  """An output buffer: each thread owns slots [tid*K, tid*K + K); K is set when generation ends."""
+  node: Node
+  kconst: Node
+  slots: int = 0
+
+@dataclass
+class _Block:
+  kind: str
+  node: Node
+  accs: list[tuple[Node, Ops, DType]] = field(default_factory=list)
+
+
+class Grower:
+  """Grows a program step by step, defined by construction (generate.py's docstring), with the draws of `draw`."""
+  def __init__(self, draw: Draw, profile: Profile):
+    self.draw, self.rng = draw, draw.rng
+    self.profile, self.nodes, self.step = profile, [], 0
+    self.dts = tuple(profile.dtypes)
+    self.alu = alu_pairs(self.dts)
+    self.conv = conversion_pairs(self.dts)
+    self.scopes: list[dict] = [{}]
+    self.leaves: list[list[Node]] = [[]]
+    self.blocks: list[_Block] = []
+    self.inputs: dict[DType, list[tuple[Node, int]]] = {}
+    self.outs: dict[DType, _OutputBuffer] = {}
+    self.local: tuple[Node, DType, int] | None = None
+    self.fill: dict[int, tuple] = {}  # id(input buffer) -> what fills it (see _input), when not the default mix
+    self.synced = False
+    self.gsize, self.lsize = [1, 1, 1], [1, 1, 1]
+
+  # ***** nodes and pools *****
+  def emit(self, op: Ops, dt: DType = dtypes.void, src=(), arg=None) -> Node:
+    n = Node(op, dt, src, arg, tag=self.step)
+    for s in n.src:
+      for lv in self.leaves:
+        if s in lv: lv.remove(s)
+    self.nodes.append(n)
+    return n
+  def top(self, n: Node) -> Node:
+    self.nodes.insert(0, n)
+    return n
+  def pool(self, n: Node, leaf: bool = True) -> Node:
+    self.scopes[-1].setdefault(n.dtype, []).append(n)
+    if leaf: self.leaves[-1].append(n)
+    return n
+  def visible(self, key) -> list[Node]: return [x for s in self.scopes for x in s.get(key, ())]
+  def icon(self, v: int) -> Node: return self.emit(Ops.CONST, INDEX_DTYPE, (), int(v))
+
+  # ***** values *****
+  def value(self, dt: DType, avoid: list[Node] | tuple = ()) -> Node:
+    """A visible value of dt (often), else a fresh one; mostly not one of `avoid` (the op's other operands: x op x is
+    a special case, not the rule)."""
+    xs = [x for x in self.visible(dt) if x not in avoid or self.draw.chance(0.1)]
+    if xs and self.draw.chance(0.7): return self.rng.choice(xs)
+    return self.fresh(dt)
+
+  def operands(self, dt: DType, n: int) -> list[Node]:
+    out: list[Node] = []
+    for _ in range(n): out.append(self.value(dt, out))
+    return out
+
+  def fresh(self, dt: DType) -> Node:
+    s, n, r = dt.scalar(), dt.count, self.rng.random()
+    if r < 0.5: return self.load_input(s, n)
+    if r < 0.7:
+      others = [x for d in self.dts if d != s for x in self.visible(d.vec(n) if n > 1 else d)]
+      if others:
+        x = self.rng.choice(others)
+        src = x.dtype.scalar()
+        op = Ops.BITCAST if src.itemsize == s.itemsize and dtypes.bool not in (s, src) and self.draw.chance(0.3) else Ops.CAST
+        return self.pool(self.emit(op, dt, [x]))
+    if s == dtypes.bool and self.draw.chance(0.7): return self.compare(n)
+    if n > 1: return self.pool(self.emit(Ops.VECTORIZE, dt, [self.value(s) for _ in range(n)]))
+    return self.const(s)
+
   def const(self, dt: DType) -> Node:
     s = dt.scalar()
-    v = self.scalar_value(s)
+    v = self.draw.scalar_value(s)
     c = self.emit(Ops.CONST, s, (), v)
     if dt.count == 1: return self.pool(c, leaf=False)
-    lanes = [c if self.chance(0.5) else self.emit(Ops.CONST, s, (), self.scalar_value(s)) for _ in range(dt.count)]
+    lanes = [c if self.draw.chance(0.5) else self.emit(Ops.CONST, s, (), self.draw.scalar_value(s)) for _ in range(dt.count)]
     return self.pool(self.emit(Ops.VECTORIZE, dt, lanes), leaf=False)
 
   def compare(self, count: int = 1) -> Node:
@@ -184,7 +210,7 @@ class _Gen:
     if r < 0.25 or not (pool or ints): return self.icon(self.rng.randrange(room))
     if pool and (r < 0.8 or not ints):
       e = self.rng.choice(pool)
-      if self.chance(0.5): e = self.emit(Ops.MUL, INDEX_DTYPE, [e, self.icon(self.rng.randint(1, 3))])
+      if self.draw.chance(0.5): e = self.emit(Ops.MUL, INDEX_DTYPE, [e, self.icon(self.rng.randint(1, 3))])
       e = self.emit(Ops.ADD, INDEX_DTYPE, [e, self.icon(self.rng.randint(0, 3))])
     else:  # data dependent: the low 16 bits of an int value
       x = self.rng.choice(ints)
@@ -192,11 +218,11 @@ class _Gen:
       e = self.emit(Ops.AND, INDEX_DTYPE, [x, self.icon(0xFFFF)])
     return self.emit(Ops.MOD, INDEX_DTYPE, [e, self.icon(room)])
 
-  def gate(self) -> Node | None: return self.value(dtypes.bool) if self.chance(0.15) else None
+  def gate(self) -> Node | None: return self.value(dtypes.bool) if self.draw.chance(0.15) else None
 
   def load_input(self, s: DType, n: int = 1) -> Node:
     bufs = [b for b in self.inputs.get(s, []) if b[1] >= n]
-    if not bufs or (len(self.inputs.get(s, [])) < 2 and self.chance(0.1)):
+    if not bufs or (len(self.inputs.get(s, [])) < 2 and self.draw.chance(0.1)):
       size = max(n, self.rng.choice((1, 2, 5, 8, 16, 33, 64)))
       bufs = [(self.emit(Ops.DEFINE_GLOBAL, s.ptr(size)), size)]
       self.inputs.setdefault(s, []).extend(bufs)
@@ -218,13 +244,13 @@ class _Gen:
     if g is None: return self.emit(Ops.LOAD, dt, [ix])
     return self.emit(Ops.LOAD, dt, [ix, self.value(dt), g])
 
-  def own_slot(self, out: _Out, c: int) -> Node:
+  def own_slot(self, out: _OutputBuffer, c: int) -> Node:
     if self.threads == 1: return self.icon(c)
     return self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [self.tid, out.kconst]), self.icon(c)])
 
-  def out_buf(self, s: DType) -> _Out:
+  def out_buf(self, s: DType) -> _OutputBuffer:
     if s not in self.outs:
-      self.outs[s] = _Out(self.emit(Ops.DEFINE_GLOBAL, s.ptr(1)), self.top(Node(Ops.CONST, INDEX_DTYPE, (), 1)))
+      self.outs[s] = _OutputBuffer(self.emit(Ops.DEFINE_GLOBAL, s.ptr(1)), self.top(Node(Ops.CONST, INDEX_DTYPE, (), 1)))
     return self.outs[s]
 
   def store(self, x: Node) -> None:
@@ -252,13 +278,13 @@ class _Gen:
 
   def step_load(self) -> None:
     s = self.rng.choice(self.dts)
-    if self.outs and self.chance(0.3):  # read back an own slot of an output buffer
+    if self.outs and self.draw.chance(0.3):  # read back an own slot of an output buffer
       s = self.rng.choice(sorted(self.outs, key=lambda d: d.name))
       out = self.outs[s]
       if out.slots:
         self.pool(self.load(out.node, self.own_slot(out, self.rng.randrange(out.slots)), s))
         return
-    if self.local is not None and self.chance(0.4): return self.step_local_load()
+    if self.local is not None and self.draw.chance(0.4): return self.step_local_load()
     self.load_input(s, self.rng.choice((1, 1, 2, 4)))
 
   def step_store(self) -> None:
@@ -276,15 +302,15 @@ class _Gen:
     dt = s.vec(n) if n > 1 else s
     if form < 0.25:
       a = self.load_filled(s, ("tiny",), n)
-      b = a if self.chance(0.5) else self.load_filled(s, ("tiny",), n)
+      b = a if self.draw.chance(0.5) else self.load_filled(s, ("tiny",), n)
     elif form < 0.45: a, b = self.moderate(dt, const=True), self.moderate(dt, const=True)
     else:  # values of one magnitude (so the product's rounding shows in the sum), sometimes a square
       a = self.moderate(dt)
-      b = a if self.chance(0.25) else self.moderate(dt)
+      b = a if self.draw.chance(0.25) else self.moderate(dt)
     c = self.moderate(dt, const=form < 0.45)
     m = self.emit(Ops.MUL, dt, [a, b])
     if form < 0.25: self.store(m)
-    self.pool(self.emit(self.rng.choice((Ops.ADD, Ops.SUB)), dt, [m, c] if self.chance(0.5) else [c, m]))
+    self.pool(self.emit(self.rng.choice((Ops.ADD, Ops.SUB)), dt, [m, c] if self.draw.chance(0.5) else [c, m]))
 
   def moderate(self, dt: DType, const: bool = False) -> Node:
     """A value of dt of moderate magnitude (normal, deviation 4): a kernel constant (with `const`, or sometimes), a
@@ -300,12 +326,13 @@ class _Gen:
     """A conversion chain: one of bias.CHAINS, directly and (often) through its wider format too, from a value at a
     double rounding (a kernel constant or an input); or a random chain of 2 to 4 CASTs."""
     chains = [c for c in CHAINS if all(d in self.dts for d in c)]
-    if chains and self.chance(0.6):
+    if chains and self.draw.chance(0.6):
       src, dst, via = self.rng.choice(chains)
-      if self.chance(0.4): x = self.pool(self.emit(Ops.CONST, src, (), self.pick(double_rounding_values(src, dst, via))), False)
+      if self.draw.chance(0.4):
+        x = self.pool(self.emit(Ops.CONST, src, (), self.draw.pick(double_rounding_values(src, dst, via))), False)
       else: x = self.load_filled(src, ("round", dst, via))
       self.pool(self.emit(Ops.CAST, dst, [x]))
-      if self.chance(0.5): self.pool(self.emit(Ops.CAST, dst, [self.emit(Ops.CAST, via, [x])]))
+      if self.draw.chance(0.5): self.pool(self.emit(Ops.CAST, dst, [self.emit(Ops.CAST, via, [x])]))
       return
     x = self.value(self.rng.choice(self.dts))
     for _ in range(self.rng.randint(2, 4)):
@@ -339,7 +366,7 @@ class _Gen:
       accs.append((self.emit(Ops.DEFINE_ACC, s, [self.value(s)], len(self.nodes)), self.acc_op(s), s))
     if kind == "loop":
       vars_ = self.visible("var")
-      end = self.rng.choice(vars_) if vars_ and self.chance(0.3) else self.icon(self.rng.randint(1, 4))
+      end = self.rng.choice(vars_) if vars_ and self.draw.chance(0.3) else self.icon(self.rng.randint(1, 4))
       node = self.emit(Ops.RANGE, INDEX_DTYPE, [self.icon(self.rng.choice((0, 0, 1))), end], len(self.nodes))
     else: node = self.emit(Ops.IF, dtypes.void, [self.value(dtypes.bool)])
     self.blocks.append(_Block(kind, node, accs))
@@ -382,10 +409,10 @@ class _Gen:
   # ***** the program *****
   def setup(self) -> None:
     rng = self.rng
-    if self.chance(0.75):
+    if self.draw.chance(0.75):
       self.gsize[0] = rng.choice((2, 3, 4, 8, 16))
-      if self.chance(0.3): self.gsize[1] = rng.choice((2, 3))
-      if self.chance(0.4): self.lsize[0] = rng.choice((2, 4))
+      if self.draw.chance(0.3): self.gsize[1] = rng.choice((2, 3))
+      if self.draw.chance(0.4): self.lsize[0] = rng.choice((2, 4))
     g0 = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("gidx0", self.gsize[0])) if self.gsize[0] > 1 else None
     g1 = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("gidx1", self.gsize[1])) if self.gsize[1] > 1 else None
     self.lidx = self.emit(Ops.SPECIAL, INDEX_DTYPE, (), ("lidx0", self.lsize[0])) if self.lsize[0] > 1 else None
@@ -397,17 +424,17 @@ class _Gen:
       tid = self.emit(Ops.ADD, INDEX_DTYPE, [self.emit(Ops.MUL, INDEX_DTYPE, [tid, self.icon(self.lsize[0])]), self.lidx])
     self.tid = tid
     self.scopes[0]["index"] = [x for x in (g0, g1, self.lidx, tid) if x is not None and x.op is not Ops.CONST]
-    if self.chance(0.3):
+    if self.draw.chance(0.3):
       var = self.emit(Ops.DEFINE_VAR, INDEX_DTYPE, (), ("n", 0, rng.randint(1, 6)))
       self.scopes[0]["var"] = [var]
       self.scopes[0]["index"].append(var)
-    if self.chance(0.25):
+    if self.draw.chance(0.25):
       s = rng.choice(self.dts)
       k = rng.randint(1, 3)
       self.local = (self.emit(Ops.DEFINE_LOCAL, s.ptr(self.lsize[0] * k, local=True), (), "lbuf"), s, k)
       for c in range(k): self.emit(Ops.STORE, dtypes.void, [self.emit(Ops.INDEX, self.local[0].dtype, [self.local[0],
                                                            self.local_slot(c)]), self.value(s)])
-      if self.profile.barrier and self.chance(0.5):
+      if self.profile.barrier and self.draw.chance(0.5):
         self.emit(Ops.BARRIER)
         self.synced = True
 
@@ -438,13 +465,17 @@ class _Gen:
     for n in self.nodes:
       if n.op is Ops.INDEX: n.dtype = n.src[0].dtype
     var = next((n for n in self.nodes if n.op is Ops.DEFINE_VAR), None)
-    if var is not None and self.chance(0.5):  # declarations keep their list order: the var goes after the buffers
+    if var is not None and self.draw.chance(0.5):  # declarations keep their list order: the var goes after the buffers
       self.nodes.remove(var)
       self.nodes.append(var)
     return Graph(self.nodes, "fuzz", self.gsize, self.lsize)
 
 
-SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
+def random_graph(draw: Draw, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
+  """Program (draw.seed, draw.index) in mode "random": its graph and the fills of its input buffers (see _input)."""
+  grower = Grower(draw.start("random"), profile)
+  return grower.run(), grower.fill
+
 
 def _input(dt: DType, n: int, rng: np.random.Generator, fill: tuple | None = None) -> np.ndarray:
   """Initial contents of a buffer: refimpl.testing.values.random_values (a third edge values, a third random bits, a

@@ -1,12 +1,12 @@
 """Generation mode "corpus": real tinygrad 0.10.1 kernels (corpus/tinygrad-0.10.1/, loaded with finding.load_finding),
-mutated. `corpus_graph(seed, index, profile)` picks a kernel (the loop-form CLANG ones; on backends with workgroups the
+mutated. `corpus_graph(draw, profile)` picks a kernel (the loop-form CLANG ones; on backends with workgroups the
 GPU ones too, with their locals and barriers) and applies one to three mutations:
 
   swap-op     an ALU op becomes another of its arity that the verifier accepts on its dtype (ADD -> MUL, CMPLT -> CMPNE,
               EXP2 -> SIN, ...)
   retype      every value, buffer and constant of one float dtype becomes another float dtype (float32 -> float16, ...);
               the kernel's inputs are converted with it
-  constant    a CONST becomes another value of its dtype (edge values, halfway values, random bits; grow._Gen)
+  constant    a CONST becomes another value of its dtype (edge values, halfway values, random bits; grow.Draw)
   shape       a constant RANGE bound or a launch dimension shrinks (every index of a smaller iteration space was already
               in bounds)
   mul-add     a float value x becomes x * c1 + c2 (kernel constants: a MUL feeding an ADD)
@@ -15,7 +15,8 @@ Only data is mutated: nothing that reaches an index, a gate, an IF or a RANGE bo
 (except the shape mutation's bounds, which only shrink). The kernel's own inputs are kept in half of the programs,
 replaced by the generator's biased inputs in the other half. What is still undefined afterwards is rewritten by
 generate.make_program or discarded by case.prepare, as for random programs. A kernel with a dtype outside the
-profile is retyped into the profile, or left for a random program. A program is a function of (seed, index, profile).
+profile is retyped into the profile, or left for a random program (generate.py makes it). A program is a function of
+(seed, index, profile).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
 from refimpl.fuzz.expect import CONTROL_SRCS
 from refimpl.fuzz.finding import load_finding
 from refimpl.fuzz.graph import Graph, Node
-from refimpl.fuzz.grow import ARITH_FLOATS, Profile, _Gen
+from refimpl.fuzz.grow import ARITH_FLOATS, Draw, Profile
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError, alu_allows, verify
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"
@@ -66,10 +67,9 @@ def _retyped(dt: DType, old: DType, new: DType) -> DType:
 
 
 class _Mutator:
-  def __init__(self, seed: int, index: int, profile: Profile):
-    self.gen = _Gen(seed, index, profile)  # its rng and its value helpers (scalar_value, pick)
-    self.gen.rng.seed(f"refimpl.fuzz/corpus/{seed}/{index}")
-    self.rng, self.profile = self.gen.rng, profile
+  """A corpus kernel drawn with `draw`, and the mutations (the module docstring) that change it in place."""
+  def __init__(self, draw: Draw, profile: Profile):
+    self.draw, self.rng, self.profile = draw, draw.rng, profile
     path = self.rng.choice(kernel_files(profile.barrier))
     f = load_finding(path)
     self.graph = Graph.from_program(f.case.program)
@@ -115,12 +115,12 @@ class _Mutator:
     consts = self.data_nodes((Ops.CONST,))
     if consts:
       n = self.rng.choice(consts)
-      n.arg = self.gen.scalar_value(n.dtype.scalar())
+      n.arg = self.draw.scalar_value(n.dtype.scalar())
 
   def shape(self) -> None:
     ends = [n for n in self.graph.nodes if n.op is Ops.RANGE and n.src[1].op is Ops.CONST and n.src[1].arg > 1]
     specials = [n for n in self.graph.nodes if n.op is Ops.SPECIAL and n.arg[1] > 1 and n.arg[0].startswith("gidx")]
-    if ends and (not specials or self.chance(0.6)):
+    if ends and (not specials or self.draw.chance(0.6)):
       r = self.rng.choice(ends)
       c = Node(Ops.CONST, INDEX_DTYPE, (), self.rng.randint(1, r.src[1].arg - 1))
       self.graph.insert_before(r, [c])
@@ -147,11 +147,11 @@ class _Mutator:
   def _mul_add(self, x: Node) -> list[Node]:
     s, dt = x.dtype.scalar(), x.dtype
     if s in (dtypes.fp8e4m3, dtypes.fp8e5m2): return []
-    c1, c2 = (Node(Ops.CONST, s, (), self.gen.scalar_value(s)) for _ in range(2))
+    c1, c2 = (Node(Ops.CONST, s, (), self.draw.scalar_value(s)) for _ in range(2))
     lanes = lambda c: [c] if dt.count == 1 else [c, Node(Ops.VECTORIZE, dt, [c] * dt.count)]
     a, b = lanes(c1), lanes(c2)
     m = Node(Ops.MUL, dt, [x, a[-1]])
-    return [*a, *b, m, Node(Ops.ADD, dt, [m, b[-1]] if self.chance(0.5) else [b[-1], m])]
+    return [*a, *b, m, Node(Ops.ADD, dt, [m, b[-1]] if self.draw.chance(0.5) else [b[-1], m])]
 
   def _round_trip(self, x: Node) -> list[Node]:
     s, n = x.dtype.scalar(), x.dtype.count
@@ -159,8 +159,6 @@ class _Mutator:
     vec = lambda d: d.vec(n) if n > 1 else d
     a = Node(Ops.CAST, vec(via), [x])
     return [a, Node(Ops.CAST, x.dtype, [a])]
-
-  def chance(self, p: float) -> bool: return self.rng.random() < p
 
   def mutate(self) -> Graph:
     table = [(self.swap_op, 3), (self.retype, 2), (self.constant, 3), (self.shape, 2),
@@ -174,20 +172,16 @@ class _Mutator:
     return self.graph
 
 
-def corpus_graph(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
-  """Program `index` of campaign `seed` in mode "corpus" (see the module docstring): its graph and buffer fills. When
-  the mutated kernel does not verify or uses a dtype outside the profile, or there is no corpus folder, the random
-  program of (seed, index)."""
-  if not kernel_files(profile.barrier):  # an installed refimpl without the repository's corpus folder
-    gen = _Gen(seed, index, profile)
-    return gen.run(), gen.fill
-  m = _Mutator(seed, index, profile)
+def corpus_graph(draw: Draw, profile: Profile) -> tuple[Graph, dict[int, tuple]] | None:
+  """Program (draw.seed, draw.index) in mode "corpus" (see the module docstring): its graph and buffer fills. None when
+  the mutated kernel does not verify or uses a dtype outside the profile, or there is no corpus folder (an installed
+  refimpl without the repository's): generate.py then makes the random program of (seed, index)."""
+  if not kernel_files(profile.barrier): return None
+  m = _Mutator(draw.start("corpus"), profile)
   g = m.mutate()
-  keep = m.chance(0.5)
+  keep = m.draw.chance(0.5)
   try: verify(g.program(check=False))
-  except ProgramError: g = None
-  if g is None or m.value_dtypes() - set(profile.dtypes) - {dtypes.void}:
-    gen = _Gen(seed, index, profile)
-    return gen.run(), gen.fill
+  except ProgramError: return None
+  if m.value_dtypes() - set(profile.dtypes) - {dtypes.void}: return None
   fill = {id(b): ("given", m.given[id(b)]) for b in g.globals() if keep and id(b) in m.given}
   return g, fill

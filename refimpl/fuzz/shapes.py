@@ -1,5 +1,5 @@
 """Generation mode "tinygrad": kernels shaped like the ones tinygrad 0.10.1 emits (corpus/tinygrad-0.10.1/), with random
-bodies. `tinygrad_graph(seed, index, profile)` picks one template:
+bodies. `tinygrad_graph(draw, profile)` picks one template:
 
   elementwise   gidx0 (x lidx0) threads, each loading U = 2 or 4 consecutive elements as one vector (tinygrad's UPCAST:
                 the index is tid << 2 or tid * U, sometimes plus a DEFINE_VAR offset), a random body on the vectors
@@ -12,7 +12,7 @@ bodies. `tinygrad_graph(seed, index, profile)` picks one template:
   gated         a stencil: taps a[tid + k] behind gates 0 <= tid + k < N (tinygrad's `(x < 0) != 1` form), with the
                 alternative 0, combined by weights (constants) through MUL and ADD
 
-Everything the random generator guarantees holds here too (the templates are built with its machinery, `_Gen`): indices
+Everything the random generator guarantees holds here too (the templates are built with its machinery, `Grower`): indices
 in bounds (or behind a false gate), outputs only in each thread's own slots, locals read after the barrier, and the UB
 rewrites of generate.make_program afterwards. A program is a function of (seed, index, profile).
 """
@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from refimpl.dtype import DType, dtypes
 from refimpl.fuzz.graph import Graph, Node
-from refimpl.fuzz.grow import ARITH_FLOATS, Profile, _Block, _Gen
+from refimpl.fuzz.grow import ARITH_FLOATS, Draw, Grower, Profile, _Block
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops
 from refimpl.ir.verify import FP8
 
 
-class _Shaped(_Gen):
-  def __init__(self, seed: int, index: int, profile: Profile):
-    super().__init__(seed, index, profile)
-    self.rng.seed(f"refimpl.fuzz/tinygrad/{seed}/{index}")
-
+class _Shaped(Grower):
+  """A Grower that builds one of the templates (the module docstring) instead of random steps."""
   def run(self) -> Graph:
     templates = [self.elementwise, self.reduce, self.reduce, self.gated] + ([self.local_reduce] if self.profile.barrier else [])
     self.rng.choice(templates)()
@@ -48,7 +45,7 @@ class _Shaped(_Gen):
   def scaled(self, x: Node, k: int) -> Node:
     """x * k, as tinygrad writes it: a shift for powers of two (often), else a MUL."""
     if k == 1: return x
-    if k & (k - 1) == 0 and self.chance(0.6): return self.emit(Ops.SHL, INDEX_DTYPE, [x, self.icon(k.bit_length() - 1)])
+    if k & (k - 1) == 0 and self.draw.chance(0.6): return self.emit(Ops.SHL, INDEX_DTYPE, [x, self.icon(k.bit_length() - 1)])
     return self.emit(Ops.MUL, INDEX_DTYPE, [x, self.icon(k)])
 
   def add(self, x: Node, y: Node) -> Node: return self.emit(Ops.ADD, INDEX_DTYPE, [x, y])
@@ -56,7 +53,7 @@ class _Shaped(_Gen):
   def dtype(self, floats_only: bool = False) -> DType:
     floats = [d for d in ARITH_FLOATS if d in self.dts]
     others = [d for d in self.dts if d not in FP8 and d != dtypes.bool]
-    pool = floats if floats and (floats_only or self.chance(0.75)) else others
+    pool = floats if floats and (floats_only or self.draw.chance(0.75)) else others
     return self.rng.choice(pool or list(self.dts))
 
   def buffer(self, s: DType, size: int) -> Node:
@@ -103,7 +100,7 @@ class _Shaped(_Gen):
     s, u = self.dtype(), self.rng.choice((2, 4, 4))
     self.launch(self.rng.choice((2, 4, 8, 16)), self.rng.choice((1, 1, 2, 4)))
     var = None
-    if self.chance(0.3):
+    if self.draw.chance(0.3):
       var = self.emit(Ops.DEFINE_VAR, INDEX_DTYPE, (), ("n", 0, self.rng.randint(1, 8)))
       self.scopes[0]["var"] = [var]
     for _ in range(self.rng.randint(1, 3)):
@@ -120,7 +117,7 @@ class _Shaped(_Gen):
     self.launch(self.rng.choice((1, 2, 4, 8)), 1)
     k, u = self.rng.choice((2, 3, 4, 8, 16)), self.rng.choice((1, 1, 4))
     end: Node = self.icon(k)
-    if self.chance(0.35):
+    if self.draw.chance(0.35):
       end = self.emit(Ops.DEFINE_VAR, INDEX_DTYPE, (), ("n", 1, k))
       self.scopes[0]["var"] = [end]
     op = self.rng.choice((Ops.ADD, Ops.ADD, Ops.ADD, Ops.MAX)) if u == 1 else Ops.ADD
@@ -131,13 +128,13 @@ class _Shaped(_Gen):
     x = self.read(a, self.scaled(self.add(self.scaled(self.tid, k), r), u), vdt)
     y = self.read(b, self.scaled(r, u), vdt)
     if u == 1:
-      v = self.emit(Ops.MUL, s, [x, y]) if self.chance(0.7) else x
-      new = self.emit(op, s, [acc, v] if self.chance(0.5) else [v, acc])
+      v = self.emit(Ops.MUL, s, [x, y]) if self.draw.chance(0.7) else x
+      new = self.emit(op, s, [acc, v] if self.draw.chance(0.5) else [v, acc])
     else:  # the upcast reduce: acc + x0*y0 + x1*y1 + ... in one chain
       new = acc
       for lane in range(u):
         p = self.emit(Ops.MUL, s, [self.emit(Ops.GEP, s, [x], (lane,)), self.emit(Ops.GEP, s, [y], (lane,))])
-        new = self.emit(Ops.ADD, s, [new, p] if self.chance(0.7) else [p, new])
+        new = self.emit(Ops.ADD, s, [new, p] if self.draw.chance(0.7) else [p, new])
     out = self.assign(acc, new)
     self.close_block()
     self.pool(out)
@@ -170,7 +167,7 @@ class _Shaped(_Gen):
     self.close_block()
 
   def gated(self) -> None:
-    s = self.dtype(floats_only=self.chance(0.7))
+    s = self.dtype(floats_only=self.draw.chance(0.7))
     self.launch(self.rng.choice((4, 8, 16)), self.rng.choice((1, 1, 2)))
     n = self.threads
     a = self.buffer(s, n)
@@ -182,13 +179,13 @@ class _Shaped(_Gen):
       nonneg = self.emit(Ops.CMPNE, dtypes.bool, [self.emit(Ops.CMPLT, dtypes.bool, [x, self.icon(0)]), true])
       valid = self.emit(Ops.AND, dtypes.bool, [nonneg, self.emit(Ops.CMPLT, dtypes.bool, [x, self.icon(n)])])
       tap = self.read(a, x, s, valid, zero)
-      if self.chance(0.6): tap = self.emit(Ops.MUL, s, [tap, self.const(s)])
+      if self.draw.chance(0.6): tap = self.emit(Ops.MUL, s, [tap, self.const(s)])
       total = tap if total is None else self.emit(Ops.ADD, s, [total, tap])
     self.pool(total)
     self.body(s, 0, 3)
 
 
-def tinygrad_graph(seed: int, index: int, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
-  """Program `index` of campaign `seed` in mode "tinygrad" (see the module docstring): its graph and buffer fills."""
-  gen = _Shaped(seed, index, profile)
-  return gen.run(), gen.fill
+def tinygrad_graph(draw: Draw, profile: Profile) -> tuple[Graph, dict[int, tuple]]:
+  """Program (draw.seed, draw.index) in mode "tinygrad" (see the module docstring): its graph and buffer fills."""
+  shaped = _Shaped(draw.start("tinygrad"), profile)
+  return shaped.run(), shaped.fill
