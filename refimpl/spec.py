@@ -1,8 +1,9 @@
 """Per-op semantics metadata: arity, the dtypes each op takes, the result kind per dtype (exact / tolerance with its ULP
-bound / allowed set), the undefined domains per dtype, and a one-line rationale per decision (docs/semantics.md,
-"Decisions").
+bound / allowed set, from each rule's `@loose` declaration), the undefined domains per dtype, and the decisions
+(DECISIONS): each decision's rule and its reason, written here only (SPEC.md's "Decisions" prints them and
+docs/semantics.md points there).
 
-The rules themselves live in refimpl/emulator/alu.py (RULES: op -> rule function, docstring = the rule, `@undefined`
+The rules themselves live in refimpl/emulator/alu.py (ALU_RULES: op -> rule function, docstring = the rule, `@undefined`
 = the kinds of undefined behaviour it reports, refimpl/emulator/ub.py); this module holds the data around them and
 reads the rest from there, and `python -m refimpl.spec` prints SPEC.md from both. SPEC.md at the repo root is exactly
 that output (regenerate it with `.venv/bin/python -m refimpl.spec > SPEC.md`); spec_tests/test_spec_md.py fails when it
@@ -17,7 +18,7 @@ from refimpl.dtype import DType, dtypes
 from refimpl.emulator import alu, certainty, machine, reference
 from refimpl.emulator.ub import UB
 from refimpl.ir.dtype_text import dtype_to_str
-from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.ops import Ops
 from refimpl.ir.verify import alu_allows
 
 VALUE_DTYPES: tuple[DType, ...] = (dtypes.bool, *(getattr(dtypes, n) for n in ("int8", "uint8", "int16", "uint16", "int32",
@@ -36,50 +37,33 @@ reference in refimpl/emulator/reference.py is within 0.5 ulp + 2^-9 ulp of it). 
 
 @dataclass(frozen=True)
 class OpSpec:
-  """What the spec says about one op, dtype by dtype: see `kind`, `undefined_kinds`, `ulp_bound`."""
+  """What the spec says about one op, dtype by dtype: see `kind`, `undefined_kinds`, `ulp_bound`; why, in the rows of
+  DECISIONS that name it (`decisions`)."""
   op: Ops
   arity: int
   takes: str                   # the dtype classes it takes, in words
-  rationale: str               # why the rule is what it is, one line
 
   @property
   def undefined(self) -> tuple[UB, ...]:
     """The kinds of undefined behaviour its rule declares (empty: defined everywhere it is accepted)."""
     return alu.undefined_kinds(self.op)
 
+  @property
+  def decisions(self) -> tuple[str, ...]:
+    """The areas of the DECISIONS rows that decide (and give the reasons of) this op's rule."""
+    return tuple(d.area for d in DECISIONS if self.op in d.ops)
+
 _ANY = "bool, ints, floats"
 OPS: dict[Ops, OpSpec] = {s.op: s for s in (
-  OpSpec(Ops.ADD, 2, _ANY, "wrap on ints (no signed-overflow UB), OR on bool, IEEE correctly rounded on floats"),
-  OpSpec(Ops.SUB, 2, "ints, floats", "as ADD; on bool it has no meaning and is rejected"),
-  OpSpec(Ops.MUL, 2, _ANY, "wrap on ints, AND on bool, IEEE correctly rounded on floats"),
-  OpSpec(Ops.NEG, 1, "ints, floats", "wrap on ints (NEG INT_MIN = INT_MIN), sign flip on floats"),
-  OpSpec(Ops.FDIV, 2, "floats", "IEEE correctly rounded; x/0 is a defined inf or NaN on floats"),
-  OpSpec(Ops.RECIP, 1, "floats", "1/x correctly rounded, as FDIV"),
-  OpSpec(Ops.SQRT, 1, "floats", "IEEE requires a correctly rounded square root"),
-  OpSpec(Ops.IDIV, 2, "ints",
-         "C, OpenCL and LLVM sdiv truncate; both undefined cases trap (SIGFPE) on x86, so no value can be promised"),
-  OpSpec(Ops.MOD, 2, "ints", "C's %: the sign of the dividend; traps as IDIV does"),
-  OpSpec(Ops.MAX, 2, _ANY, "NaN-propagating and order-independent; the sign of max(+0, -0) differs between "
-         "maxss and fmax, so both zeros are allowed"),
-  OpSpec(Ops.CMPLT, 2, _ANY, "IEEE ordered comparison; on bool false < true"),
-  OpSpec(Ops.CMPNE, 2, _ANY, "IEEE: NaN != everything, -0 == +0; on bool XOR"),
-  OpSpec(Ops.XOR, 2, "ints, bool", "bitwise on the two's complement pattern"),
-  OpSpec(Ops.OR, 2, "ints, bool", "bitwise on the two's complement pattern"),
-  OpSpec(Ops.AND, 2, "ints, bool", "bitwise on the two's complement pattern"),
-  OpSpec(Ops.SHL, 2, "ints", "C and LLVM leave counts >= the width undefined (x86 masks the count, other targets do not)"),
-  OpSpec(Ops.SHR, 2, "ints", "as SHL; arithmetic or logical by signedness, as in C"),
-  OpSpec(Ops.THREEFRY, 2, "uint64", "tinygrad's random numbers are defined by it; bit exact so random tensors agree"),
-  OpSpec(Ops.WHERE, 3, _ANY, "a select moves bits, NaN payloads included"),
-  OpSpec(Ops.MULACC, 3, _ANY, "backends contract a*b+c into an FMA or not (clang -ffp-contract, OpenCL mad); "
-         "both are legitimate on floats"),
-  OpSpec(Ops.EXP2, 1, "floats", "no backend's libm or decomposition is correctly rounded; OpenCL full-profile bounds"),
-  OpSpec(Ops.LOG2, 1, "floats", "as EXP2"),
-  OpSpec(Ops.SIN, 1, "floats", "as EXP2; over the full range (large arguments need Payne-Hanek reduction)"),
-  OpSpec(Ops.CAST, 1, "any to any",
-         "C's conversions with the implementation-defined and undefined cases pinned down or declared undefined"),
-  OpSpec(Ops.BITCAST, 1, "same size, no bool", "a reinterpretation; only equal sizes have a meaning"),
+  OpSpec(Ops.ADD, 2, _ANY), OpSpec(Ops.SUB, 2, "ints, floats"), OpSpec(Ops.MUL, 2, _ANY), OpSpec(Ops.NEG, 1, "ints, floats"),
+  OpSpec(Ops.FDIV, 2, "floats"), OpSpec(Ops.RECIP, 1, "floats"), OpSpec(Ops.SQRT, 1, "floats"), OpSpec(Ops.IDIV, 2, "ints"),
+  OpSpec(Ops.MOD, 2, "ints"), OpSpec(Ops.MAX, 2, _ANY), OpSpec(Ops.CMPLT, 2, _ANY), OpSpec(Ops.CMPNE, 2, _ANY),
+  OpSpec(Ops.XOR, 2, "ints, bool"), OpSpec(Ops.OR, 2, "ints, bool"), OpSpec(Ops.AND, 2, "ints, bool"),
+  OpSpec(Ops.SHL, 2, "ints"), OpSpec(Ops.SHR, 2, "ints"), OpSpec(Ops.THREEFRY, 2, "uint64"), OpSpec(Ops.WHERE, 3, _ANY),
+  OpSpec(Ops.MULACC, 3, _ANY), OpSpec(Ops.EXP2, 1, "floats"), OpSpec(Ops.LOG2, 1, "floats"), OpSpec(Ops.SIN, 1, "floats"),
+  OpSpec(Ops.CAST, 1, "any to any"), OpSpec(Ops.BITCAST, 1, "same size, no bool"),
 )}
-assert set(OPS) == set(alu.RULES), "every op with a rule needs its metadata"
+assert set(OPS) == set(alu.ALU_RULES), "every op with a rule needs its metadata"
 
 def accepts(op: Ops, dt: DType) -> bool:
   """Whether `op` is defined on operand dtype `dt` (CAST: as a source; BITCAST: any non-bool source)."""
@@ -87,12 +71,14 @@ def accepts(op: Ops, dt: DType) -> bool:
   if op is Ops.BITCAST: return dt in VALUE_DTYPES and dt is not dtypes.bool
   return alu_allows(op, dt)
 
+KIND_OF_LEVEL = {certainty.Certainty.TOLERANCE: "tolerance", certainty.Certainty.ALLOWED_SET: "allowed"}
+
 def kind(op: Ops, dt: DType) -> str:
-  """The result kind of `op` on operand dtype `dt`: "exact", "tolerance", "allowed" (a set) or "rejected"."""
+  """The result kind of `op` on operand dtype `dt`: "exact", "tolerance", "allowed" (a set) or "rejected". A rule is
+  loose on floats at the level its `@loose` declaration gives (alu.looseness), and exact everywhere else."""
   if not accepts(op, dt): return "rejected"
-  if op in GroupOp.Transcendental: return "tolerance"
-  if op in (Ops.MULACC, Ops.MAX) and dtypes.is_float(dt): return "allowed"
-  return "exact"
+  declared = alu.looseness(op)
+  return KIND_OF_LEVEL[declared.level] if declared is not None and dtypes.is_float(dt) else "exact"
 
 def ulp_bound(op: Ops, dt: DType) -> int | None:
   """The ULP bound of a tolerance op on dtype dt (None for every other op)."""
@@ -133,60 +119,75 @@ def cast_kind(src: DType, dst: DType) -> str:
 
 @dataclass(frozen=True)
 class Decision:
+  """One decision of the spec, and the one place its reason is written (SPEC.md's Decisions table and
+  docs/semantics.md read it from here)."""
   area: str
   rule: str
   rationale: str
-  where: str  # what implements or enforces it
+  where: str                  # what implements or enforces it
+  ops: tuple[Ops, ...] = ()   # the ops whose rule it decides (SPEC.md's Ops table names it on each)
 
 def _undefined_by(rule) -> str:
   """The text "undefined: KIND, KIND" of the kinds a rule of alu.py declares (refimpl/emulator/ub.py says what each is)."""
   return "undefined: " + ", ".join(k.name for k in rule.undefined)
 
 DECISIONS: tuple[Decision, ...] = (
-  Decision("int ADD SUB MUL NEG MULACC", "two's complement wrap-around, every width, signed included",
-           "every target's integer adder is modular; C backends must not rely on signed-overflow UB", "alu.arith, alu.mulacc"),
+  Decision("int ADD SUB MUL NEG MULACC", "two's complement wrap-around, every width, signed included (NEG INT_MIN is "
+           "INT_MIN)", "every target's integer adder is modular; C backends must not rely on signed-overflow UB",
+           "alu.arith, alu.mulacc", (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC)),
   Decision("IDIV / MOD (ints)", f"truncate toward zero; MOD takes the dividend's sign; {_undefined_by(alu.idiv_mod)}",
-           "what C, OpenCL and LLVM sdiv/srem do; the undefined cases trap on x86", "alu.idiv_mod"),
+           "what C's / and %, OpenCL and LLVM sdiv/srem do; both undefined cases trap (SIGFPE) on x86, so no value can "
+           "be promised", "alu.idiv_mod", (Ops.IDIV, Ops.MOD)),
   Decision("SHL / SHR", f"{_undefined_by(alu.shift)}; SHR arithmetic on signed, logical on unsigned; SHL on the bit pattern "
-           "(1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them", "alu.shift"),
-  Decision("bool", "ADD=OR, MUL=AND, MAX=OR, CMPNE=XOR, CMPLT=(!a&&b); IDIV MOD SUB NEG SHL SHR are rejected",
-           "a one-bit integer: the arithmetic reduces to logic, and ops with no meaning on one bit never run",
-           "alu.arith, alu.maximum, alu.compare; refimpl.ir.verify (bool-op)"),
+           "(1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them (x86 masks "
+           "the count, other targets do not); SHR by signedness as in C", "alu.shift", (Ops.SHL, Ops.SHR)),
+  Decision("bool", "ADD=OR, MUL=AND, MAX=OR, CMPNE=XOR, CMPLT=(!a&&b); XOR OR AND logical; IDIV MOD SUB NEG SHL SHR are "
+           "rejected", "a one-bit integer: the arithmetic reduces to logic, and ops with no meaning on one bit never run",
+           "alu.arith, alu.maximum, alu.compare, alu.bitwise; refimpl.ir.verify (bool-op)",
+           (Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND)),
   Decision("float ADD SUB MUL FDIV RECIP SQRT NEG", "correctly rounded, round-to-nearest-even, in the op's dtype "
-           "(half/bf16: the exact result rounded once); subnormals kept unless the backend declares flushing",
-           "IEEE 754 requires it and C, LLVM and OpenCL provide it", "alu.arith, alu.float_arith"),
+           "(half/bf16: the exact result rounded once); RECIP x is 1/x; x/0 is a defined inf or NaN; NEG flips the sign; "
+           "subnormals kept unless the backend declares flushing",
+           "IEEE 754 requires it (a correctly rounded square root included) and C, LLVM and OpenCL provide it",
+           "alu.arith, alu.float_arith", (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.NEG)),
   Decision("MULACC (floats)", "allowed set {fused, unfused}; the reference value is the fused one",
-           "contracting a*b+c into an FMA is legal in C (-ffp-contract) and OpenCL (mad)", "alu.mulacc"),
+           "backends contract a*b+c into an FMA or not, both legitimately: C (-ffp-contract) and OpenCL (mad) allow it",
+           "alu.mulacc", (Ops.MULACC,)),
   Decision("MAX (floats)", "NaN if either input is NaN; max(+0, -0) may be +0 or -0",
-           "order-independent NaN propagation (IEEE 754-2019 maximum); x86 maxss and C fmax disagree on zeros",
-           "alu.maximum"),
+           "order-independent NaN propagation (IEEE 754-2019 maximum); x86 maxss and C fmax disagree on the sign of "
+           "zero, so both zeros are allowed", "alu.maximum", (Ops.MAX,)),
   Decision("CMPLT / CMPNE", "IEEE: NaN < x is false, NaN != x is true, -0 == +0", "the IEEE predicates every target has",
-           "alu.compare"),
+           "alu.compare", (Ops.CMPLT, Ops.CMPNE)),
   Decision("EXP2 LOG2 SIN", "tolerance: ULP_BOUNDS below, against a correctly rounded reference; special values exact; "
            "SIN over the full range", "libms and polynomial decompositions are not correctly rounded; OpenCL's "
-           "full-profile bounds accept every conformant device", "alu.transcendental, emulator/reference.py"),
+           "full-profile bounds accept every conformant device; large SIN arguments need a Payne-Hanek reduction",
+           "alu.transcendental, emulator/reference.py", (Ops.EXP2, Ops.LOG2, Ops.SIN)),
   Decision("CAST int->int, int->float, float->float", "int->int wraps (keeps the low bits); to float: round to nearest "
            "even, overflow -> +-inf (fp8 formats follow ml_dtypes: fp8e4m3 has no inf, so NaN)",
-           "C's implementation-defined narrowing is a wrap on every target; RNE is the IEEE default", "alu.cast"),
+           "C's conversions with their implementation-defined cases pinned down: C's implementation-defined narrowing "
+           "is a wrap on every target, and RNE is the IEEE default", "alu.cast", (Ops.CAST,)),
   Decision("CAST float->int", f"truncate toward zero; {_undefined_by(alu.cast)}",
-           "C leaves it undefined and targets differ (x86 gives INT_MIN, ARM saturates)", "alu.cast"),
+           "C leaves it undefined and targets differ (x86 gives INT_MIN, ARM saturates)", "alu.cast", (Ops.CAST,)),
   Decision("CAST to/from bool", "x != 0 (NaN -> true, -0 -> false); bool -> 0 / 1", "C's conversion to _Bool",
-           "alu.cast"),
+           "alu.cast", (Ops.CAST,)),
   Decision("BITCAST", "same size only; bits preserved exactly; a BITCAST of a computed NaN is unspecified (loose)",
-           "NaN payloads differ between targets (x86's default NaN is negative, ARM's positive)", "alu.bitcast"),
+           "a reinterpretation, which only equal sizes give a meaning; NaN payloads differ between targets (x86's "
+           "default NaN is negative, ARM's positive)", "alu.bitcast", (Ops.BITCAST,)),
   Decision("LOAD / STORE", f"undefined: {UB.OUT_OF_BOUNDS.name}; a false gate does no access (a gated LOAD yields its "
            "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
   Decision("races", f"undefined: {UB.RACE.name}", "the kernel language has no memory model for unsynchronised accesses",
            "emulator/machine.py, emulator/memory.py"),
   Decision("uninitialised", f"undefined: {UB.UNINITIALISED.name}", "local memory holds whatever the last kernel left",
            "emulator/machine.py"),
-  Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first)",
-           "tinygrad defines its random numbers by it", "alu.threefry"),
-  Decision("looseness", "lanes from tolerance or allowed-set ops and every NaN an op produces are loose; WHERE and "
-           "BITCAST move bits; each element carries one certainty level (see Certainty)",
-           "exact lanes compare bit for bit, loose ones by their level's rule",
-           "alu.Outcome.certainty, emulator/certainty.py, emulator/machine.py"),
+  Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first), bit exact",
+           "tinygrad defines its random numbers by it, and random tensors must agree across backends", "alu.threefry",
+           (Ops.THREEFRY,)),
+  Decision("looseness", "lanes from tolerance or allowed-set ops (declared `@loose` on their rule) and every NaN an op "
+           "produces are loose; WHERE and BITCAST move bits, NaN payloads included; each element carries one "
+           "certainty level (see Certainty)", "exact lanes compare bit for bit, loose ones by their level's rule",
+           "alu.Outcome.certainty, emulator/certainty.py, emulator/machine.py", (Ops.WHERE,)),
 )
+assert {op for d in DECISIONS for op in d.ops} == set(OPS), "every op's rule is decided by a row"
 
 SHORT_NAMES = {dtypes.bool: "bool", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2", dtypes.float16: "f16",
           dtypes.bfloat16: "bf16", dtypes.float32: "f32", dtypes.float64: "f64"}
@@ -206,6 +207,19 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _reported_by(k: UB) -> str:
   """The ops whose rule declares kind k; the kinds no rule declares are the executor's (memory accesses)."""
   return " ".join(op.name for op in OP_ORDER if k in alu.undefined_kinds(op)) or "LOAD STORE (emulator/machine.py)"
+
+def expr_text(expr: alu.Expr) -> str:
+  """An allowed set's other member (alu.Looseness.other) as text: x0, x1, ... the operands, OP(...) an op."""
+  if isinstance(expr, int): return f"x{expr}"
+  if isinstance(expr, float): return repr(expr)
+  return f"{expr[0].name}({', '.join(expr_text(e) for e in expr[1:])})"
+
+def _declared_looseness(rule) -> list[str]:
+  """The line of SPEC.md's Rules section that states a rule's `@loose` declaration (none for a rule without one)."""
+  declared = getattr(rule, "looseness", None)
+  if declared is None: return []
+  other = "" if declared.other is None else f"; the allowed set's other member: `{expr_text(declared.other)}`"
+  return [f"Loose on floats (`@loose`): {declared.level.name}{other}.", ""]
 
 OP_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
           Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, Ops.EXP2, Ops.LOG2,
@@ -240,8 +254,8 @@ def render() -> str:
           "## Decisions", ""]
   out += _table(["area", "rule", "rationale", "where"], [[d.area, d.rule, d.rationale, d.where] for d in DECISIONS])
   out += ["", "## Ops", ""]
-  out += _table(["op", "arity", "takes", "undefined", "rationale"],
-                [[op.name, str(s.arity), s.takes, ", ".join(k.name for k in s.undefined) or "-", s.rationale]
+  out += _table(["op", "arity", "takes", "undefined", "decided by (Decisions)"],
+                [[op.name, str(s.arity), s.takes, ", ".join(k.name for k in s.undefined) or "-", "; ".join(s.decisions)]
                  for op in OP_ORDER for s in (OPS[op],)])
   out += ["", "## Undefined behaviour (refimpl/emulator/ub.py)", "", inspect.getdoc(UB) or "", ""]
   out += _table(["kind", "domain", "family", "contained", "on", "reported by"],
@@ -249,9 +263,10 @@ def render() -> str:
                  for k in UB])
   out += ["", "## Rules (refimpl/emulator/alu.py)", ""]
   seen: dict = {}
-  for op in OP_ORDER: seen.setdefault(alu.RULES[op], []).append(op.name)
+  for op in OP_ORDER: seen.setdefault(alu.ALU_RULES[op], []).append(op.name)
   for fn, names in seen.items():
-    out += [f"### `{fn.__name__}`: {' '.join(names)}", "", "```text", inspect.getdoc(fn) or "", "```", ""]
+    out += [f"### `{fn.__name__}`: {' '.join(names)}", "", *_declared_looseness(fn), "```text", inspect.getdoc(fn) or "",
+            "```", ""]
   out += ["## Outcomes and looseness", "", "```text", inspect.getdoc(alu) or "", "```", ""]
   out += ["## Certainty (refimpl/emulator/certainty.py)", "", inspect.getdoc(certainty) or "", ""]
   out += _table(["level", "what the spec promises", "through a computation"],

@@ -1,18 +1,20 @@
 """The fuzzer's comparison rules (refimpl/fuzz/expect.py): the kind of each buffer, and how loose elements are compared,
 so that no finding is a false alarm and real differences are still caught."""
+import itertools
 import math
 
 import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes, to_np
+from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.machine import emulate, wmma_error_bound
 from refimpl.fuzz import expect as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
 from refimpl.fuzz.expect import analyze, compare, control_taint, join, variant_program
 from refimpl.ir import Ops, ProgramBuilder
-from refimpl.spec import ulp_bound
+from refimpl.spec import OPS, ulp_bound
 from refimpl.testing.compare import same_value, ulp_distance
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -45,13 +47,13 @@ def _full_kind(p):
   (lambda b, x, y: b.alu(Ops.MULACC, x, y, x), fc.SET),                         # allowed set
   (lambda b, x, y: b.alu(Ops.MAX, x, y), fc.SET),
   (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.EXP2, x), y), fc.MONO),             # a monotone chain on a tolerance result
-  (lambda b, x, y: b.alu(Ops.MUL, b.alu(Ops.EXP2, x), b.alu(Ops.EXP2, y)), fc.UNKNOWN),  # a product of two loose values
-  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MAX, x, y), y), fc.UNKNOWN),        # computed on an allowed-set result
+  (lambda b, x, y: b.alu(Ops.MUL, b.alu(Ops.EXP2, x), b.alu(Ops.EXP2, y)), fc.OPAQUE),  # a product of two loose values
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MAX, x, y), y), fc.OPAQUE),        # computed on an allowed-set result
   (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.EXP2, x)), fc.MONO),                # a sign flip: a decreasing chain
   (lambda b, x, y: b.alu(Ops.NEG, b.alu(Ops.MAX, x, y)), fc.SET),               # ... and the allowed set
-  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, b.alu(Ops.SIN, x), y), x, y), fc.UNKNOWN),  # discontinuous op
+  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, b.alu(Ops.SIN, x), y), x, y), fc.OPAQUE),  # discontinuous op
   (lambda b, x, y: _select_sum(b, x, y), fc.NANPAY),                            # a compare of NaN-loose values is exact
-  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, x, y), x, y), fc.EXACT),   # moves of loaded values stay exact
+  (lambda b, x, y: b.alu(Ops.WHERE, b.alu(Ops.CMPLT, x, y), x, y), fc.CLEAN),   # moves of loaded values stay exact
 ])
 def test_kind_of_float_results(make, level):
   """Rule: the kind lattice of the module docstring, op by op."""
@@ -59,14 +61,14 @@ def test_kind_of_float_results(make, level):
 
 
 def test_kind_of_integer_and_bitcast_results():
-  """Rule: integer arithmetic is EXACT; a BITCAST of a computed float, or of a NaN CONST, is UNKNOWN (a NaN's bits are
+  """Rule: integer arithmetic is CLEAN; a BITCAST of a computed float, or of a NaN CONST, is OPAQUE (a NaN's bits are
   open), and the emulator marks the NaN CONST's bits UNKNOWN too (certainty.carry_bits), so no element of it is
   compared."""
   ints = (dtypes.int32, dtypes.int32)
-  assert _kind(_kernel(lambda b, x, y: b.alu(Ops.MUL, x, y), out=dtypes.int32, ins=ints)) == fc.EXACT
-  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.alu(Ops.ADD, x, y), dtypes.int32), out=dtypes.int32)) == fc.UNKNOWN
+  assert _kind(_kernel(lambda b, x, y: b.alu(Ops.MUL, x, y), out=dtypes.int32, ins=ints)) == fc.CLEAN
+  assert _kind(_kernel(lambda b, x, y: b.bitcast(b.alu(Ops.ADD, x, y), dtypes.int32), out=dtypes.int32)) == fc.OPAQUE
   p = _kernel(lambda b, x, y: b.bitcast(b.const(math.nan, F32), dtypes.int32), out=dtypes.int32)
-  assert _kind(p) == fc.UNKNOWN
+  assert _kind(p) == fc.OPAQUE
   inputs = [np.zeros(4, np.int32), np.ones(4, np.float32), np.ones(4, np.float32)]
   assert prepare(Case(p, inputs)).expected.certainty[0].tolist() == [Certainty.UNKNOWN] * 4
   assert _check(p, inputs, np.arange(4, dtype=np.int32))[0] is None  # any NaN's bits
@@ -85,11 +87,11 @@ def _gated_store(loose_gate: bool, n: int = 4):
   return b.build()
 
 def test_store_under_a_loose_gate_is_unknown_and_its_exact_elements_are_compared():
-  """Rule: a store under an IF gate (or a STORE gate) that came from a loose value makes the buffer UNKNOWN, not WILD:
+  """Rule: a store under an IF gate (or a STORE gate) that came from a loose value makes the buffer OPAQUE, not WILD:
   the emulator's control rule marks what the lanes store, or might have stored, loose; every other element is exact
   and compared bit for bit."""
   p = _gated_store(loose_gate=True)
-  assert _kind(p) == fc.UNKNOWN
+  assert _kind(p) == fc.OPAQUE
   x = np.array([1.25, 1.5, 3.0, 0.25], np.float32)  # log2: 0.32, 0.58, 1.58, -2: lanes 0 and 3 store
   inputs = [np.zeros(8, np.float32), x]
   e = prepare(Case(p, inputs)).expected
@@ -107,7 +109,7 @@ def test_store_under_a_loose_gate_is_unknown_and_its_exact_elements_are_compared
 def test_store_through_a_loose_index_or_under_a_loose_loop_bound_is_wild():
   """Rule: a store through a loose index, or inside a RANGE whose bound is loose, makes the whole buffer WILD (a
   backend may write another element, or run an iteration the emulator did not); a LOAD through a loose index is only
-  UNKNOWN (its element is loose, whatever it holds)."""
+  OPAQUE (its element is loose, whatever it holds)."""
   b = ProgramBuilder("k")
   o, x = b.global_buf(dtypes.int32, 4), b.global_buf(F32, 4)
   i = b.gidx(0, 4)
@@ -124,7 +126,7 @@ def test_store_through_a_loose_index_or_under_a_loose_loop_bound_is_wild():
   i = b.gidx(0, 4)
   j = b.cast(b.alu(Ops.EXP2, b.load(x, i)), dtypes.int32)
   b.store(o, i, b.load(y, j))
-  assert _kind(b.build()) == fc.UNKNOWN
+  assert _kind(b.build()) == fc.OPAQUE
 
 
 def _exp2(b, x): return b.alu(Ops.EXP2, x)
@@ -133,16 +135,16 @@ def _exp2(b, x): return b.alu(Ops.EXP2, x)
   (lambda b, x, y: b.alu(Ops.SUB, y, _exp2(b, x)), (fc.MONO, fc.DOWN)),                         # SUB flips its second operand
   (lambda b, x, y: b.alu(Ops.MUL, _exp2(b, x), b.const(-2.0, F32)), (fc.MONO, fc.DOWN)),        # a negative constant flips
   (lambda b, x, y: b.alu(Ops.MUL, _exp2(b, x), y), (fc.MONO, fc.EITHER)),                        # a sign known per element
-  (lambda b, x, y: b.alu(Ops.FDIV, y, _exp2(b, x)), (fc.UNKNOWN, 0)),                         # 1/x is not monotone
+  (lambda b, x, y: b.alu(Ops.FDIV, y, _exp2(b, x)), (fc.OPAQUE, 0)),                         # 1/x is not monotone
   (lambda b, x, y: b.alu(Ops.ADD, _exp2(b, x), _exp2(b, y)), (fc.MONO, fc.UP)),                  # two increasing chains
-  (lambda b, x, y: b.alu(Ops.SUB, _exp2(b, x), _exp2(b, y)), (fc.UNKNOWN, 0)),                # opposite directions
+  (lambda b, x, y: b.alu(Ops.SUB, _exp2(b, x), _exp2(b, y)), (fc.OPAQUE, 0)),                # opposite directions
   (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MUL, _exp2(b, x), y), y), (fc.MONO, fc.EITHER)),
-  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MUL, _exp2(b, x), y), _exp2(b, y)), (fc.UNKNOWN, 0)),  # EITHER + UP
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.MUL, _exp2(b, x), y), _exp2(b, y)), (fc.OPAQUE, 0)),  # EITHER + UP
   (lambda b, x, y: _exp2(b, b.alu(Ops.ADD, _exp2(b, x), y)), (fc.MONO, fc.UP)),                   # EXP2 of an increasing chain
-  (lambda b, x, y: _exp2(b, b.alu(Ops.NEG, _exp2(b, x))), (fc.UNKNOWN, 0)),                    # ... of a decreasing one
+  (lambda b, x, y: _exp2(b, b.alu(Ops.NEG, _exp2(b, x))), (fc.OPAQUE, 0)),                    # ... of a decreasing one
   (lambda b, x, y: b.alu(Ops.SQRT, b.alu(Ops.NEG, _exp2(b, x))), (fc.MONO, fc.DOWN)),
-  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.SIN, b.alu(Ops.ADD, _exp2(b, x), y)), y), (fc.UNKNOWN, 0)),  # SIN of a chain
-  (lambda b, x, y: b.alu(Ops.MAX, _exp2(b, x), y), (fc.UNKNOWN, 0)),                          # MAX is not a chain op
+  (lambda b, x, y: b.alu(Ops.ADD, b.alu(Ops.SIN, b.alu(Ops.ADD, _exp2(b, x), y)), y), (fc.OPAQUE, 0)),  # SIN of a chain
+  (lambda b, x, y: b.alu(Ops.MAX, _exp2(b, x), y), (fc.OPAQUE, 0)),                          # MAX is not a chain op
 ])
 def test_kind_of_loose_chains(make, kind):
   """Rule: MONO chains and their direction (module docstring): monotone exact ops of tolerance results, two loose
@@ -152,7 +154,7 @@ def test_kind_of_loose_chains(make, kind):
 
 def test_kind_of_an_accumulated_chain_and_of_wmma():
   """Rule: a loop sum of EXP2 results is an increasing chain (the accumulator joins its updates); a WMMA of loaded
-  values is BOUND with its K; NEG keeps it; anything computed on it is UNKNOWN."""
+  values is BOUND with its K; NEG keeps it; anything computed on it is OPAQUE."""
   b = ProgramBuilder("k")
   o, x = b.global_buf(F32, 1), b.global_buf(F32, 8)
   acc = b.acc(b.const(0.0, F32))
@@ -160,7 +162,7 @@ def test_kind_of_an_accumulated_chain_and_of_wmma():
   b.store(o, b.const(0, dtypes.int32), acc)
   assert _full_kind(b.build()) == (fc.MONO, fc.UP)
   for wrap, kind in ((lambda b, w: w, (fc.BOUND, 2)), (lambda b, w: b.alu(Ops.NEG, w), (fc.BOUND, 2)),
-                     (lambda b, w: b.alu(Ops.ADD, w, w), (fc.UNKNOWN, 0))):
+                     (lambda b, w: b.alu(Ops.ADD, w, w), (fc.OPAQUE, 0))):
     b = ProgramBuilder("k")
     o, a, c = b.global_buf(F32, 1), b.global_buf(dtypes.float16, 2), b.global_buf(F32, 1)
     zero = b.const(0, dtypes.int32)
@@ -170,16 +172,16 @@ def test_kind_of_an_accumulated_chain_and_of_wmma():
 
 
 def test_join():
-  """Rule: WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT; TOL keeps the larger bound, BOUND the larger
-  K; TOL with MONO is MONO; MONO keeps a shared direction, else EITHER; other middle pairs are UNKNOWN."""
+  """Rule: WILD > OPAQUE > {TOL, SET, BOUND, MONO} > NANPAY > CLEAN; TOL keeps the larger bound, BOUND the larger
+  K; TOL with MONO is MONO; MONO keeps a shared direction, else EITHER; other middle pairs are OPAQUE."""
   assert join((fc.TOL, 2), (fc.TOL, 4)) == (fc.TOL, 4)
-  assert join((fc.TOL, 2), (fc.SET, 0)) == (fc.UNKNOWN, 0)
-  assert join((fc.BOUND, 2), (fc.BOUND, 1)) == (fc.BOUND, 2) and join((fc.BOUND, 2), (fc.TOL, 1)) == (fc.UNKNOWN, 0)
+  assert join((fc.TOL, 2), (fc.SET, 0)) == (fc.OPAQUE, 0)
+  assert join((fc.BOUND, 2), (fc.BOUND, 1)) == (fc.BOUND, 2) and join((fc.BOUND, 2), (fc.TOL, 1)) == (fc.OPAQUE, 0)
   assert join((fc.TOL, 2), (fc.MONO, fc.UP)) == (fc.MONO, fc.UP) and join((fc.TOL, 2), (fc.MONO, fc.DOWN)) == (fc.MONO, fc.EITHER)
-  assert join((fc.MONO, fc.DOWN), (fc.NANPAY, 0)) == (fc.MONO, fc.DOWN) and join((fc.MONO, fc.UP), (fc.SET, 0)) == (fc.UNKNOWN, 0)
+  assert join((fc.MONO, fc.DOWN), (fc.NANPAY, 0)) == (fc.MONO, fc.DOWN) and join((fc.MONO, fc.UP), (fc.SET, 0)) == (fc.OPAQUE, 0)
   assert join((fc.NANPAY, 0), (fc.SET, 0)) == (fc.SET, 0)
-  assert join((fc.EXACT, 0), (fc.NANPAY, 0)) == (fc.NANPAY, 0)
-  assert join((fc.UNKNOWN, 0), (fc.WILD, 0)) == (fc.WILD, 0)
+  assert join((fc.CLEAN, 0), (fc.NANPAY, 0)) == (fc.NANPAY, 0)
+  assert join((fc.OPAQUE, 0), (fc.WILD, 0)) == (fc.WILD, 0)
 
 
 def _check(p, inputs, got_out):
@@ -259,6 +261,37 @@ def test_variant_program_is_the_other_member():
   assert np.signbit(got).tolist() == [True, True, False] and got[2] == 2
   assert vp is not None and variant_program(_kernel(lambda b, x, y: b.alu(Ops.ADD, x, y)), -1) is None
   assert variant_program(p, 1) is None  # the above run leaves MAX alone
+
+
+ALLOWED_SET_OPS = [op for op in alu.ALU_RULES if alu.looseness(op) is not None and alu.looseness(op).other is not None]
+
+def _edge_operands(dt, arity):
+  """Operands of dtype dt holding every combination of signed zeros, infinities, NaN and a few numbers, then random
+  values."""
+  edges = [0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, 3e-39]
+  grid = np.array(list(itertools.product(edges, repeat=arity))).T
+  rand = np.random.default_rng(arity).standard_normal((arity, 64)) * 8
+  return [np.concatenate([g, r]).astype(to_np(dt)) for g, r in zip(grid, rand)]
+
+@pytest.mark.parametrize("dt", [F32, dtypes.float16, dtypes.float64])
+@pytest.mark.parametrize("op", ALLOWED_SET_OPS, ids=lambda op: op.name)
+def test_below_run_takes_the_other_member_the_rule_declares(op, dt):
+  """Rule: the below run gives, lane for lane, the other member of each allowed-set op's set: alu.allowed_results's
+  second array, which the rule's `@loose(ALLOWED_SET, other=...)` declares."""
+  arity = OPS[op].arity
+  xs = _edge_operands(dt, arity)
+  p = _kernel(lambda b, *v: b.alu(op, *v), n=len(xs[0]), out=dt, ins=(dt,) * arity)
+  got = emulate(variant_program(p, -1), [np.zeros_like(xs[0]), *xs]).buffers[0]
+  assert same_value(got, alu.allowed_results(op, dt, *xs)[1]).all()
+
+def test_below_run_follows_a_changed_declaration(monkeypatch):
+  """Rule: the below run builds the member the rule declares, not a set of its own: declaring MAX's other member as
+  min(a, b) makes the below run compute min."""
+  minimum = (Ops.NEG, (Ops.MAX, (Ops.NEG, 0), (Ops.NEG, 1)))
+  monkeypatch.setattr(alu.maximum, "looseness", alu.Looseness(Certainty.ALLOWED_SET, other=minimum))
+  xs = [np.array([1.0, -2.0, 5.0], np.float32), np.array([3.0, -1.0, -4.0], np.float32)]
+  p = _kernel(lambda b, x, y: b.alu(Ops.MAX, x, y), n=3)
+  assert emulate(variant_program(p, -1), [np.zeros(3, np.float32), *xs]).buffers[0].tolist() == [1.0, -2.0, -4.0]
 
 
 @pytest.mark.parametrize("dt", [F32, dtypes.float16, dtypes.bfloat16, dtypes.float64])
@@ -385,7 +418,7 @@ def test_wmma_error_bound_is_gamma_times_the_magnitude_sum():
 
 
 def test_undefined_and_unknown_elements_are_skipped():
-  """Rule: undefined elements (here a shift count out of range) are never compared, nor loose elements of UNKNOWN kind."""
+  """Rule: undefined elements (here a shift count out of range) are never compared, nor loose elements of OPAQUE kind."""
   ints = (dtypes.int32, dtypes.int32)
   p = _kernel(lambda b, x, y: b.alu(Ops.SHL, x, y), out=dtypes.int32, ins=ints)
   inputs = [np.zeros(4, np.int32), np.array([1, 1, 1, 1], np.int32), np.array([1, 40, 2, 3], np.int32)]
@@ -419,7 +452,7 @@ def test_which_undefined_programs_run_natively():
 
 def test_each_element_is_compared_by_its_own_level():
   """Rule: the element's level decides its comparison, whatever the buffer's kind: one buffer holding EXP2 results and
-  MULACC results is UNKNOWN as a whole (TOL joined with SET), yet its TOLERANCE elements are held to the ULP bound and
+  MULACC results is OPAQUE as a whole (TOL joined with SET), yet its TOLERANCE elements are held to the ULP bound and
   its ALLOWED_SET elements to the two members of the set."""
   n = 64
   b = ProgramBuilder("k")
@@ -429,7 +462,7 @@ def test_each_element_is_compared_by_its_own_level():
   b.store(o, i, b.alu(Ops.EXP2, x))
   b.store(o, b.alu(Ops.ADD, i, b.const(n, dtypes.int32)), b.alu(Ops.MULACC, x, y, x))
   p = b.build()
-  assert _kind(p) == fc.UNKNOWN
+  assert _kind(p) == fc.OPAQUE
   rng = np.random.default_rng(5)
   x, y = rng.uniform(-4, 4, n).astype(np.float32), rng.uniform(-4, 4, n).astype(np.float32)
   inputs = [np.zeros(2 * n, np.float32), x, y]

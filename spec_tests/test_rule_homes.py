@@ -1,7 +1,7 @@
 """Each rule has one home, named after it. spec_tests/semantics/test_<family>.py holds a rule family's emulator tests and
 declares at its top what it is the home of:
 
-  RULES      the rule functions of refimpl/emulator/alu.py (alu.RULES values) whose home it is
+  RULES      the rule functions of refimpl/emulator/alu.py (alu.ALU_RULES values) whose home it is
   DECISIONS  the rows of refimpl.spec.DECISIONS (SPEC.md "Decisions") it holds: row area -> the test stating the row
   ALSO       (optional) rule functions whose home is another file, part of which this family tests (arith on floats...)
 
@@ -18,12 +18,17 @@ import inspect
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 from refimpl import spec
 from refimpl.conformance import rules as backend_rules
+from refimpl.dtype import dtypes, to_np
 from refimpl.emulator import alu
-from refimpl.ir.ops import Ops
+from refimpl.emulator.certainty import Certainty
+from refimpl.fuzz import expect
+from refimpl.ir.ops import GroupOp, Ops
+from refimpl.spec import ARITH_FLOATS, accepts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEMANTICS = ROOT / "spec_tests" / "semantics"
@@ -56,7 +61,7 @@ def test_every_file_declares_its_claims(path):
   mod = module(path)
   rules, decisions, also = mod.RULES, mod.DECISIONS, getattr(mod, "ALSO", ())
   assert isinstance(rules, tuple) and isinstance(also, tuple) and isinstance(decisions, dict)
-  assert all(fn in alu.RULES.values() for fn in (*rules, *also)), "RULES and ALSO name functions of alu.RULES"
+  assert all(fn in alu.ALU_RULES.values() for fn in (*rules, *also)), "RULES and ALSO name functions of alu.ALU_RULES"
   assert all(row in ROWS for row in decisions), f"not a row of spec.DECISIONS: {set(decisions) - set(ROWS)}"
   assert not set(rules) & set(also)
   if not rules and not decisions: assert path.name in CROSS_CUTTING, "a file that claims nothing must be CROSS_CUTTING"
@@ -65,7 +70,7 @@ def test_every_file_declares_its_claims(path):
 def test_every_alu_rule_function_has_exactly_one_home():
   homes = collections.defaultdict(list)
   for name, fn in claims("RULES"): homes[fn.__name__].append(name)
-  want = {fn.__name__ for fn in alu.RULES.values()}
+  want = {fn.__name__ for fn in alu.ALU_RULES.values()}
   assert set(homes) == want, f"without a home: {want - set(homes)}"
   assert {fn: files for fn, files in homes.items() if len(files) != 1} == {}
 
@@ -98,7 +103,7 @@ def test_each_named_rule_has_a_test_in_its_file(path):
   for row, test in mod.DECISIONS.items(): assert test in tests, f"{row!r}: {test} is not a test of {path.name}"
   sources = [inspect.getsource(fn) for fn in tests.values()]
   for fn in mod.RULES:
-    words = [f"Ops.{op.name}" for op, rule in alu.RULES.items() if rule is fn and op not in (Ops.CAST, Ops.BITCAST)]
+    words = [f"Ops.{op.name}" for op, rule in alu.ALU_RULES.items() if rule is fn and op not in (Ops.CAST, Ops.BITCAST)]
     words += [CONVERSIONS[fn]] if fn in CONVERSIONS else []
     assert any(w in s for w in words for s in sources), f"no test of {path.name} exercises alu.{fn.__name__}"
 
@@ -120,3 +125,36 @@ def test_backend_rule_files_are_named_after_the_families():
   names = {m.__name__.rsplit(".", 1)[1] + ".py" for m in backend_rules.modules()}
   assert names >= BACKEND_ONLY
   assert {n for n in names - BACKEND_ONLY if not (SEMANTICS / n).exists()} == set()
+
+# ***** looseness: declared on its rule (alu's `@loose`) and read from there *****
+
+LOOSE_OPS = [op for op in alu.ALU_RULES if alu.looseness(op) is not None]
+LOOSENESS_READERS = (spec.kind, expect._transfer, expect._varied, expect._largest_bound)  # each would restate it
+
+@pytest.mark.parametrize("op", sorted(GroupOp.ALU, key=lambda o: o.value), ids=lambda op: op.name)
+def test_every_loose_rule_is_declared_by_its_decorator(op):
+  """A rule whose Outcomes hold TOLERANCE or ALLOWED_SET lanes declares that level with `@loose`, and a declared rule
+  gives such lanes (on edge and random float operands of every float dtype it takes)."""
+  declared = alu.looseness(op)
+  seen = set()
+  edges = [0.0, -0.0, 1.0, -1.5, 0.3, np.inf, np.nan, 1e4]
+  for dt in ARITH_FLOATS:
+    if not accepts(op, dt): continue
+    n = spec.OPS[op].arity
+    cols = [np.resize(np.repeat(edges, len(edges) ** k), len(edges) ** n) for k in range(n)]
+    if op is Ops.WHERE: cols[0] = cols[0] > 0
+    xs = [c if c.dtype == bool else c.astype(to_np(dt)) for c in cols]
+    levels = alu.exec_alu(op, dt, *xs).certainty
+    if levels is not None: seen |= {Certainty(int(c)) for c in np.unique(levels)}
+  seen -= {Certainty.EXACT, Certainty.NAN_PAYLOAD, Certainty.UNDEFINED}
+  assert seen == (set() if declared is None else {declared.level}), op
+
+def test_looseness_is_stated_only_by_the_declaration():
+  """alu's rules give their loose lanes the level they declare (no `Certainty.TOLERANCE` / `ALLOWED_SET` outside an
+  `@loose(...)` line), and spec.kind and the fuzzer's kinds and runs name no loose op: they read the declaration."""
+  levels = ("Certainty.TOLERANCE", "Certainty.ALLOWED_SET")
+  stray = [line for line in inspect.getsource(alu).splitlines() if any(w in line for w in levels)]
+  assert all(line.startswith("@loose(") for line in stray), stray
+  names = [f"Ops.{op.name}" for op in LOOSE_OPS] + ["GroupOp.Transcendental"]
+  for fn in LOOSENESS_READERS: assert [n for n in names if n in inspect.getsource(fn)] == [], fn.__name__
+  assert set(LOOSE_OPS) == {op for op in spec.OPS if spec.kind(op, dtypes.float32) in ("tolerance", "allowed")}

@@ -23,8 +23,8 @@ from refimpl.testing.values import edge_values
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 I8, I32, U16, F32 = dtypes.int8, dtypes.int32, dtypes.uint16, dtypes.float32
-RULE_FNS = list(dict.fromkeys(alu.RULES.values()))
-OPS_OF = {fn: [op for op, f in alu.RULES.items() if f is fn] for fn in RULE_FNS}
+RULE_FNS = list(dict.fromkeys(alu.ALU_RULES.values()))
+OPS_OF = {fn: [op for op, f in alu.ALU_RULES.items() if f is fn] for fn in RULE_FNS}
 ALU_KINDS = {k for fn in RULE_FNS for k in getattr(fn, "undefined", ())}
 
 # operands in each domain: (op, operand dtype, operands) for ALU ops, (CAST, source, target, value) for casts
@@ -76,7 +76,7 @@ def test_rule_reports_exactly_its_declared_kinds(rule):
   comes out of the rule on operands in its domain; over edge operands, op x dtype gives exactly the kinds
   spec.undefined_kinds(op, dtype) lists (those of the declaration that occur on the dtype)."""
   declared = set(getattr(rule, "undefined", ()))
-  witnessed = {k for k, ws in WITNESSES.items() for w in ws if alu.RULES[w[0]] is rule}
+  witnessed = {k for k, ws in WITNESSES.items() for w in ws if alu.ALU_RULES[w[0]] is rule}
   assert witnessed == declared
   for k in declared:
     for w in WITNESSES[k]:

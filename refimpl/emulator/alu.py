@@ -12,11 +12,11 @@ executor's choice. Their values are 0. A rule declares the kinds it can report w
 An op/dtype pair that the verifier rejects raises ValueError; operands of the wrong numpy dtype raise TypeError.
 
 Looseness (docs/semantics.md, "Looseness and certainty"): `Outcome.loose` marks lanes whose value is not the only acceptable bit
-pattern: tolerance ops (EXP2 LOG2 SIN off their special values), allowed-set lanes where the choices differ (MULACC fused
-vs unfused, MAX of +0/-0), and every float NaN an op or cast produces (its payload is unspecified). WHERE and BITCAST move
-bits and are never loose; the executor carries looseness of operands forward itself. `Outcome.certainty` is each lane's
-level (refimpl/emulator/certainty.py): a loose NaN is NAN_PAYLOAD, the rule's other loose lanes are its `looseness`
-(TOLERANCE for the transcendentals, ALLOWED_SET for float MULACC and MAX).
+pattern: the lanes of a rule declared `@loose(...)` that its declaration leaves open (a tolerance rule's lanes off its
+special values, an allowed-set rule's lanes where its members differ), and every float NaN an op or cast produces (its
+payload is unspecified). WHERE and BITCAST move bits and are never loose; the executor carries looseness of operands
+forward itself. `Outcome.certainty` is each lane's level (refimpl/emulator/certainty.py): a loose NaN is NAN_PAYLOAD, the
+rule's other loose lanes are the level it declares (`looseness(op).level`: TOLERANCE or ALLOWED_SET).
 """
 from __future__ import annotations
 
@@ -78,6 +78,25 @@ def undefined(*kinds: UB) -> Callable[[Callable], Callable]:
   accepted). SPEC.md and the fuzzer read the declaration (`undefined_kinds`)."""
   def declare(rule: Callable) -> Callable:
     rule.undefined = kinds  # type: ignore[attr-defined]
+    return rule
+  return declare
+
+Expr = int | float | tuple  # an operand position, a float constant, or (op, *exprs): ops over a rule's operands
+
+@dataclass(frozen=True)
+class Looseness:
+  """How a loose rule's float results may differ from its reference values (see `loose`)."""
+  level: Certainty          # TOLERANCE or ALLOWED_SET: the level of its loose lanes that are not NaN
+  other: Expr | None = None  # an allowed set's other member, as ops over the operands (None for a tolerance rule)
+
+def loose(level: Certainty, other: Expr | None = None) -> Callable[[Callable], Callable]:
+  """Declares a rule loose on floats (on ints and bool it is exact; a rule without it is exact but for the payload of
+  the NaNs it produces): TOLERANCE (within the ULP bound of refimpl/spec.py), or ALLOWED_SET {the reference, `other`},
+  `other` written as ops over the operands (0, 1, ...: the operands; a float: a constant of their dtype), which
+  `allowed_results` evaluates and the fuzzer's below run builds. spec.kind, SPEC.md and the fuzzer read the
+  declaration (`looseness`)."""
+  def declare(rule: Callable) -> Callable:
+    rule.looseness = Looseness(level, other)  # type: ignore[attr-defined]
     return rule
   return declare
 
@@ -164,6 +183,19 @@ def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """XOR, OR, AND (ints and bool): bit by bit on the two's complement pattern; on bool the logical operation."""
   return Outcome({Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}[op](a, b))
 
+def _float_max(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+  """np.maximum (which propagates NaN) with +0 at the lanes holding one +0 and one -0, and those lanes."""
+  v = np.maximum(a, b)
+  both = (a == 0) & (b == 0)
+  if not both.any(): return v, None
+  mixed = both & (np.signbit(a) != np.signbit(b))
+  return np.where(mixed, v.dtype.type(0.0), v), mixed
+
+# MAX, except that max(+0, -0) is -0: where either operand is non-zero MAX, else -MAX(-a, -b)
+NEGATIVE_ZERO_MAX = (Ops.WHERE, (Ops.OR, (Ops.CMPNE, 0, 0.0), (Ops.CMPNE, 1, 0.0)), (Ops.MAX, 0, 1),
+                     (Ops.NEG, (Ops.MAX, (Ops.NEG, 0), (Ops.NEG, 1))))
+
+@loose(Certainty.ALLOWED_SET, other=NEGATIVE_ZERO_MAX)
 def maximum(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """MAX.
   ints: the larger. bool: OR.
@@ -171,16 +203,8 @@ def maximum(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   {+0, -0}. The reference value is +0 (IEEE 754-2019 maximum); such lanes are loose."""
   if dt is dtypes.bool: return Outcome(a | b)
   if dtypes.is_int(dt): return Outcome(np.maximum(a, b))
-  v, mixed = _float_max(a, b, 0.0)
-  return Outcome(v, loose=_nan_loose(v, mixed), looseness=Certainty.ALLOWED_SET)
-
-def _float_max(a: np.ndarray, b: np.ndarray, zero: float) -> tuple[np.ndarray, np.ndarray | None]:
-  """np.maximum (which propagates NaN) with `zero` at the lanes holding one +0 and one -0."""
-  v = np.maximum(a, b)
-  both = (a == 0) & (b == 0)
-  if not both.any(): return v, None
-  mixed = both & (np.signbit(a) != np.signbit(b))
-  return np.where(mixed, v.dtype.type(zero), v), mixed
+  v, mixed = _float_max(a, b)
+  return Outcome(v, loose=_nan_loose(v, mixed), looseness=maximum.looseness.level)
 
 def compare(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """CMPLT, CMPNE (result bool).
@@ -195,6 +219,9 @@ def where(op: Ops, dt: DType, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> Ou
   included (it moves bits; a NaN it passes on is only as loose as its operand was)."""
   return Outcome(np.where(c, a, b))
 
+UNFUSED = (Ops.ADD, (Ops.MUL, 0, 1), 2)  # a * b + c with MUL rounded, then ADD rounded
+
+@loose(Certainty.ALLOWED_SET, other=UNFUSED)
 def mulacc(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Outcome:
   """MULACC (a * b + c).
   ints: two's complement wrap-around (as MUL then ADD). bool: (a AND b) OR c.
@@ -205,11 +232,8 @@ def mulacc(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> O
   lanes outside that method's exponent range fall back to exact rational arithmetic (fractions.Fraction)."""
   if dt is dtypes.bool: return Outcome((a & b) | c)
   if dtypes.is_int(dt): return Outcome(a * b + c)
-  fused, unfused = _fused(dt, a, b, c), _unfused(dt, a, b, c)
-  return Outcome(fused, loose=_nan_loose(fused, bits_of(fused) != bits_of(unfused)), looseness=Certainty.ALLOWED_SET)
-
-def _unfused(dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-  return arith(Ops.ADD, dt, arith(Ops.MUL, dt, a, b).values, c).values
+  fused, unfused = _fused(dt, a, b, c), evaluate(UNFUSED, dt, (a, b, c))
+  return Outcome(fused, loose=_nan_loose(fused, bits_of(fused) != bits_of(unfused)), looseness=mulacc.looseness.level)
 
 def _fused(dt: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
   wa, wb, wc = a.astype(F64), b.astype(F64), c.astype(F64)
@@ -253,6 +277,7 @@ def _fraction_to_f64(q: Fraction) -> float:
   try: return q.numerator / q.denominator
   except OverflowError: return float("inf") if q > 0 else float("-inf")
 
+@loose(Certainty.TOLERANCE)
 def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
   """EXP2, LOG2, SIN (floats only): tolerance.
   The reference value is the exact result rounded to nearest even in the dtype, computed in higher precision
@@ -267,7 +292,7 @@ def transcendental(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
   exact = {Ops.EXP2: lambda: (w == 0) | np.isinf(w) | (w >= emax + 1) | (w <= emin - p),
            Ops.LOG2: lambda: (w == 0) | (w == 1) | (w == np.inf) | (w < 0),
            Ops.SIN: lambda: (w == 0) | np.isinf(w)}[op]()
-  return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)), looseness=Certainty.TOLERANCE)
+  return Outcome(v, loose=_nan_loose(v, ~exact & ~np.isnan(w)), looseness=transcendental.looseness.level)
 
 THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # rotation counts of the even and the odd rounds
 THREEFRY_PARITY = 0x1BD11BDA  # the key schedule's third word is K0 ^ K1 ^ this
@@ -331,7 +356,7 @@ def bitcast(x: np.ndarray, src: DType, dst: DType) -> Outcome:
   of a NaN an earlier op produced are unspecified; the executor keeps that operand's looseness)."""
   return Outcome(np.ascontiguousarray(x).view(to_np(dst)))
 
-RULES: dict[Ops, Callable] = {
+ALU_RULES: dict[Ops, Callable] = {
   **{op: arith for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)}, **{op: float_arith for op in (Ops.FDIV, Ops.RECIP, Ops.SQRT)},
   Ops.IDIV: idiv_mod, Ops.MOD: idiv_mod, Ops.SHL: shift, Ops.SHR: shift, **{op: bitwise for op in (Ops.XOR, Ops.OR, Ops.AND)},
   Ops.MAX: maximum, Ops.CMPLT: compare, Ops.CMPNE: compare, Ops.WHERE: where, Ops.MULACC: mulacc,
@@ -339,11 +364,30 @@ RULES: dict[Ops, Callable] = {
 """op -> its rule. ALU rules take (op, dtype, *operands), arrays of >= 1 dimension that broadcast; CAST and BITCAST
 take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome
 (the emulator, whose programs are verified, calls run_alu / run_conversion)."""
-assert set(RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
+assert set(ALU_RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
 
 def undefined_kinds(op: Ops) -> tuple[UB, ...]:
   """The kinds of undefined behaviour op's rule declares (`undefined`); () for a rule defined everywhere."""
-  return getattr(RULES[op], "undefined", ())
+  return getattr(ALU_RULES[op], "undefined", ())
+
+def looseness(op: Ops) -> Looseness | None:
+  """The looseness op's rule declares (`loose`); None for an op without a rule or whose rule declares none."""
+  return getattr(ALU_RULES.get(op), "looseness", None)
+
+def evaluate(expr: Expr, dt: DType, xs: tuple[np.ndarray, ...]) -> np.ndarray:
+  """The values of ops over operands (`Looseness.other`: an allowed set's other member) on operands xs of dtype dt,
+  each op computed by its rule (undefined lanes 0)."""
+  return _evaluated(expr, dt, xs)[0]
+
+def _evaluated(expr: Expr, dt: DType, xs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, DType]:
+  """expr's values and their dtype: bool for a comparison, else its operands' (WHERE: its values')."""
+  if isinstance(expr, int): return xs[expr], dt
+  if isinstance(expr, float): return np.full(1, expr, to_np(dt)), dt
+  op, *args = expr
+  parts = [_evaluated(a, dt, xs) for a in args]
+  operand_dt = parts[-1][1]
+  values = ALU_RULES[op](op, operand_dt, *(v for v, _ in parts)).values
+  return values, dtypes.bool if op in GroupOp.Comparison else operand_dt
 
 # ---- the interface ----
 
@@ -386,13 +430,13 @@ def exec_alu(op: Ops, dtype: DType, *operands) -> Outcome:
   _check_alu(op, dtype, len(operands))
   dts = (dtypes.bool, dtype, dtype) if op is Ops.WHERE else (dtype,) * len(operands)
   shape, xs = _lanes(dts, operands)
-  with np.errstate(all="ignore"): return _shaped(RULES[op](op, dtype, *xs), shape)
+  with np.errstate(all="ignore"): return _shaped(ALU_RULES[op](op, dtype, *xs), shape)
 
 def run_alu(op: Ops, dtype: DType, *xs: np.ndarray) -> Outcome:
   """exec_alu for a caller that has checked everything: a verified program's op, operands that are arrays of at least
   one dimension of the dtypes' numpy types, and floating-point warnings off (np.errstate(all="ignore")). The Outcome
   is the rule's own: its arrays broadcast against the operands' shape but need not have it."""
-  return RULES[op](op, dtype, *xs)
+  return ALU_RULES[op](op, dtype, *xs)
 
 def exec_cast(x, src: DType, dst: DType) -> Outcome:
   """CAST of lanes x of scalar dtype src to scalar dtype dst (see `cast`)."""
@@ -402,7 +446,7 @@ def exec_cast(x, src: DType, dst: DType) -> Outcome:
 
 def run_conversion(op: Ops, x: np.ndarray, src: DType, dst: DType) -> Outcome:
   """exec_cast / exec_bitcast (op CAST / BITCAST) for a caller that has checked everything, as run_alu says."""
-  return RULES[op](x, src, dst)
+  return ALU_RULES[op](x, src, dst)
 
 def exec_bitcast(x, src: DType, dst: DType) -> Outcome:
   """BITCAST of lanes x of scalar dtype src to scalar dtype dst of the same size, neither bool (see `bitcast`)."""
@@ -413,13 +457,13 @@ def exec_bitcast(x, src: DType, dst: DType) -> Outcome:
   return _shaped(bitcast(a, src, dst), shape)
 
 def allowed_results(op: Ops, dtype: DType, *operands) -> list[np.ndarray]:
-  """Every acceptable result array of an ALU op; lane k may be any list element's lane k. MULACC on floats:
-  [fused, unfused]; MAX on floats: [+0 at max(+0, -0) lanes, -0 there]; any other op: [the reference values]
-  (for tolerance ops that is the reference; the bound is in refimpl/spec.py). Undefined lanes hold 0."""
+  """Every acceptable result array of an ALU op; lane k may be any list element's lane k. An allowed-set op on floats
+  (`loose`): [the reference values, its other member] (MULACC: [fused, unfused]; MAX: [+0 at max(+0, -0) lanes, -0
+  there]); any other op: [the reference values] (for tolerance ops that is the reference; the bound is in
+  refimpl/spec.py). Undefined lanes hold 0."""
   out = exec_alu(op, dtype, *operands)
-  if not dtypes.is_float(dtype) or op not in (Ops.MULACC, Ops.MAX): return [out.values]
-  _check_alu(op, dtype, len(operands))
+  declared = looseness(op)
+  if declared is None or declared.other is None or not dtypes.is_float(dtype): return [out.values]
   shape, xs = _lanes((dtype,) * len(operands), operands)
-  with np.errstate(all="ignore"):
-    other = _unfused(dtype, *xs) if op is Ops.MULACC else _float_max(*xs, -0.0)[0]
+  with np.errstate(all="ignore"): other = evaluate(declared.other, dtype, tuple(xs))
   return [out.values, _full(other, shape)]

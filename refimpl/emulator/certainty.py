@@ -25,11 +25,11 @@ class Certainty(IntEnum):
   the level as an element of a level array."""
   EXACT = 0, "one bit pattern"
   NAN_PAYLOAD = 1, "one value up to a NaN's payload: any NaN stands for any other (a non-NaN is its one bit pattern)"
-  TOLERANCE = 2, ("a tolerance op's result (EXP2 LOG2 SIN): within the op's ULP bound of the reference "
-                  "(refimpl.spec.ulp_bound); where the reference is NaN, +-inf or +-0, exactly that value")
+  TOLERANCE = 2, ("a tolerance op's result (its rule declared `@loose(TOLERANCE)`): within the op's ULP bound of the "
+                  "reference (refimpl.spec.ulp_bound); where the reference is NaN, +-inf or +-0, exactly that value")
   ERROR_BOUND = 3, "a WMMA result: within the WMMA rule's error bound of the reference (machine.wmma_error_bound)"
-  ALLOWED_SET = 4, ("an allowed-set op's result (float MULACC, MAX): equal to one of its allowed results "
-                    "(alu.allowed_results)")
+  ALLOWED_SET = 4, ("an allowed-set op's result (its rule declared `@loose(ALLOWED_SET, other=...)`): equal to one of "
+                    "its allowed results (alu.allowed_results)")
   UNKNOWN = 5, ("computed from, or decided by (an index, a gate, a loop bound), an element of one of the three levels "
                 "above: the spec allows values the emulator cannot state element by element")
   UNDEFINED = 6, "undefined behaviour reached it: no value is promised"

@@ -11,38 +11,39 @@ and each element is compared by its level's rule:
                       reference is one allowed execution), K the program's largest on that dtype; the *above* run gives
                       S = |c| + sum |a_k b_k|; a NaN reference is NAN_PAYLOAD, so it wants a NaN
   ALLOWED_SET         equal (as EXACT) to the reference or to the *below* run's value: the emulator on the program with
-                      every float MULACC unfused (MUL then ADD) and every float MAX(+0, -0) giving -0
+                      every float allowed-set op replaced by its set's other member, the ops its rule declares
+                      (alu's `@loose(ALLOWED_SET, other=...)`: MULACC unfused, MAX(+0, -0) giving -0)
   UNKNOWN             by the buffer's static kind where that states a rule (below), else not compared
   UNDEFINED           not compared
 
 What the emulator cannot state element by element is what a computation on a loose value may give; for that the
-fuzzer adds a static *kind* per buffer, the join of the kinds of every value stored into it (a dataflow fixpoint over
-the program), read only for the buffer's UNKNOWN elements (and WILD, for all of them):
+fuzzer adds a static *kind* per buffer (`StaticKind`), the join of the kinds of every value stored into it (a dataflow
+fixpoint over the program), read only for the buffer's UNKNOWN elements (and WILD, for all of them):
 
-  EXACT    no looseness can reach it
+  CLEAN    no looseness can reach it
   NANPAY   floats whose only looseness is a NaN's payload (ADD SUB MUL FDIV RECIP SQRT NEG and float CASTs of
-           NANPAY/EXACT operands, and moves of such values)
-  TOL(b)   results of EXP2/LOG2/SIN on NANPAY/EXACT operands, moved but not computed on
-  SET      results of float MULACC / MAX on NANPAY/EXACT operands; NEG of a SET value (a sign flip moves the set
-           member exactly): its UNKNOWN elements are compared as ALLOWED_SET
-  BOUND(K) WMMA results on NANPAY/EXACT operands (K: the largest reduction length), moved but not computed on; NEG of a
+           NANPAY/CLEAN operands, and moves of such values)
+  TOL(b)   results of a tolerance rule (alu's `@loose(TOLERANCE)`) on NANPAY/CLEAN operands, moved but not computed on
+  SET      results of a float allowed-set rule (`@loose(ALLOWED_SET)`) on NANPAY/CLEAN operands; NEG of a SET value (a
+           sign flip moves the set member exactly): its UNKNOWN elements are compared as ALLOWED_SET
+  BOUND(K) WMMA results on NANPAY/CLEAN operands (K: the largest reduction length), moved but not computed on; NEG of a
            BOUND value: its UNKNOWN elements are compared as ERROR_BOUND
   MONO(o)  chains of monotone ops on tolerance results: ADD, SUB, MUL or FDIV by a settled operand, NEG, SQRT, float
            CASTs, EXP2/LOG2 of an increasing chain, selects by a settled condition, memory and accumulators; o is the
            chain's direction in the errors (see `bracket`). NEG of a TOL value is MONO(DOWN). Its UNKNOWN elements
            must lie between the *below* and *above* runs, the emulator with every transcendental result moved b+1 ulps
            down (up), where those and the reference are finite (else skipped)
-  UNKNOWN  anything else computed from a loose value (a compare, a float->int CAST, MAX, a product of two loose
+  OPAQUE   anything else computed from a loose value (a compare, a float->int CAST, MAX, a product of two loose
            values, a SET or BOUND value computed on), BITCASTs of NaN-loose floats. Values stored or assigned under a
-           loose IF gate or a loose STORE gate, and LOADs through a loose index, are UNKNOWN too: the emulator's control
+           loose IF gate or a loose STORE gate, and LOADs through a loose index, are OPAQUE too: the emulator's control
            rule marks every element their lanes store, or might have stored had the gate gone the other way, so the
            buffer's other elements are still compared by their levels
   WILD     a STORE through a loose index or under a loose RANGE bound (a backend may write another element, or run an
            iteration the emulator did not, and the emulator cannot mark those): every element of the buffer is skipped
 
-Joins (`join`): WILD > UNKNOWN > {TOL, SET, BOUND, MONO} > NANPAY > EXACT. Of the middle four, TOL with TOL keeps the
+Joins (`join`): WILD > OPAQUE > {TOL, SET, BOUND, MONO} > NANPAY > CLEAN. Of the middle four, TOL with TOL keeps the
 larger bound, BOUND with BOUND the larger K, TOL with MONO is MONO (a tolerance result is an increasing chain of one
-op), MONO with MONO keeps a direction both share; every other pair is UNKNOWN. The kinds and the levels describe the
+op), MONO with MONO keeps a direction both share; every other pair is OPAQUE. The kinds and the levels describe the
 same loose elements (the levels strictly between EXACT and UNDEFINED), so a kind's rule holds for each of its buffer's
 loose elements; an element's level, where it is not UNKNOWN, gives the sharper rule of the two.
 
@@ -59,24 +60,39 @@ NaN result in the chain's direction (MAX, which can drop one, is not a chain op)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
 from refimpl import spec
 from refimpl.dtype import DType, dtypes, to_np
+from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.machine import wmma_error_bound
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
 from refimpl.testing.compare import same_value, within_tolerance
 
-EXACT, NANPAY, TOL, SET, BOUND, MONO, UNKNOWN, WILD = range(8)
-LEVEL_NAMES = ("exact", "nan-payload", "tolerance", "allowed-set", "error-bound", "monotone", "unknown", "wild")
-Kind = tuple[int, int]  # (level, parameter: the ulp bound of TOL, the K of BOUND, the direction of MONO)
+
+class StaticKind(IntEnum):
+  """What looseness can reach a value or a buffer (the module docstring), in the order of `join`."""
+  CLEAN = 0
+  NANPAY = 1
+  TOL = 2
+  SET = 3
+  BOUND = 4
+  MONO = 5
+  OPAQUE = 6
+  WILD = 7
+
+CLEAN, NANPAY, TOL, SET, BOUND, MONO, OPAQUE, WILD = StaticKind
+Kind = tuple[StaticKind, int]  # (static kind, parameter: the ulp bound of TOL, the K of BOUND, the direction of MONO)
 UP, DOWN, EITHER = 1, -1, 0  # MONO's direction in the errors
-K_EXACT, K_NAN, K_SET, K_UNKNOWN, K_WILD = (EXACT, 0), (NANPAY, 0), (SET, 0), (UNKNOWN, 0), (WILD, 0)
+K_CLEAN, K_NAN, K_SET, K_OPAQUE, K_WILD = (CLEAN, 0), (NANPAY, 0), (SET, 0), (OPAQUE, 0), (WILD, 0)
 MOVES = frozenset({Ops.GEP, Ops.VECTORIZE})
-LOOSE_LEVELS = frozenset({TOL, SET, BOUND, MONO})
+MIDDLE_KINDS = frozenset({TOL, SET, BOUND, MONO})
+# the static kind of a loose rule's result on settled operands, by the level its `@loose` declares
+KIND_OF_LEVEL = {Certainty.TOLERANCE: TOL, Certainty.ALLOWED_SET: SET}
 
 
 def _direction(k: Kind) -> int | None:
@@ -89,16 +105,16 @@ def _either(a: int, b: int) -> int: return a if a == b else EITHER
 def join(a: Kind, b: Kind) -> Kind:
   """The kind of a place that holds a value of kind a on some elements or executions and of kind b on others."""
   if WILD in (a[0], b[0]): return K_WILD
-  if UNKNOWN in (a[0], b[0]): return K_UNKNOWN
-  if a[0] not in LOOSE_LEVELS or b[0] not in LOOSE_LEVELS: return max(a, b)
+  if OPAQUE in (a[0], b[0]): return K_OPAQUE
+  if a[0] not in MIDDLE_KINDS or b[0] not in MIDDLE_KINDS: return max(a, b)
   if a[0] == b[0] and a[0] in (TOL, BOUND): return (a[0], max(a[1], b[1]))
   if a[0] == b[0] == SET: return K_SET
   da, db = _direction(a), _direction(b)
-  if da is None or db is None: return K_UNKNOWN
+  if da is None or db is None: return K_OPAQUE
   return (MONO, _either(da, db))
 
 def _join_all(ks) -> Kind:
-  out = K_EXACT
+  out = K_CLEAN
   for k in ks: out = join(out, k)
   return out
 
@@ -120,12 +136,12 @@ class Kinds:
 def analyze(program: Program) -> Kinds:
   """The kinds of every value and buffer (see the module docstring), iterated to a fixpoint."""
   uops = program.uops
-  kinds: list[Kind] = [K_EXACT] * len(uops)
-  bufs = {i: K_EXACT for i, u in enumerate(uops) if u.op in GroupOp.Buffer}
-  accs = {i: K_EXACT for i, u in enumerate(uops) if u.op is Ops.DEFINE_ACC}
+  kinds: list[Kind] = [K_CLEAN] * len(uops)
+  bufs = {i: K_CLEAN for i, u in enumerate(uops) if u.op in GroupOp.Buffer}
+  accs = {i: K_CLEAN for i, u in enumerate(uops) if u.op is Ops.DEFINE_ACC}
   while True:
     before = (list(kinds), dict(bufs), dict(accs))
-    blocks: list[Kind] = []  # per open block: UNKNOWN under a loose IF gate, WILD under a loose RANGE bound
+    blocks: list[Kind] = []  # per open block: OPAQUE under a loose IF gate, WILD under a loose RANGE bound
     for i, u in enumerate(uops):
       if u.op in GroupOp.BlockEnd:
         blocks.pop()
@@ -148,57 +164,62 @@ def analyze(program: Program) -> Kinds:
 
 
 def _block_control(op: Ops, ks: list[Kind]) -> Kind:
-  """The control kind a block gives what runs in it: EXACT, UNKNOWN under a loose IF gate (the emulator marks what
+  """The control kind a block gives what runs in it: CLEAN, OPAQUE under a loose IF gate (the emulator marks what
   its lanes store or assign, and what they might have: the control rule), WILD under a loose RANGE bound (iterations
   past the bound that the emulator did not run store elements it never marks)."""
-  if all(k == K_EXACT for k in ks): return K_EXACT
-  return K_WILD if op is Ops.RANGE else K_UNKNOWN
+  if all(k == K_CLEAN for k in ks): return K_CLEAN
+  return K_WILD if op is Ops.RANGE else K_OPAQUE
 
 def _assign_control(blocks: list[Kind]) -> Kind:
-  """The control kind of an ASSIGN: UNKNOWN under any loose block (the emulator marks the register loose there)."""
-  return K_UNKNOWN if any(k != K_EXACT for k in blocks) else K_EXACT
+  """The control kind of an ASSIGN: OPAQUE under any loose block (the emulator marks the register loose there)."""
+  return K_OPAQUE if any(k != K_CLEAN for k in blocks) else K_CLEAN
 
 def _store_control(blocks: list[Kind], ks: list[Kind]) -> Kind:
-  """The control kind of a STORE: its blocks', UNKNOWN under a loose gate, WILD through a loose index (a backend may
+  """The control kind of a STORE: its blocks', OPAQUE under a loose gate, WILD through a loose index (a backend may
   write another element than the emulator did)."""
   k = _join_all(blocks)
-  if ks[0] != K_EXACT: k = join(k, K_WILD)
-  if len(ks) == 3 and ks[2] != K_EXACT: k = join(k, K_UNKNOWN)
+  if ks[0] != K_CLEAN: k = join(k, K_WILD)
+  if len(ks) == 3 and ks[2] != K_CLEAN: k = join(k, K_OPAQUE)
   return k
 
 def _transfer(uops, i: int, u, ks: list[Kind], bufs: dict[int, Kind], accs: dict[int, Kind]) -> Kind:
   """The kind of uop i from its srcs' kinds (accumulators, stores and blocks are handled by analyze)."""
   op = u.op
-  if op is Ops.CONST: return K_NAN if isinstance(u.arg, float) and u.arg != u.arg else K_EXACT
+  if op is Ops.CONST: return K_NAN if isinstance(u.arg, float) and u.arg != u.arg else K_CLEAN
   if op in GroupOp.Buffer: return bufs[i]
-  if op in (Ops.SPECIAL, Ops.DEFINE_VAR, Ops.RANGE, Ops.STORE, Ops.IF, Ops.BARRIER): return K_EXACT
-  if op is Ops.INDEX: return K_EXACT if ks[1] == K_EXACT else K_WILD
+  if op in (Ops.SPECIAL, Ops.DEFINE_VAR, Ops.RANGE, Ops.STORE, Ops.IF, Ops.BARRIER): return K_CLEAN
+  if op is Ops.INDEX: return K_CLEAN if ks[1] == K_CLEAN else K_WILD
   if op is Ops.LOAD:
-    k = bufs[uops[u.src[0]].src[0]] if ks[0] == K_EXACT else K_UNKNOWN  # a loose index: a loose element, some value
-    if len(ks) == 3: k = join(join(k, ks[1]), K_EXACT if ks[2] == K_EXACT else K_UNKNOWN)
+    k = bufs[uops[u.src[0]].src[0]] if ks[0] == K_CLEAN else K_OPAQUE  # a loose index: a loose element, some value
+    if len(ks) == 3: k = join(join(k, ks[1]), K_CLEAN if ks[2] == K_CLEAN else K_OPAQUE)
     return k
   if op is Ops.DEFINE_ACC: return join(accs[i], ks[0])
   if op is Ops.ASSIGN: return accs[u.src[0]]
   if op in MOVES: return _join_all(ks)
   top = _join_all(ks)
   if top == K_WILD: return K_WILD
-  if op is Ops.WMMA: return (BOUND, u.arg[2]) if _settled(top) else K_UNKNOWN
-  if op is Ops.WHERE: return (_join_all(ks[1:]) if ks[0] == K_EXACT else join(_join_all(ks[1:]), K_UNKNOWN))
+  if op is Ops.WMMA: return (BOUND, u.arg[2]) if _settled(top) else K_OPAQUE
+  if op is Ops.WHERE: return (_join_all(ks[1:]) if ks[0] == K_CLEAN else join(_join_all(ks[1:]), K_OPAQUE))
   src = uops[u.src[-1]].dtype.scalar()
   if op in (Ops.CAST, Ops.BITCAST):
     dst = u.dtype.scalar()
     if op is Ops.BITCAST:
-      if dtypes.is_float(src) and top != K_EXACT: return K_UNKNOWN  # the bits of a NaN are open
+      if dtypes.is_float(src) and top != K_CLEAN: return K_OPAQUE  # the bits of a NaN are open
       return top
-    if _settled(top): return K_NAN if dtypes.is_float(dst) else K_EXACT
-    return _chain(op, ks, uops, u) if dtypes.is_float(dst) else K_UNKNOWN
-  if not dtypes.is_float(src): return (K_EXACT if top == K_EXACT else K_UNKNOWN)
+    if _settled(top): return K_NAN if dtypes.is_float(dst) else K_CLEAN
+    return _chain(op, ks, uops, u) if dtypes.is_float(dst) else K_OPAQUE
+  if not dtypes.is_float(src): return (K_CLEAN if top == K_CLEAN else K_OPAQUE)
   if op is Ops.NEG and top[0] in (SET, BOUND): return top  # a sign flip: the allowed set, or the bound, holds
   if not _settled(top): return _chain(op, ks, uops, u)
-  if op in GroupOp.Transcendental: return (TOL, spec.ulp_bound(op, src) or 0)
-  if op in (Ops.MULACC, Ops.MAX): return K_SET
-  if op in GroupOp.Comparison: return K_EXACT
+  level = _declared_level(op)
+  if level is not None: return (KIND_OF_LEVEL[level], spec.ulp_bound(op, src) or 0)
+  if op in GroupOp.Comparison: return K_CLEAN
   return K_NAN
+
+def _declared_level(op: Ops) -> Certainty | None:
+  """The level op's rule declares loose on floats (alu's `@loose`), None for an op without one."""
+  declared = alu.looseness(op)
+  return None if declared is None else declared.level
 
 
 def _const_sign(uops, j: int) -> int | None:
@@ -210,23 +231,23 @@ def _const_sign(uops, j: int) -> int | None:
 
 def _chain(op: Ops, ks: list[Kind], uops, u) -> Kind:
   """The kind of a float op with a loose operand: MONO with its direction where the op continues a monotone chain
-  (the module docstring), else UNKNOWN."""
+  (the module docstring), else OPAQUE."""
   dirs = [_direction(k) if not _settled(k) else None for k in ks]
   loose = [j for j, k in enumerate(ks) if not _settled(k)]
-  if any(dirs[j] is None for j in loose): return K_UNKNOWN
+  if any(dirs[j] is None for j in loose): return K_OPAQUE
   d = dirs[loose[0]]
   if op in (Ops.SQRT, Ops.CAST): return (MONO, d)  # exact and non-decreasing
   if op is Ops.NEG: return (MONO, -d)
-  if op in (Ops.EXP2, Ops.LOG2): return (MONO, UP) if d == UP else K_UNKNOWN  # increasing, and its own error too
+  if op in (Ops.EXP2, Ops.LOG2): return (MONO, UP) if d == UP else K_OPAQUE  # increasing, and its own error too
   if op in (Ops.ADD, Ops.SUB):
     if op is Ops.SUB and dirs[1] is not None: dirs[1] = -dirs[1]
     ds = {dirs[j] for j in loose}
-    if len(loose) == 2 and (len(ds) > 1 or EITHER in ds): return K_UNKNOWN
+    if len(loose) == 2 and (len(ds) > 1 or EITHER in ds): return K_OPAQUE
     return (MONO, ds.pop())
   if op in (Ops.MUL, Ops.FDIV) and len(loose) == 1 and (op is Ops.MUL or loose == [0]):
     sign = _const_sign(uops, u.src[1 - loose[0]])
     return (MONO, EITHER if sign is None else d * sign)
-  return K_UNKNOWN
+  return K_OPAQUE
 
 
 # ***** the runs beside the reference: below (allowed-set alternatives, errors down) and above (errors up) *****
@@ -255,25 +276,25 @@ def _moved(g: Graph, n: Node, side: int) -> None:
   g.insert_before(n, [r, *c1, *c2, *zero, *mag, scaled, step, infinite.src[0], infinite, kept])
   n.op, n.src, n.arg = (Ops.ADD if side > 0 else Ops.SUB), [r, kept], None
 
-def _unfused(g: Graph, n: Node) -> None:
-  """Float MULACC(a, b, c) rewritten in place as ADD(MUL(a, b), c): the other member of its allowed set."""
-  mul = Node(Ops.MUL, n.dtype, [n.src[0], n.src[1]])
-  g.insert_before(n, [mul])
-  n.op, n.src = Ops.ADD, [mul, n.src[2]]
+def _other_member(g: Graph, n: Node, other: alu.Expr) -> None:
+  """Allowed-set op n rewritten in place into its set's other member: the ops its rule declares (alu.Looseness.other)
+  over n's operands."""
+  built: list[Node] = []
+  srcs = [_expr_node(e, n, built) for e in other[1:]]
+  g.insert_before(n, built)
+  n.op, n.src = other[0], srcs
 
-def _max_negative_zero(g: Graph, n: Node) -> None:
-  """Float MAX(a, b) rewritten in place as WHERE(a != 0 | b != 0, MAX(a, b), NEG(MAX(NEG a, NEG b))): MAX, except
-  that max(+0, -0) is -0 (the other member of its allowed set)."""
-  a, b = n.src[0], n.src[1]
-  bdt = dtypes.bool.vec(n.dtype.count) if n.dtype.count > 1 else dtypes.bool
-  zero = const_node(0.0, n.dtype)
-  nza, nzb = Node(Ops.CMPNE, bdt, [a, zero[-1]]), Node(Ops.CMPNE, bdt, [b, zero[-1]])
-  anynz = Node(Ops.OR, bdt, [nza, nzb])
-  na, nb = Node(Ops.NEG, n.dtype, [a]), Node(Ops.NEG, n.dtype, [b])
-  mx, mn = Node(Ops.MAX, n.dtype, [a, b]), Node(Ops.MAX, n.dtype, [na, nb])
-  neg = Node(Ops.NEG, n.dtype, [mn])
-  g.insert_before(n, zero + [nza, nzb, anynz, na, nb, mx, mn, neg])
-  n.op, n.src = Ops.WHERE, [anynz, mx, neg]
+def _expr_node(expr: alu.Expr, n: Node, built: list[Node]) -> Node:
+  """The node computing expr over n's operands (alu.Expr); the nodes it needs are appended to `built`, srcs first."""
+  if isinstance(expr, int): return n.src[expr]
+  if isinstance(expr, float):
+    built += const_node(expr, n.dtype)
+    return built[-1]
+  srcs = [_expr_node(e, n, built) for e in expr[1:]]
+  dt = srcs[-1].dtype
+  if expr[0] in GroupOp.Comparison: dt = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  built.append(Node(expr[0], dt, srcs))
+  return built[-1]
 
 def _magnitudes(g: Graph, n: Node) -> None:
   """WMMA n rewritten in place to compute S = |c| + sum |a_k b_k| (WMMA of the operands' magnitudes)."""
@@ -281,22 +302,24 @@ def _magnitudes(g: Graph, n: Node) -> None:
   g.insert_before(n, [x for s in srcs for x in s])
   n.src = [s[-1] for s in srcs]
 
-VARIED = GroupOp.Transcendental | {Ops.MULACC, Ops.MAX, Ops.WMMA}
+def _varied(g: Graph, n: Node, side: int) -> bool:
+  """Rewrites float node n for the below (side -1) or above (+1) run (variant_program); whether it did."""
+  declared = alu.looseness(n.op)
+  if declared is not None and declared.level is Certainty.TOLERANCE: _moved(g, n, side)
+  elif declared is not None and declared.other is not None and side < 0: _other_member(g, n, declared.other)
+  elif n.op is Ops.WMMA and side > 0: _magnitudes(g, n)
+  else: return False
+  return True
 
 def variant_program(program: Program, side: int) -> Program | None:
   """The program of the below (side -1) or above (+1) run (module docstring), None when it would be the program.
-  below: every float MULACC unfused, every float MAX(+0, -0) -0, every transcendental result moved down;
-  above: every transcendental result moved up, every float WMMA computing its magnitude sum S."""
+  below: every float allowed-set op replaced by its set's other member (what its rule declares: MULACC unfused,
+  MAX(+0, -0) giving -0), every tolerance op's result moved down; above: every tolerance op's result moved up, every
+  float WMMA computing its magnitude sum S."""
   g = Graph.from_program(program)
   changed = False
   for n in list(g.nodes):
-    if n.op not in VARIED or not dtypes.is_float(n.dtype.scalar()): continue
-    if n.op in GroupOp.Transcendental: _moved(g, n, side)
-    elif side < 0 and n.op is Ops.MULACC: _unfused(g, n)
-    elif side < 0 and n.op is Ops.MAX: _max_negative_zero(g, n)
-    elif side > 0 and n.op is Ops.WMMA: _magnitudes(g, n)
-    else: continue
-    changed = True
+    if dtypes.is_float(n.dtype.scalar()) and _varied(g, n, side): changed = True
   return g.program(check=False) if changed else None
 
 def sides_needed(levels: list[np.ndarray], kinds: list[Kind]) -> tuple[int, ...]:
@@ -403,8 +426,8 @@ def _within_bound(ref, got, magnitude, known, dt: DType, k: int) -> tuple[np.nda
 
 def _largest_bound(program: Program, dt: DType) -> int:
   """The largest ULP bound of the program's tolerance ops on dt: a TOLERANCE element of a dt buffer is some such op's
-  result, moved (a computation on it is UNKNOWN)."""
-  ops = {u.op for u in program.uops if u.op in GroupOp.Transcendental and u.dtype.scalar() == dt}
+  result, moved (a computation on it is OPAQUE)."""
+  ops = {u.op for u in program.uops if _declared_level(u.op) is Certainty.TOLERANCE and u.dtype.scalar() == dt}
   return max((spec.ulp_bound(op, dt) or 0 for op in ops), default=0)
 
 def _largest_k(program: Program, dt: DType) -> int:

@@ -1,7 +1,7 @@
 """The interface around the rules: exec_alu, exec_cast, exec_bitcast and allowed_results (refimpl/emulator/alu.py).
 Operands broadcast and masks take the broadcast shape; a lane set with no undefined lane has no mask; Python scalars are
 converted and wrong numpy dtypes rejected; what the verifier rejects raises ValueError; every accepted (op, dtype) and
-every CAST runs on edge values with no numpy warning; alu.RULES has a documented rule for every op.
+every CAST runs on edge values with no numpy warning; alu.ALU_RULES has a documented rule for every op.
 
 Not a rule's home (it claims no rule and no decision row): each op's rule is tested in the file named after it
 (spec_tests/test_rule_homes.py maps them).
@@ -102,5 +102,5 @@ def test_every_cast_runs_quietly():
       assert out.values.dtype == to_np(dst) and out.values.shape == edge_array(src).shape
 
 def test_rules_table_covers_every_alu_op_and_the_conversions():
-  assert set(alu.RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
-  assert all(fn.__doc__ and fn.__doc__.strip() for fn in alu.RULES.values())
+  assert set(alu.ALU_RULES) == set(GroupOp.ALU) | {Ops.CAST, Ops.BITCAST}
+  assert all(fn.__doc__ and fn.__doc__.strip() for fn in alu.ALU_RULES.values())
