@@ -26,7 +26,7 @@ from refimpl.backends.ops_clang import ClangCompiler, ClangProgram
 from refimpl.device import Device
 from refimpl.dtype import dtypes
 from refimpl.ir import GroupOp, Ops, ProgramBuilder, alu_allows, elementwise
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 from refimpl.runner import Kernel
 
 
@@ -37,7 +37,7 @@ def kernels(n: int, tag: str) -> list[tuple[str, str]]:
             for op in sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value) if alu_allows(op, dt)]
   out = []
   for k, (op, dt) in enumerate(combos[:n]):
-    p = lower_grid_to_loops(elementwise(op, dt, n=1024, name=f"k{tag}_{k}"))
+    p = lower_for(elementwise(op, dt, n=1024, name=f"k{tag}_{k}"), r)
     out.append((p.name, r.render(p.name, p)))
   return out
 

@@ -38,6 +38,7 @@ def main() -> None:
   from refimpl.device import Device
   from refimpl.dtype import dtypes
   from refimpl.ir import GroupOp, Ops, ProgramBuilder, alu_allows, elementwise
+  from refimpl.lower import lower_for
   from refimpl.runner import Kernel
 
   dev = Device["GPU"]
@@ -46,7 +47,7 @@ def main() -> None:
   combos = [(op, dt) for dt in (dtypes.float32, dtypes.int32, dtypes.float16, dtypes.float64, dtypes.uint8)
             for op in sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value) if alu_allows(op, dt)]
   progs = [elementwise(op, dt, n=1024, name=f"kg_{k}") for k, (op, dt) in enumerate(combos[:args.kernels])]
-  srcs = [dev.renderer.render(p.name, p) for p in progs]
+  srcs = [dev.renderer.render(p.name, lower_for(p, dev.renderer)) for p in progs]
   with tempfile.TemporaryDirectory() as cache:
     os.environ["REFIMPL_CACHE_DIR"] = cache
     comp = CLCompiler(dev)

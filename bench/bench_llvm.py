@@ -27,15 +27,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from refimpl.device import Device
 from refimpl.dtype import dtypes, to_np
 from refimpl.ir import GroupOp, Ops, ProgramBuilder, alu_allows, elementwise
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 from refimpl.runner import Kernel
 
 
 def programs(n: int, tag: str) -> list:
-  """n distinct small elementwise kernels (ops x dtypes) in loop form, named with `tag`."""
+  """n distinct small elementwise kernels (ops x dtypes) lowered for LLVM and CLANG (lower_for), named with `tag`."""
   combos = [(op, dt) for dt in (dtypes.float32, dtypes.int32, dtypes.float16, dtypes.float64, dtypes.uint8)
             for op in sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value) if alu_allows(op, dt)]
-  return [lower_grid_to_loops(elementwise(op, dt, n=1024, name=f"k{tag}_{k}")) for k, (op, dt) in enumerate(combos[:n])]
+  r = Device["LLVM"].renderer  # CLANG's renderer needs the same passes
+  return [lower_for(elementwise(op, dt, n=1024, name=f"k{tag}_{k}"), r) for k, (op, dt) in enumerate(combos[:n])]
 
 def median_ms(xs: list[float]) -> float: return 1e3 * statistics.median(xs)
 

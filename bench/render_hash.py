@@ -4,7 +4,7 @@ renderers or the lowering passes leaves every rendered text (and every refusal) 
   python bench/render_hash.py [--programs N] [--seed S] [--verbose]
 
 Each program i < N of each generation mode (random, tinygrad, corpus; BARRIERs allowed; the renderer's dtypes) is
-rendered the way refimpl's runner renders it (grid lowered to loops for a backend with no grid), by each renderer of
+rendered the way refimpl's runner renders it (refimpl.lower.lower_for, then the renderer's render), by each renderer of
 RENDERERS: CLANG, LLVM and OpenCL C under the capability sets a GPU device can report. A rendering is its text, or
 the class and message of the error it raised. It prints one SHA-256 per renderer and one over everything; run it before
 and after a change. No device is opened and no compiler runs, so it needs no toolchain.
@@ -21,7 +21,7 @@ from refimpl.backends.opencl import OpenCLRenderer, supported_dtypes
 from refimpl.backends.ops_clang import ClangRenderer
 from refimpl.fuzz.generate import MODES, make_program
 from refimpl.fuzz.grow import ALL_DTYPES, Profile
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 
 GRID = dict(has_local=True, has_shared=True, global_max=(2**31 - 1, 65535, 65535), local_max=(1024, 1024, 1024))
 RENDERERS = {
@@ -39,8 +39,7 @@ RENDERERS = {
 def rendering(renderer, program) -> str:
   """What `renderer` makes of `program` as the runner hands it over: the text, or the error's class and message."""
   try:
-    runnable = program if renderer.global_max is not None else lower_grid_to_loops(program)
-    return renderer.render(program.name, runnable)
+    return renderer.render(program.name, lower_for(program, renderer))
   except Exception as e:  # a refusal is part of the renderer's behaviour: hashed like a text
     return f"!{type(e).__name__}: {e}"
 

@@ -1,9 +1,10 @@
-"""Running a Program on any device: verify, lower to the device's form, render, compile (cached), load, launch.
+"""Running a Program on any device: lower to the device's form (refimpl.lower.lower_for: verify, grid to loops, the
+capability checks, the passes its renderer needs), render, compile (cached), load, launch.
 
 This is the one path from a Program to results that the self-check, the test suite and the fuzzer share, so that no
 caller needs to know a backend's internals. Runtimes are called as tinygrad's are:
   grid devices (renderer.global_max is not None): prg(*bufs, global_size=..., local_size=..., vals=..., wait=True)
-  loop devices (no grid; programs are lowered with lower_grid_to_loops first): prg(*bufs, vals=..., wait=True)
+  loop devices (no grid; lower_for lowers programs to loops first): prg(*bufs, vals=..., wait=True)
 """
 from __future__ import annotations
 
@@ -13,16 +14,16 @@ import numpy as np
 
 from refimpl.device import Buffer, Compiled, Device
 from refimpl.dtype import to_np
-from refimpl.ir import Program, verify
+from refimpl.ir import Program
 from refimpl.ir.arguments import check_arguments
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 
 
 class Kernel:
   """A program compiled once for one device; calling it runs it on fresh buffers filled from numpy arrays."""
   def __init__(self, program: Program, device: str | None = None):
-    self.program, self.device = verify(program), Device[device]
-    self.runnable = program if self.has_grid(self.device) else lower_grid_to_loops(program)
+    self.program, self.device = program, Device[device]
+    self.runnable = lower_for(program, self.device.renderer)
     self.source = self.device.renderer.render(program.name, self.runnable)
     self.lib = self.device.compiler.compile_cached(self.source)
     self.prg = self.device.runtime(program.name, self.lib)

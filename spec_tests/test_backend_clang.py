@@ -15,7 +15,7 @@ from refimpl.conformance import PROGRAMS_DIR
 from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes
 from refimpl.ir import Ops, ProgramBuilder, elementwise, load_program, verify
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 from refimpl.testing.programs import a
 
 try: Device["CLANG"]
@@ -70,7 +70,7 @@ def test_cache_rebuilds_a_corrupted_entry(monkeypatch, tmp_path):
   real = comp.compile
   monkeypatch.setattr(comp, "compile", lambda src: calls.append(src) or real(src))
   prog = elementwise(Ops.MUL, f32, n=8)
-  src = Device["CLANG"].renderer.render(prog.name, lower_grid_to_loops(prog))
+  src = Device["CLANG"].renderer.render(prog.name, lower_for(prog, Device["CLANG"].renderer))
   lib = comp.compile_cached(src)
   assert len(calls) == 1 and comp.compile_cached(src) == lib and len(calls) == 1  # cached
   (entry,) = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -89,7 +89,7 @@ def test_batch_compiles_many_kernels_in_one_clang_call(monkeypatch, tmp_path):
   monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
   comp, r = ops_clang.ClangCompiler(), Device["CLANG"].renderer
   progs = [elementwise(op, i32, n=4, name=f"k_{op.name.lower()}") for op in (Ops.ADD, Ops.SUB, Ops.MUL)]
-  srcs = [r.render(p.name, lower_grid_to_loops(p)) for p in progs]
+  srcs = [r.render(p.name, lower_for(p, r)) for p in progs]
   calls = []
   real = comp.compile
   monkeypatch.setattr(comp, "compile", lambda src: calls.append(src) or real(src))
@@ -130,7 +130,7 @@ def test_rendered_integer_code_has_no_signed_overflow_or_shift_ub(tmp_path):
   for o, v in zip(out, (b.alu(Ops.ADD, vx, vy), b.alu(Ops.SUB, vx, vy), b.alu(Ops.MUL, vx, vy), b.alu(Ops.NEG, vx),
                         b.alu(Ops.MULACC, vx, vy, vy), b.alu(Ops.SHL, vx, b.const(31, i32)))):
     b.store(o, i, v)
-  p = lower_grid_to_loops(b.build())
+  p = lower_for(b.build(), Device["CLANG"].renderer)
   xs = a([2**31 - 1, -2**31, -2**31, 3], i32), a([1, 1, -1, 2**30], i32)
   src = Device["CLANG"].renderer.render(p.name, p)
   assert _run_sanitized(tmp_path, src, p.name, [np.zeros(4, np.int32)] * 6 + list(xs)) == 0
@@ -144,7 +144,7 @@ def test_no_libm_or_compiler_runtime_call_remains():
   i = b.gidx(0, 4)
   v = b.load(x, i)
   for dt, o in outs.items(): b.store(o, i, b.alu(Ops.SQRT, b.cast(v, dt)))
-  p = lower_grid_to_loops(b.build())
+  p = lower_for(b.build(), Device["CLANG"].renderer)
   obj = Device["CLANG"].compiler.compile(Device["CLANG"].renderer.render(p.name, p))
   undefined = [s.name for s in parse_symbols(obj, parse_sections(obj)[1])[1:] if s.shndx == 0]
   assert undefined == []
@@ -162,7 +162,7 @@ def test_max_reductions_that_hung_clang_22_compile_on_the_native_path(path):
   one-select MAX compiles at once. The native path itself must finish (no generic-CPU retry) within the backend's own
   hang limit, COMPILE_TIMEOUT_S (a guard against a spinning compiler, far above any real compile on any machine)."""
   comp = ops_clang.ClangCompiler()
-  p = lower_grid_to_loops(load_program(path))
+  p = lower_for(load_program(path), Device["CLANG"].renderer)
   assert comp._run(comp.args, Device["CLANG"].renderer.render(p.name, p), ops_clang.COMPILE_TIMEOUT_S).startswith(b"\x7fELF")
 
 def test_a_native_compile_past_its_limit_is_redone_for_the_generic_cpu(monkeypatch):
@@ -210,7 +210,7 @@ C_KEYWORDS = ("auto break case char const continue default do double else enum e
 def test_every_c_keyword_and_prelude_name_is_a_valid_kernel_name():
   """Rule: any identifier the verifier accepts names a kernel that compiles and loads (the C symbol is k_<name>)."""
   dev, comp = Device["CLANG"], ops_clang.ClangCompiler()
-  progs = [lower_grid_to_loops(dataclasses.replace(elementwise(Ops.ADD, i32, n=4), name=n)) for n in C_KEYWORDS]
+  progs = [lower_for(dataclasses.replace(elementwise(Ops.ADD, i32, n=4), name=n), dev.renderer) for n in C_KEYWORDS]
   for p in progs: verify(p)
   libs = comp.compile_batch([dev.renderer.render(p.name, p) for p in progs])
   for p, lib in zip(progs, libs): ops_clang.ClangProgram(p.name, lib)

@@ -20,6 +20,7 @@ from refimpl.device import CompileError, Device, DeviceUnavailable
 from refimpl.dtype import dtypes
 from refimpl.emulator.machine import emulate
 from refimpl.ir import INDEX_DTYPE, Ops, ProgramBuilder, ProgramError, dtype_to_str, elementwise
+from refimpl.lower import lower_for
 from refimpl.testing.programs import a, assert_same, ew, require
 from refimpl.testing.values import random_values
 
@@ -169,7 +170,7 @@ def test_build_options_make_div_sqrt_correctly_rounded_and_relax_nothing():
   offers = bool(dev.cl_device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
   assert (opencl.CORRECT_DIV_SQRT_OPTION in dev.options) == offers == dev.renderer.correct_div_sqrt
   assert not set(dev.options) & set(opencl.RELAXING_OPTIONS)  # no fast-math, mad, denorms-are-zero, finite-math
-  src = dev.renderer.render("k", elementwise(Ops.MULACC, f32, n=4, name="k"))
+  src = dev.renderer.render("k", lower_for(elementwise(Ops.MULACC, f32, n=4, name="k"), dev.renderer))
   assert "#pragma OPENCL FP_CONTRACT OFF" in src  # OpenCL contracts a*b+c by default
 
 def test_compile_error_carries_the_build_log_and_the_numbered_source():
@@ -191,7 +192,7 @@ def test_compiled_program_keeps_the_binary_and_rebuilds_from_source_when_the_bin
   monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
   dev = gpu()
   p = elementwise(Ops.MUL, f32, n=8)
-  src = dev.renderer.render(p.name, p)
+  src = dev.renderer.render(p.name, lower_for(p, dev.renderer))
   comp = ops_gpu.CLCompiler(dev)
   calls = []
   real = comp.compile
@@ -247,7 +248,7 @@ def test_float32_div_sqrt_through_double_are_correctly_rounded_without_the_build
   vx, vy = b.load(xb, i), b.load(yb, i)
   for o, v in zip(outs, (b.alu(Ops.FDIV, vx, vy), b.alu(Ops.SQRT, vx), b.alu(Ops.RECIP, vx))): b.store(o, i, v)
   p = b.build()
-  src = r.render(p.name, p)
+  src = r.render(p.name, lower_for(p, r))
   assert src.count("convert_float_rte(") == 3
   got = _run_on(dev, p, src, [np.zeros(2000, np.float32)] * 3 + [x, y])
   with np.errstate(all="ignore"):
@@ -272,26 +273,26 @@ def test_exp2_log2_sin_are_opencls_on_float32_float64_and_decomposed_on_narrow_f
   r = gpu().renderer
   native = dt in (f32, f64) and r.native_transcendentals
   for op, name in ((Ops.EXP2, "exp2"), (Ops.LOG2, "log2"), (Ops.SIN, "sin")):
-    src = r.render("k", elementwise(op, dt, n=4, name="k"))
+    src = r.render("k", lower_for(elementwise(op, dt, n=4, name="k"), r))
     assert (f" {name}(v" in src) == native, (op, dt)
 
 
 # ***** limits *****
 
-def test_workgroup_and_local_memory_limits_are_checked_before_building():
+def test_workgroup_and_local_memory_limits_are_checked_before_rendering():
   r = gpu().renderer
   b = ProgramBuilder("too_wide")
   out = b.global_buf(i32, 1)
   lid = b.lidx(0, min(r.local_max[0], r.max_workgroup_size))
   lid1 = b.lidx(1, 2)
   b.store(out, b.const(0, i32), b.alu(Ops.ADD, lid, lid1), gate=b.alu(Ops.CMPNE, lid, lid))
-  with pytest.raises(ProgramError, match=r"maximum workgroup size"): r.render("too_wide", b.build())
+  with pytest.raises(ProgramError, match=r"maximum workgroup size"): lower_for(b.build(), r)
   b = ProgramBuilder("too_much_local")
   out, tmp = b.global_buf(i32, 1), b.local_buf(dtypes.int64, r.local_memory_bytes // 8 + 1)
   b.store(tmp, b.const(0, i32), b.const(1, dtypes.int64))
   b.barrier()
   b.store(out, b.const(0, i32), b.cast(b.load(tmp, b.const(0, i32)), i32))
-  with pytest.raises(ProgramError, match=r"bytes of local memory"): r.render("too_much_local", b.build())
+  with pytest.raises(ProgramError, match=r"bytes of local memory"): lower_for(b.build(), r)
 
 
 # ***** a device without cl_khr_fp64 *****
@@ -300,19 +301,19 @@ def test_without_fp64_nothing_needs_double_and_the_rest_still_runs():
   r = opencl.OpenCLRenderer("GPU", has_local=True, has_shared=True, global_max=ops_gpu.GLOBAL_MAX, has_fp64=False,
                             supported_dtypes=opencl.supported_dtypes(False))
   p = elementwise(Ops.THREEFRY, dtypes.uint64, n=4, name="tf_no_fp64")
-  src = r.render(p.name, p)
+  src = r.render(p.name, lower_for(p, r))
   assert "double" not in src and "cl_khr_fp64" not in src
   x, key = a([0, 1, 2, 3], dtypes.uint64), a([5, 5, 5, 5], dtypes.uint64)
   got = _run_on(ops_gpu.GPUDevice("GPU"), p, src, [np.zeros(4, np.uint64), x, key])[0]
   assert got.tolist() == emulate(p, [np.zeros(4, np.uint64), x, key]).buffers[0].tolist()
   for dt in (f64, f16, bf16, dtypes.fp8e5m2):  # the narrow formats compute in double
-    with pytest.raises(ProgramError, match=r"is not supported"): r.render("k", elementwise(Ops.CAST, dt, n=4, out_dtype=f32))
+    with pytest.raises(ProgramError, match=r"is not supported"): lower_for(elementwise(Ops.CAST, dt, n=4, out_dtype=f32), r)
   b = ProgramBuilder("wmma32")
   out, av = b.global_buf(f32, 1), b.global_buf(f32, 1)
   zero = b.const(0, INDEX_DTYPE)
   v = b.load(av, zero)
   b.store(out, zero, b.wmma(v, v, v, (1, 1, 1)))
-  with pytest.raises(CompileError, match=r"WMMA accumulates in double"): r.render("wmma32", b.build())
+  with pytest.raises(CompileError, match=r"WMMA accumulates in double"): lower_for(b.build(), r)
 
 
 # ***** kernel names *****
@@ -342,10 +343,10 @@ def test_every_opencl_builtin_name_is_a_valid_kernel_name():
   from refimpl.backends.cstyle import kernel_symbol
   dev = gpu()
   progs = [dataclasses.replace(elementwise(Ops.ADD, i32, n=4), name=n) for n in OPENCL_BUILTINS]
-  built = dev.compiler.build("\n".join(dev.renderer.render(p.name, p) for p in progs))
+  built = dev.compiler.build("\n".join(dev.renderer.render(p.name, lower_for(p, dev.renderer)) for p in progs))
   for p in progs: cl.Kernel(built, kernel_symbol(p.name))
   mad = progs[OPENCL_BUILTINS.index("mad")]
-  prg = ops_gpu.CLProgram(dev, "mad", dev.compiler.compile(dev.renderer.render("mad", mad)))
+  prg = ops_gpu.CLProgram(dev, "mad", dev.compiler.compile(dev.renderer.render("mad", lower_for(mad, dev.renderer))))
   bufs = [dev.allocator.alloc(16) for _ in range(3)]
   x = np.arange(4, dtype=np.int32)
   for b_ in bufs[1:]: dev.allocator._copyin(b_, memoryview(x))

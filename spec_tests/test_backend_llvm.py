@@ -17,7 +17,7 @@ from refimpl.device import CompileError, Device, DeviceError, DeviceUnavailable
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramBuilder, alu_allows, dtype_to_str, elementwise
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 from refimpl.lower.transcendental import decompose_transcendentals, ulp_errors
 from refimpl.testing.differential import OpCase
 from refimpl.testing.programs import a, assert_same, ew, mulacc_tie, ops_kernel, run
@@ -67,7 +67,7 @@ def test_each_level_has_its_own_cache_key_and_code():
   o0, o2 = Device["LLVM:O0"].compiler, Device["LLVM"].compiler
   assert o0.cachekey != o2.cachekey and o2.cachekey == ops_llvm.LLVMCompiler(2).cachekey
   assert o0.cachekey.startswith("llvm-O0-") and o2.cachekey.startswith("llvm-O2-")
-  p = lower_grid_to_loops(elementwise(Ops.MUL, f32, n=256))
+  p = lower_for(elementwise(Ops.MUL, f32, n=256), Device["LLVM"].renderer)
   src = Device["LLVM"].renderer.render(p.name, p)
   assert "<16 x float>" in o2.optimized_ir(src) or "<8 x float>" in o2.optimized_ir(src)  # O2 vectorizes the loop
   assert "x float>" not in o0.optimized_ir(src)                                            # O0 leaves it alone
@@ -78,7 +78,7 @@ def test_compiles_go_through_the_disk_cache_and_a_damaged_entry_is_rebuilt(monke
   calls = []
   real = comp.compile
   monkeypatch.setattr(comp, "compile", lambda src: calls.append(src) or real(src))
-  p = lower_grid_to_loops(elementwise(Ops.ADD, i32, n=8))
+  p = lower_for(elementwise(Ops.ADD, i32, n=8), Device["LLVM"].renderer)
   src = Device["LLVM"].renderer.render(p.name, p)
   lib = comp.compile_cached(src)
   assert len(calls) == 1 and comp.compile_cached(src) == lib and len(calls) == 1
@@ -119,7 +119,7 @@ def everything_program():
   z, c = b.global_buf(i32, 4096), b.global_buf(i32, 4096)
   with b.loop(4096) as r: b.store(z, r, b.const(0, i32))
   with b.loop(4096) as r: b.store(c, r, b.load(z, r))
-  return lower_grid_to_loops(ops_kernel("everything", cases, 4, b))
+  return lower_for(ops_kernel("everything", cases, 4, b), Device["LLVM"].renderer)
 
 @pytest.fixture(scope="module")
 def everything_src():

@@ -1,28 +1,35 @@
 """The scalarizing renderers' shared core (refimpl.backends.scalar): one handler per uop for C, OpenCL C and LLVM IR,
-the backends supplying only tables and spelling hooks.
+the backends supplying only tables and spelling hooks; and the one lowering pipeline in front of every renderer.
 
   - every handler of the C and LLVM tables is the core's own function (OpenCL C renders through C's), and only the
     grid's SPECIAL and BARRIER set the two tables apart;
   - a uop with no handler is a CompileError naming its index and op;
   - each backend spells every hook the core asks of it, and a program using every uop renders on each;
   - the core owns the order: a STORE's lanes and gate are read before anything is stored, each lane's statement is
-    made just before it is emitted, and RANGE / IF bodies are one level deeper than their opening and closing.
+    made just before it is emitted, and RANGE / IF bodies are one level deeper than their opening and closing;
+  - every path to a renderer goes through refimpl.lower.lower_for, which runs exactly the passes the renderer declares
+    it needs, in PASSES order; `render` lowers nothing itself.
 """
 from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 
+from refimpl import lower, runner
 from refimpl.backends import cstyle, llvmir, opencl, scalar
 from refimpl.backends.cstyle import CStyleRenderer
 from refimpl.backends.llvmir import LLVMRenderer
 from refimpl.backends.opencl import OpenCLRenderer
+from refimpl.backends.ops_clang import ClangRenderer
 from refimpl.backends.scalar import ScalarRender
 from refimpl.dtype import DType, dtypes
+from refimpl.emulator.ops_python import PythonRenderer
 from refimpl.errors import CompileError
-from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder
-from refimpl.lower import lower_grid_to_loops
+from refimpl.fuzz import execute
+from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, elementwise
+from refimpl.lower import lower_for, lower_grid_to_loops, passes_for
 from refimpl.renderer import Renderer
 
 f32, i32 = dtypes.float32, dtypes.int32
@@ -54,7 +61,7 @@ def every_uop() -> Program:
   return b.build()
 
 GPU = OpenCLRenderer("GPU", has_local=True, has_shared=True, global_max=(1 << 31, 65535, 65535), local_max=(1024, 1024, 64))
-RENDERS = {"CLANG": (CStyleRenderer("CLANG"), True), "LLVM": (LLVMRenderer("LLVM"), True), "GPU": (GPU, False)}
+RENDERS = {"CLANG": ClangRenderer("CLANG"), "LLVM": LLVMRenderer("LLVM"), "GPU": GPU}
 
 
 # ***** the tables *****
@@ -90,7 +97,7 @@ def test_a_uop_with_no_handler_is_a_compile_error_naming_its_index_and_op():
     llvmir._Render(LLVMRenderer("LLVM"), program).module("k")
 
 def test_a_table_without_an_op_fails_at_its_first_uop():
-  program = lower_grid_to_loops(every_uop())
+  program = lower_for(every_uop(), CStyleRenderer("CLANG"))
   i = next(k for k, u in enumerate(program.uops) if u.op is Ops.CAST)
   handlers = {op: h for op, h in cstyle.HANDLERS.items() if op is not Ops.CAST}
   with pytest.raises(CompileError, match=rf"^CLANG: uop {i} CAST has no rendering$"):
@@ -111,17 +118,73 @@ def test_each_backend_spells_every_hook_its_table_needs(render, grid):
   assert not missing
 
 def test_the_every_uop_program_uses_every_uop_of_the_core():
-  grid, lowered = every_uop(), lower_grid_to_loops(every_uop())
+  grid, lowered = every_uop(), lower_for(every_uop(), CStyleRenderer("CLANG"))
   used = {u.op for u in grid.uops} | {u.op for u in lowered.uops}
   assert (set(scalar.HANDLERS) | set(scalar.GRID_HANDLERS)) - used <= set(GroupOp.ALU)
   assert {Ops.ADD, Ops.MUL, Ops.AND, Ops.CMPLT, Ops.SQRT} <= used
 
 @pytest.mark.parametrize("device", sorted(RENDERS))
 def test_a_program_with_every_uop_renders_on_each_backend(device):
-  renderer, loops = RENDERS[device]
-  program = lower_grid_to_loops(every_uop()) if loops else every_uop()
-  text = renderer.render("every_uop", program)
+  renderer = RENDERS[device]
+  text = renderer.render("every_uop", lower_for(every_uop(), renderer))
   assert "every_uop" in text and "var_n" in text
+
+
+# ***** one lowering pipeline: lower_for, then render *****
+
+ALL_PASSES = [lower.decompose_transcendentals, lower.decompose_threefry, lower.lower_narrow, lower.decompose_wmma]
+DECLARED = {  # renderer -> the passes it needs, in lower_for's order
+  "CLANG": (RENDERS["CLANG"], ALL_PASSES), "LLVM": (RENDERS["LLVM"], ALL_PASSES), "GPU": (GPU, ALL_PASSES[1:]),
+  "GPU-libm-decomposed": (OpenCLRenderer("GPU", global_max=GPU.global_max, native_transcendentals=False), ALL_PASSES),
+  "PYTHON": (PythonRenderer(), []), "a renderer that renders everything": (Renderer(), [])}
+
+def needs_every_pass() -> Program:
+  """A loop program with an op for each shared pass: EXP2, THREEFRY, float16 and a WMMA."""
+  b = ProgramBuilder("needs_every_pass")
+  out, h, u = b.global_buf(f32, 1), b.global_buf(dtypes.float16, 1), b.global_buf(dtypes.uint64, 1)
+  zero = b.const(0, i32)
+  x = b.load(out, zero)
+  b.store(h, zero, b.cast(b.alu(Ops.EXP2, x), dtypes.float16))
+  b.store(u, zero, b.alu(Ops.THREEFRY, b.load(u, zero), b.load(u, zero)))
+  b.store(out, zero, b.wmma(x, x, x, (1, 1, 1)))
+  return b.build()
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_lower_for_runs_the_passes_a_renderer_declares_in_order(name, monkeypatch):
+  """Rule: lower_for runs each pass of PASSES that the renderer's fields say it needs, once, in PASSES order, and no
+  other (a new pass is a row of PASSES and a field of Renderer)."""
+  renderer, want = DECLARED[name]
+  assert passes_for(renderer) == want
+  ran = []
+  def spy(lower_pass):
+    return lambda program: ran.append(lower_pass) or lower_pass(program)
+  monkeypatch.setattr(lower, "PASSES", tuple((needed, spy(p)) for needed, p in lower.PASSES))
+  lower_for(needs_every_pass(), renderer)
+  assert ran == want
+
+@pytest.mark.parametrize("device", sorted(RENDERS))
+def test_render_only_renders_a_lowered_program(device):
+  """Rule: a renderer lowers nothing itself: given a THREEFRY it has no rendering for, it refuses it; lowered by
+  lower_for first, the same program renders."""
+  renderer = RENDERS[device]
+  program = lower_grid_to_loops(elementwise(Ops.THREEFRY, dtypes.uint64, n=4, name="k"))
+  with pytest.raises(CompileError, match=r"THREEFRY"): renderer.render("k", program)
+  assert "k" in renderer.render("k", lower_for(program, renderer))
+
+def test_the_runner_and_the_fuzzer_render_what_lower_for_made(monkeypatch):
+  """Rule: refimpl.runner.Kernel and the fuzzer's batch build (refimpl.fuzz.execute) hand the renderer the program
+  lower_for made of theirs, and nothing else."""
+  made = []
+  def spy(program, renderer):
+    made.append(lower_for(program, renderer))
+    return made[-1]
+  monkeypatch.setattr(runner, "lower_for", spy)
+  monkeypatch.setattr(execute, "lower_for", spy)
+  program = elementwise(Ops.ADD, i32, n=4)
+  kernel = runner.Kernel(program, "PYTHON")
+  (built,) = execute.build(kernel.device, [program])
+  assert len(made) == 2 and kernel.runnable is made[0] and built.kernel.runnable is made[1]
+  assert kernel(np.zeros(4, np.int32), np.arange(4, dtype=np.int32), np.ones(4, np.int32))[0].tolist() == [1, 2, 3, 4]
 
 
 # ***** the order the core owns *****

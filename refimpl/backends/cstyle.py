@@ -33,13 +33,15 @@ nothing is left to C's undefined or unspecified corners:
 
 What lives where. Every uop handler -- its lanes, names, order of reads, block depth -- is refimpl.backends.scalar's,
 shared with llvmir.py (HANDLERS below is scalar.HANDLERS plus scalar.GRID_HANDLERS). This module holds C's tables (the
-per-op rules INT_RULES / BOOL_RULES / FLOAT_RULES, by operand kind in RULES; types and literals on `CStyleRenderer`) and
-its spellings: `_Render`'s hooks (a lane becomes a declared variable; an INDEX is (buffer, index expression); a gated
-LOAD a select, a gated STORE a one-line if; an accumulator a variable; RANGE a for loop and IF an if block, closed by
-a brace) and `CStyleRenderer`'s per-lane expressions (`alu`, `cast`, `bitcast`, `literal`), which _Render delegates to
-so that a subclass -- OpenCL C, the fuzzer's planted bugs -- changes one op without a handler of its own. What differs
-between C and OpenCL C is `CStyleRenderer`'s class attributes (kernel prefix, buffer qualifiers, type names, literal
-suffixes, SPECIAL/BARRIER spellings, the bit primitives, native transcendentals) and OpenCL's own alu/cast rounding.
+per-op rules INT_RULES / BOOL_RULES / FLOAT_RULES, by operand kind in ALU_TABLES; types and literals on
+`CStyleRenderer`) and its spellings: `_Render`'s hooks (a lane becomes a declared variable; an INDEX is (buffer, index
+expression); a gated LOAD a select, a gated STORE a one-line if; an accumulator a variable; RANGE a for loop and IF an
+if block, closed by a brace) and `CStyleRenderer`'s per-lane expressions (`alu`, `cast`, `bitcast`, `literal`), which
+_Render delegates to so that a subclass -- OpenCL C, the fuzzer's planted bugs -- changes one op without a handler of
+its own. What differs between C and OpenCL C is `CStyleRenderer`'s class attributes (kernel prefix, buffer qualifiers,
+type names, literal suffixes, the SPECIAL / BARRIER spellings `special_spelling` / `barrier_statement`, the bit
+primitives, native transcendentals) and OpenCL's own alu/cast rounding. The program arrives lowered
+(refimpl.lower.lower_for).
 """
 from __future__ import annotations
 
@@ -51,8 +53,7 @@ from refimpl.backends import scalar
 from refimpl.backends.scalar import Lane, ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
-from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry, decompose_wmma, lower_narrow
+from refimpl.ir import GroupOp, Ops, Program, UOp
 from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
@@ -76,7 +77,7 @@ FLOAT_RULES: dict[Ops, str] = {
   # unrolled reduction that form made LLVM 22's loop vectorizer take time exponential in the length (-march=native)
   Ops.MAX: "(({0}>{1}||{0}!={0})?{0}:{1})",
   Ops.CMPLT: "({0}<{1})", Ops.CMPNE: "({0}!={1})", Ops.WHERE: "({0}?{1}:{2})"}
-RULES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
+ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 
 def kernel_symbol(name: str) -> str:
   """The C / OpenCL C function name of the kernel `name`: k_ + name. The verifier accepts any identifier as a program
@@ -87,14 +88,19 @@ def kernel_symbol(name: str) -> str:
 
 @dataclass(frozen=True)
 class CStyleRenderer(Renderer):
-  """Renders C (these defaults) or another C dialect (override the class attributes below). See the module docstring."""
+  """Renders C (these defaults) or another C dialect (override the class attributes below). See the module docstring.
+  THREEFRY, narrow floats, WMMA and EXP2/LOG2/SIN are lowered before rendering (OpenCL C renders the last natively)."""
+  native_transcendentals: bool = False
+  native_threefry: bool = False
+  native_narrow: bool = False
+  native_wmma: bool = False
   # ---- the language table: everything C and OpenCL C spell differently ----
   kernel_prefix: ClassVar[str] = "void "
   buffer_prefix: ClassVar[str] = ""                # e.g. "__global "
   buffer_suffix: ClassVar[str] = " restrict"       # after the '*': distinct buffers never alias
   local_prefix: ClassVar[str] = ""                 # DEFINE_LOCAL arrays, e.g. "__local "
-  barrier: ClassVar[str | None] = ""               # "" renders nothing (C runs one thread); None refuses BARRIER
-  special: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", "lidx": ...}; None: no grid
+  barrier_statement: ClassVar[str | None] = ""               # "" renders nothing (C runs one thread); None refuses
+  special_spelling: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", "lidx": ...}; None: no grid
   types: ClassVar[dict[DType, str]] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
     dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -146,14 +152,14 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
   # ---- expressions ----
   def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:
     """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's. Native
-    transcendentals from `transcendental`, the rest by RULES (OpenCL and the fuzzer's planted bugs override this)."""
+    transcendentals from `transcendental`, the rest by ALU_TABLES (OpenCL and the fuzzer's planted bugs override this)."""
     s = src_dt
     if op in GroupOp.Transcendental:
       if op not in self.transcendental:
         raise CompileError(f"{self.device}: {op.name} on {s.name} must be decomposed into other ops before rendering "
                            f"(refimpl.lower.transcendental)")
       return self.transcendental[op].format(*src)
-    kind, rule = scalar.alu_rule(self.device, RULES, op, s)
+    kind, rule = scalar.alu_rule(self.device, ALU_TABLES, op, s)
     return rule.format(*src, **self.rule_fields(kind, dt, s))
 
   def rule_fields(self, kind: str, dt: DType, src_dt: DType) -> dict[str, str]:
@@ -180,11 +186,9 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
 
   # ---- the program ----
   def render(self, name: str, program: Program) -> str:
-    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars. THREEFRY, WMMA
-    and narrow floats are lowered first (refimpl.lower.threefry, refimpl.lower.narrow, refimpl.lower.wmma)."""
-    verify(program)
-    check_capabilities(program, self)
-    return self.prelude() + _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).function(name)
+    """C source of the kernel `name`: the prelude, then one function taking the buffers then the int vars. The program
+    is lowered (refimpl.lower.lower_for): no THREEFRY, WMMA or narrow-float op reaches here."""
+    return self.prelude() + _Render(self, program).function(name)
 
 
 class _Render(ScalarRender):
@@ -247,11 +251,12 @@ class _Render(ScalarRender):
 
   # ---- the grid ----
   def special(self, name: str, result: str) -> str:
-    if self.r.special is None: raise CompileError(f"{self.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
-    return self.r.special[name[:-1]].format(d=name[-1])
+    if self.r.special_spelling is None:
+      raise CompileError(f"{self.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
+    return self.r.special_spelling[name[:-1]].format(d=name[-1])
   def barrier(self) -> None:
-    if self.r.barrier is None: raise CompileError(f"{self.r.device}: BARRIER is not supported")
-    if self.r.barrier: self.emit(self.r.barrier)
+    if self.r.barrier_statement is None: raise CompileError(f"{self.r.device}: BARRIER is not supported")
+    if self.r.barrier_statement: self.emit(self.r.barrier_statement)
 
 
 HANDLERS: dict[Ops, Callable[..., None]] = {**scalar.HANDLERS, **scalar.GRID_HANDLERS}

@@ -48,8 +48,8 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
 
 What lives where. Every uop handler -- its lanes, names, order of reads, block depth -- is refimpl.backends.scalar's,
 shared with cstyle.py (HANDLERS below is scalar.HANDLERS: no grid). This module holds LLVM's tables (LL, the per-op
-rules INT_RULES / BOOL_RULES / FLOAT_RULES by operand kind in RULES, `rule_fields`, `literal`) and `_Render`'s hooks,
-which differ from C's where SSA does: a lane is emitted under its result name (a no-op CAST is the operand itself), an
+rules INT_RULES / BOOL_RULES / FLOAT_RULES by operand kind in ALU_TABLES, `rule_fields`, `literal`) and `_Render`'s
+hooks, which differ from C's where SSA does: a lane is emitted under its result name (a no-op CAST is the operand itself), an
 accumulator is an alloca read by a load at each use, an INDEX is a getelementptr, a gated LOAD or STORE is a branch
 around the access (the LOAD's lanes phis), and RANGE / ENDRANGE and IF / ENDIF open and close labelled blocks (the
 loop's phi gets its latch block at ENDRANGE). The kernel is `define void @name(ptr noalias %data0, ..., i32 %var_x,
@@ -67,8 +67,7 @@ from refimpl.backends import scalar
 from refimpl.backends.scalar import Lane, ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
-from refimpl.ir import GroupOp, Ops, Program, UOp, verify
-from refimpl.lower import check_capabilities, decompose_threefry, decompose_wmma, lower_narrow
+from refimpl.ir import GroupOp, Ops, Program, UOp
 from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
@@ -132,7 +131,7 @@ FLOAT_RULES: dict[Ops, list[str]] = {
             "{r} = select i1 {t2}, {T} {0}, {T} {t1}"],
   Ops.CMPLT: ["{r} = fcmp olt {T} {0}, {1}"], Ops.CMPNE: ["{r} = fcmp une {T} {0}, {1}"],
   Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"]}
-RULES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
+ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 SQRT = {"float": "@llvm.sqrt.f32", "double": "@llvm.sqrt.f64"}
 INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sqrt.f64": "declare double @llvm.sqrt.f64(double)"}
 
@@ -143,16 +142,15 @@ INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sq
 class LLVMRenderer(Renderer):
   """LLVM IR for the LLVM device: no grid, no locals beyond function-scope arrays. See the module docstring."""
   device: str = "LLVM"
+  native_transcendentals: bool = False
+  native_threefry: bool = False
+  native_narrow: bool = False
+  native_wmma: bool = False
 
   def render(self, name: str, program: Program) -> str:
-    """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations; THREEFRY, WMMA, narrow
-    floats and EXP2/LOG2/SIN are lowered first (refimpl.lower)."""
-    verify(program)
-    check_capabilities(program, self)
-    if any(u.op in GroupOp.Transcendental for u in program.uops):
-      from refimpl.lower.transcendental import decompose_transcendentals
-      program = decompose_transcendentals(program)
-    return _Render(self, decompose_wmma(lower_narrow(decompose_threefry(program)))).module(name)
+    """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations. The program is lowered
+    (refimpl.lower.lower_for): no THREEFRY, WMMA, narrow-float op or EXP2/LOG2/SIN reaches here."""
+    return _Render(self, program).module(name)
 
 
 class _Render(ScalarRender):
@@ -203,7 +201,7 @@ class _Render(ScalarRender):
     """One lane by the rule of the operand kind (INT_RULES, BOOL_RULES, FLOAT_RULES); EXP2/LOG2/SIN are refused."""
     if op in GroupOp.Transcendental:
       raise CompileError(f"{self.r.device}: {op.name} must be decomposed before rendering (refimpl.lower.transcendental)")
-    kind, rule = scalar.alu_rule(self.r.device, RULES, op, src_dt)
+    kind, rule = scalar.alu_rule(self.r.device, ALU_TABLES, op, src_dt)
     if op is Ops.SQRT: self.used.add(SQRT[reg_type(src_dt)])
     return self.ins(rule, result, *operands, **rule_fields(kind, src_dt))
   def cast(self, x: str, src: DType, dst: DType, result: str) -> str:

@@ -45,8 +45,7 @@ from typing import ClassVar
 from refimpl.backends.cstyle import CStyleRenderer
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
-from refimpl.ir import GroupOp, Ops, Program, ProgramError, verify
-from refimpl.lower import check_capabilities
+from refimpl.ir import Ops, Program, ProgramError
 from refimpl.lower.narrow import NARROW
 
 # build options: correctly rounded float32 division and sqrt when the device offers them; nothing that relaxes IEEE
@@ -83,8 +82,8 @@ class OpenCLRenderer(CStyleRenderer):
   buffer_prefix: ClassVar[str] = "__global "
   buffer_suffix: ClassVar[str] = " restrict"
   local_prefix: ClassVar[str] = "__local "
-  barrier: ClassVar[str | None] = "barrier(CLK_LOCAL_MEM_FENCE);"
-  special: ClassVar[dict[str, str] | None] = {"gidx": "(int)get_group_id({d})", "lidx": "(int)get_local_id({d})"}
+  barrier_statement: ClassVar[str | None] = "barrier(CLK_LOCAL_MEM_FENCE);"
+  special_spelling: ClassVar[dict[str, str] | None] = {"gidx": "(int)get_group_id({d})", "lidx": "(int)get_local_id({d})"}
   types: ClassVar[dict[DType, str]] = {dtypes.bool: "bool", **INT_TYPES, dtypes.float32: "float", dtypes.float64: "double"}
   bool_storage: ClassVar[str] = "uchar"
   int_suffix: ClassVar[dict[DType, str]] = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}
@@ -123,23 +122,10 @@ typedef ulong rf_u64;
     if dtypes.is_int(d) and s in (dtypes.float32, dtypes.float64): return f"convert_{self.types[d]}_rtz({x})"
     return super().cast(x, s, d)
 
-  # ---- the program ----
-  def render(self, name: str, program: Program) -> str:
-    """OpenCL C source of `__kernel void name(...)`; transcendentals the device does not do natively are decomposed
-    (float16/bfloat16 ones always, by lower_narrow in CStyleRenderer.render)."""
-    verify(program)
-    check_capabilities(program, self)
-    self.check_workgroup(program)
-    if not self.has_fp64 and any(u.op is Ops.WMMA for u in program.uops):
-      raise CompileError(f"{self.device}: WMMA accumulates in double and the device has no cl_khr_fp64")
-    if not self.native_transcendentals and any(u.op in GroupOp.Transcendental for u in program.uops):
-      from refimpl.lower.transcendental import decompose_transcendentals
-      program = decompose_transcendentals(program)
-    return super().render(name, program)
-
-  def check_workgroup(self, program: Program) -> None:
+  # ---- the program: what the device refuses beyond Renderer's fields (refimpl.lower.lower_for asks before rendering) ----
+  def check_program(self, program: Program) -> None:
     """ProgramError (rule "capability") when a workgroup has more work items, or the program more local memory, than the
-    device allows."""
+    device allows; CompileError for a WMMA without cl_khr_fp64 (its decomposition accumulates in double)."""
     threads = program.local_size[0] * program.local_size[1] * program.local_size[2]
     if self.max_workgroup_size is not None and threads > self.max_workgroup_size:
       raise ProgramError("capability", f"{self.device}: local_size {program.local_size} has {threads} work items, the "
@@ -148,7 +134,8 @@ typedef ulong rf_u64;
     if self.local_memory_bytes is not None and used > self.local_memory_bytes:
       raise ProgramError("capability", f"{self.device}: the DEFINE_LOCALs take {used} bytes, the device has "
                          f"{self.local_memory_bytes} bytes of local memory")
-
+    if not self.has_fp64 and any(u.op is Ops.WMMA for u in program.uops):
+      raise CompileError(f"{self.device}: WMMA accumulates in double and the device has no cl_khr_fp64")
 
 def supported_dtypes(has_fp64: bool) -> frozenset:
   """The scalar dtypes a device computes with and stores: every one with cl_khr_fp64; without it no float64 and none of

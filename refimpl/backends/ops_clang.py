@@ -39,8 +39,6 @@ from refimpl.backends.elf import ElfProgram
 from refimpl.device import Compiled, Compiler, DeviceUnavailable, MallocAllocator, compile_batch_cached
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.errors import CompileError
-from refimpl.ir import GroupOp, Program
-from refimpl.lower import decompose_transcendentals
 
 FLAGS: tuple[str, ...] = ("-ffreestanding", "-nostdlib", "-fno-builtin", "-O2", "-ffp-contract=off", "-fno-fast-math",
                           "-fno-math-errno", "-fPIC", "-fvisibility=hidden", "-g0", "-fno-asynchronous-unwind-tables",
@@ -185,9 +183,6 @@ class ClangCompiler(Compiler):
 
 class ClangRenderer(CStyleRenderer):
   """C for the CLANG device: no grid, no locals; EXP2/LOG2/SIN decomposed first (the C has no libm)."""
-  def render(self, name: str, program: Program) -> str:
-    if any(u.op in GroupOp.Transcendental for u in program.uops): program = decompose_transcendentals(program)
-    return super().render(name, program)
 
 
 class ClangProgram(ElfProgram):

@@ -43,12 +43,12 @@ def operand_kind(dt: DType) -> str:
   if dt == dtypes.bool: return "bool"
   return "int" if dtypes.is_int(dt) else "float"
 
-def alu_rule(device: str, rules: Mapping[str, Mapping[Ops, R]], op: Ops, dt: DType) -> tuple[str, R]:
-  """(kind, rule) of ALU op on scalar operand dtype dt: the entry of rules[kind], kind by `operand_kind`; CompileError
-  when that table has no rule for op."""
+def alu_rule(device: str, tables: Mapping[str, Mapping[Ops, R]], op: Ops, dt: DType) -> tuple[str, R]:
+  """(kind, rule) of ALU op on scalar operand dtype dt: the entry of tables[kind] (a backend's ALU_TABLES), kind by
+  `operand_kind`; CompileError when that table has no rule for op."""
   kind = operand_kind(dt)
-  if op not in rules[kind]: raise CompileError(f"{device}: no rendering of {op.name} on {dt.name}")
-  return kind, rules[kind][op]
+  if op not in tables[kind]: raise CompileError(f"{device}: no rendering of {op.name} on {dt.name}")
+  return kind, tables[kind][op]
 
 
 class ScalarRender:

@@ -1,12 +1,13 @@
 """Running cases on a backend, many kernels per compiler call.
 
-`build(device, programs, cache)` turns programs into runnable kernels the way refimpl.runner.Kernel does (grid lowered to
-loops for backends without a grid, render, compile, load), except that every program of the batch that the backend
+`build(device, programs, cache)` turns programs into runnable kernels the way refimpl.runner.Kernel does (lower_for,
+render, compile, load), except that every program of the batch that the backend
 accepts is compiled in one call when its compiler has `compile_batch` (the CLANG compiler renders N kernels with distinct
 names into one C file and links each entry from the one object). A failing batch is retried one kernel at a time, so
 each compiler error lands on the program that caused it. Each stage's failure is a kind of finding:
-  unsupported     the backend declares it cannot run the program (a dtype, BARRIER, local memory, launch dims): skipped
-  render-error    the renderer raised on a program the backend accepts
+  unsupported     the backend declares it cannot run the program (a dtype, BARRIER, local memory, launch dims, a grid
+                  lowering refused): skipped
+  render-error    a lowering pass or the renderer raised on a program the backend accepts
   compile-error   the compiler rejected (or crashed on) the rendered source
   load-error      the runtime could not load the compiled binary
   runtime-error   the launch raised
@@ -29,7 +30,7 @@ import numpy as np
 
 from refimpl.device import Compiled, Device, DeviceError, load_object
 from refimpl.ir import Ops, Program, ProgramError
-from refimpl.lower import LoweringError, check_capabilities, lower_grid_to_loops
+from refimpl.lower import LoweringError, lower_for
 from refimpl.runner import Kernel
 
 UNSUPPORTED, RENDER, COMPILE, LOAD, RUNTIME = "unsupported", "render-error", "compile-error", "load-error", "runtime-error"
@@ -70,14 +71,19 @@ class Built:
   failure: str | None = None  # one of the kinds above
   detail: str = ""
   compile_s: float = 0.0      # this program's share of the batch compile, plus its load
-  render_s: float = 0.0       # lowering (grid to loops), capability checks and rendering
+  render_s: float = 0.0       # lowering (lower_for: checks and passes) and rendering
+
+
+def refused(e: Exception) -> bool:
+  """Whether an error of lower_for is the backend declaring it cannot run the program (a capability the program needs,
+  or a grid it cannot lower to loops) rather than a failure of a lowering pass."""
+  return isinstance(e, LoweringError) or (isinstance(e, ProgramError) and e.rule == "capability")
 
 
 def runnable_form(device: Compiled, program: Program) -> Program:
-  """The program as the backend runs it (grid lowered to loops where it has no grid), or raise ProgramError /
-  LoweringError when it declares it cannot run it."""
-  runnable = program if Kernel.has_grid(device) else lower_grid_to_loops(program)
-  check_capabilities(runnable, device.renderer)
+  """The program as the backend renders it (refimpl.lower.lower_for), or ProgramError / LoweringError when the backend
+  declares it cannot run it (lower_for's checks, then the device's own dtype check)."""
+  runnable = lower_for(program, device.renderer)
   for u in program.uops:
     dt = getattr(u.dtype, "base", u.dtype).scalar()
     if u.op is not Ops.STORE and dt.itemsize and not device.supports_dtype(dt):
@@ -97,12 +103,14 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
   for i, p in enumerate(programs):
     t0 = time.perf_counter()
     p = dataclasses.replace(p, name=f"k{i}")
-    try: runnable = runnable_form(device, p)
-    except (ProgramError, LoweringError) as e:
-      out[i] = Built(failure=UNSUPPORTED, detail=str(e))
-      continue
-    try: sources[i] = (p, runnable, device.renderer.render(p.name, runnable))
-    except Exception as e: out[i] = Built(failure=RENDER, detail=_err(e))
+    try:
+      runnable = runnable_form(device, p)
+      sources[i] = (p, runnable, device.renderer.render(p.name, runnable))
+    except Exception as e:
+      if refused(e):
+        out[i] = Built(failure=UNSUPPORTED, detail=str(e))
+        continue
+      out[i] = Built(failure=RENDER, detail=_err(e))
     out[i].render_s = time.perf_counter() - t0
   compiler = device.compiler
   if not cache:

@@ -9,7 +9,8 @@ CLANG only, planted in the C renderer:
 
 The four classes real backends have (issue 17), each in a CLANG, an LLVM and a GPU variant (<Class>Clang, <Class>LLVM,
 <Class>GPU). The bug is planted as a rewrite of the program just before the backend renders it, so every backend gets
-exactly the same wrong semantics whatever its renderer looks like:
+exactly the same wrong semantics whatever its renderer looks like (the renderer's extra_rewrite, run by lower_for before
+the shared lowering passes):
   Contract        a float16 / bfloat16 / float32 ADD or SUB with a MUL operand is computed fused: the product and the
                   sum in the next wider float (float32 / float64: the product is exact there), rounded once at the end
                   (clang's -ffp-contract=fast; float64 has no wider format in the IR and is left alone)
@@ -43,18 +44,22 @@ def _float_cmpne(program: Program) -> bool:
 
 def _renderer_class(base: type, alu=None, tail=None, rewrite=None) -> type:
   """A subclass of renderer class `base` whose alu() may be replaced per op, whose kernels may get a tail statement, and
-  whose programs may be rewritten before rendering."""
+  whose programs may be rewritten before they are lowered (extra_rewrite, which refimpl.lower.lower_for calls)."""
   def alu_fn(self, op, dt, src, src_dt):
     text = None if alu is None else alu(op, dt, src, src_dt)
     return base.alu(self, op, dt, src, src_dt) if text is None else text
+  tails: dict[str, str | None] = {}  # program name -> its tail, decided on the program before it is lowered
+  def extra_rewrite(self, program: Program) -> Program:
+    if tail is not None: tails[program.name] = tail(program)
+    return base.extra_rewrite(self, program if rewrite is None else rewrite(program))
   def render(self, name: str, program: Program) -> str:
-    src = base.render(self, name, program if rewrite is None else rewrite(program))
-    stmt = None if tail is None else tail(program)
+    src = base.render(self, name, program)
+    stmt = tails.pop(program.name, None)
     if stmt is not None:
       cut = src.rstrip().rfind("}")
       src = src[:cut] + f"  {stmt}\n}}\n"
     return src
-  body = {"render": render, **({"alu": alu_fn} if alu is not None else {})}
+  body = {"render": render, "extra_rewrite": extra_rewrite, **({"alu": alu_fn} if alu is not None else {})}
   return type(f"Planted{base.__name__}", (base,), body)
 
 

@@ -2,17 +2,30 @@
 
   grid_to_loops.py  lower_grid_to_loops: SPECIAL gidx/lidx -> RANGE loops, for backends with no grid
   transcendental.py decompose_transcendentals: EXP2/LOG2/SIN -> ALU ops, for backends with no libm (CLANG, LLVM)
-  threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for every renderer (one algorithm, not one each)
+  threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for refimpl's renderers (one algorithm, not one each)
   narrow.py         lower_narrow: float16/bfloat16/fp8 values -> their bits, ops on them -> float32/float64 and integer
-                    ops with one rounding, for every renderer (renderers only load and store the bits)
+                    ops with one rounding, for refimpl's renderers (they only load and store the bits)
   wmma.py           decompose_wmma: WMMA -> GEP, CAST to float64, MUL/ADD in float64 in the rule's order, one CAST to
-                    the result dtype and VECTORIZE, for every renderer (after lower_narrow: float32/float64 WMMAs only)
+                    the result dtype and VECTORIZE, for refimpl's renderers (after lower_narrow: float32/float64 WMMAs only)
   emit.py           Emitter and V: straight-line IR written as Python expressions (the decompositions use them)
 
-`lower_for(program, renderer)` is what a backend calls before rendering: verify, lower the grid when the
-backend has none (renderer.global_max is None), then `check_capabilities`.
+`lower_for(program, renderer)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
+batches and the render hash all call it). In this fixed order, each pass only when the renderer does not render its
+ops natively (refimpl.renderer.Renderer's fields):
+  1. verify the program (once);
+  2. lower_grid_to_loops                (renderer.grid_as_loops)
+  3. check_capabilities, then renderer.check_program (the backend's own refusals: OpenCL's workgroup, local memory and
+     fp64 limits);
+  4. renderer.extra_rewrite             (the backend's own rewrite; the fuzzer's planted bugs)
+  5. PASSES: decompose_transcendentals  (not native_transcendentals)
+             decompose_threefry         (not native_threefry)
+             lower_narrow               (not native_narrow; decomposes float16/bfloat16 transcendentals itself)
+             decompose_wmma             (not native_wmma; after lower_narrow: float32/float64 WMMAs only)
+A new pass is one row of PASSES and one field of Renderer.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from refimpl.dtype import PtrDType
 from refimpl.ir.ops import Ops
@@ -25,8 +38,16 @@ from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
-__all__ = ["LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals", "decompose_wmma",
-           "lower_for", "lower_grid_to_loops", "lower_narrow"]
+__all__ = ["PASSES", "LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals",
+           "decompose_wmma", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
+
+# the shared lowering passes, in the order lower_for runs them: (whether `renderer` needs it, the pass)
+PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], ...] = (
+  (lambda r: not r.native_transcendentals, decompose_transcendentals),
+  (lambda r: not r.native_threefry, decompose_threefry),
+  (lambda r: not r.native_narrow, lower_narrow),
+  (lambda r: not r.native_wmma, decompose_wmma),
+)
 
 
 def check_capabilities(program: Program, renderer: Renderer) -> None:
@@ -39,7 +60,7 @@ def check_capabilities(program: Program, renderer: Renderer) -> None:
   Vector widths are not checked: a renderer scalarizes the widths it does not render natively."""
   def fail(i: int | None, detail: str):
     raise ProgramError("capability", f"{renderer.device}: {detail}", i, None if i is None else program.uops[i].op)
-  grid = renderer.global_max is not None
+  grid = not renderer.grid_as_loops
   for i, u in enumerate(program.uops):
     dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
     if renderer.supported_dtypes is not None and u.op not in (Ops.STORE, Ops.IF, Ops.ENDIF, Ops.ENDRANGE, Ops.BARRIER) \
@@ -56,9 +77,18 @@ def check_capabilities(program: Program, renderer: Renderer) -> None:
       if any(d > m for d, m in zip(dims, lim)): fail(None, f"{what} {dims} exceeds the backend's maximum {lim}")
 
 
+def passes_for(renderer: Renderer) -> list[Callable[[Program], Program]]:
+  """The passes of PASSES that `renderer` needs, in order."""
+  return [lower for needed, lower in PASSES if needed(renderer)]
+
+
 def lower_for(program: Program, renderer: Renderer) -> Program:
-  """The program as `renderer`'s backend runs it: verified, grid lowered to loops if the backend has no grid, checked."""
+  """The program as `renderer` renders it: verified, its grid lowered to loops when the backend has none, checked
+  against the backend's capabilities, then rewritten by the passes it needs (the module docstring gives the order)."""
   verify(program)
-  if renderer.global_max is None: program = lower_grid_to_loops(program)
+  if renderer.grid_as_loops: program = lower_grid_to_loops(program)
   check_capabilities(program, renderer)
+  renderer.check_program(program)
+  program = renderer.extra_rewrite(program)
+  for lower in passes_for(renderer): program = lower(program)
   return program

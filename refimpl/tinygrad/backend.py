@@ -23,7 +23,8 @@ The devices are opt-in: they are never the default device and the suite and the 
     `tinygrad_declares(dtype)` is tinygrad's own `is_dtype_supported`, shown beside it in the conformance report.
 
 CLANG and LLVM have no grid in tinygrad; programs reach this device in grid form (so the emulator check is fast) and are
-lowered to loops by `refimpl.lower.lower_grid_to_loops` before export, as refimpl's own CLANG does. tinygrad's PYTHON
+lowered to loops by `refimpl.lower.lower_for` before export (the renderer's `grid_as_loops`), as refimpl's own CLANG's
+are; every other op goes to tinygrad as it is (the renderer declares it renders each natively). tinygrad's PYTHON
 device keeps its compiled form in-process only (tinygrad's renderer pickles the uop list; the disk cache is off for it,
 so nothing of it is ever read back from disk).
 """
@@ -41,7 +42,7 @@ from refimpl import spec
 from refimpl.device import Allocator, Compiled, CompileError, Compiler, DeviceUnavailable
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
 from refimpl.ir import Ops, Program, elementwise
-from refimpl.lower import lower_grid_to_loops
+from refimpl.lower import lower_for
 from refimpl.renderer import Renderer
 
 BACKENDS = ("CLANG", "LLVM", "GPU", "PYTHON")
@@ -72,10 +73,12 @@ class TinygradRenderer(Renderer):
   loops: bool = False  # lower the grid to loops first (tinygrad's CLANG and LLVM have no grid)
   sources: dict = field(default_factory=dict, compare=False, repr=False)
 
+  @property
+  def grid_as_loops(self) -> bool: return self.loops
+
   def render(self, name: str, program: Program) -> str:
     from refimpl.tinygrad.exporter import to_tinygrad
-    runnable = lower_grid_to_loops(program) if self.loops else program
-    src = self.tg.render(kernel_name(name), to_tinygrad(runnable, self.tg))
+    src = self.tg.render(kernel_name(name), to_tinygrad(program, self.tg))
     self.sources[src] = program
     return src
 
@@ -211,7 +214,7 @@ class TinygradDevice(Compiled):
     program = elementwise(op, dtype, n=4, out_dtype=dtype if op is Ops.CAST else None)
     program = Program(f"probe_{spec.short_name(dtype)}", program.uops, program.global_size, program.local_size)
     try:
-      src = self.renderer.render(program.name, program)
+      src = self.renderer.render(program.name, lower_for(program, self.renderer))
       prg = self.runtime(program.name, self.compiler.compile_cached(src))
       bufs = [self.allocator.alloc(4 * dtype.itemsize) for _ in program.buffers]
       for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, to_np(dtype)).tobytes()))
