@@ -24,7 +24,7 @@ import os
 import pathlib
 import platform
 import re
-import sys
+import runpy
 import tempfile
 import time
 from collections import defaultdict
@@ -569,8 +569,7 @@ def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
   if Device.open_error(name) is not None: return False
   return Device[name].supports_dtype(dtype.scalar())
 
-# *** python -m refimpl.device: the self-check (refimpl.selfcheck, which imports this module, not the other way) ***
+# *** python -m refimpl.device: the self-check, which lives above this module (refimpl.selfcheck imports it) ***
 
-if __name__ == "__main__":
-  from refimpl.selfcheck import run_selfcheck
-  sys.exit(1 if run_selfcheck() else 0)
+if __name__ == "__main__":  # run as a script, this file hands over to the self-check's own entry point, by name
+  runpy.run_module("refimpl.selfcheck", run_name="__main__", alter_sys=True)

@@ -1,4 +1,6 @@
-"""`python -m refimpl.device`: open every known device and run [1, 2, 3] * 2 on it."""
+"""The device self-check, `python -m refimpl.selfcheck` (or `python -m refimpl.device`, which hands over to it): open every
+known device and run [1, 2, 3] * 2 on it. It lives above the device layer: it imports refimpl.device and refimpl.runner,
+and neither imports it."""
 from __future__ import annotations
 
 import sys
@@ -43,3 +45,7 @@ def run_selfcheck(out: TextIO = sys.stdout) -> int:
     print(f"{'*' if name == default else ' '} {name:<8} {status:<11} {lines[0]}{more}", file=out)
   if default is None: print("no device opens here: see the reasons above", file=out)
   return sum(status == "FAIL" for status, _ in results.values())
+
+
+if __name__ == "__main__":
+  sys.exit(1 if run_selfcheck() else 0)

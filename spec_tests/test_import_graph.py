@@ -1,9 +1,10 @@
 """The import graph of the refimpl package, built statically from the source with `ast`: every import statement of a
-module counts, at module level or inside a function (a function-level import is a dependency all the same; hiding a
-cycle in one only moves the failure to call time). The one exception is a module's `if __name__ == "__main__":` block,
-which runs only when the file is the script `__main__`, a module apart from the one other modules import.
+module counts, at module level, inside a function (a function-level import is a dependency all the same; hiding a
+cycle in one only moves the failure to call time) or in its `if __name__ == "__main__":` block (an entry point that
+imports a module above its own is a cycle too: the self-check is started from refimpl.selfcheck's own block).
 
   - no cycle;
+  - the device self-check lives above the device layer, with its own entry point;
   - no backend (refimpl/backends/ops_*.py, the emulator's ops_python.py) imports another, even through other modules;
   - the executor, refimpl.emulator.machine, imports no device layer: not refimpl.runner, refimpl.device, ctypes or mmap;
   - the renderers raise CompileError from refimpl.errors and import no device layer either.
@@ -29,12 +30,6 @@ def modules() -> dict[str, Path]:
     out[".".join(parts)] = f
   return out
 
-def _is_main_block(node: ast.stmt) -> bool:
-  """`if __name__ == "__main__":`"""
-  t = node.test if isinstance(node, ast.If) else None
-  return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
-          and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
-
 def _imported(name: str, node: ast.Import | ast.ImportFrom, is_package: bool) -> list[str]:
   """The modules one import statement of module `name` loads: a refimpl module by its dotted name (`from pkg import
   sub` loads pkg.sub; `from pkg import name` loads pkg), anything else by its top-level name."""
@@ -48,20 +43,18 @@ def _imported(name: str, node: ast.Import | ast.ImportFrom, is_package: bool) ->
     targets = subs + ([base] if len(subs) < len(node.names) else [])
   return [t if t in modules() else t.split(".")[0] for t in targets]
 
+def imports_of(name: str, source: str, is_package: bool = False) -> frozenset[str]:
+  """The modules the source of module `name` imports, wherever the import statement is."""
+  found = set()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, (ast.Import, ast.ImportFrom)): found.update(_imported(name, node, is_package))
+  found.discard(name)
+  return frozenset(found)
+
 @functools.cache
 def graph() -> dict[str, frozenset[str]]:
   """Module -> the modules it imports (refimpl modules by dotted name, others by top-level name)."""
-  out = {}
-  for name, path in modules().items():
-    tree = ast.parse(path.read_text(), str(path))
-    body = [n for n in tree.body if not _is_main_block(n)]
-    found = set()
-    for stmt in body:
-      for node in ast.walk(stmt):
-        if isinstance(node, (ast.Import, ast.ImportFrom)): found.update(_imported(name, node, path.name == "__init__.py"))
-    found.discard(name)
-    out[name] = frozenset(found)
-  return out
+  return {name: imports_of(name, path.read_text(), path.name == "__init__.py") for name, path in modules().items()}
 
 def find_cycle() -> list[str] | None:
   """One cycle of the graph (its modules, the first repeated at the end), or None."""
@@ -101,12 +94,19 @@ RENDERERS = ["refimpl.backends.cstyle", "refimpl.backends.llvmir", "refimpl.back
 DEVICE_LAYER = {"refimpl.runner", "refimpl.device", "ctypes", "mmap"}
 
 
+MAIN_BLOCK_IMPORT = """
+import refimpl.ir
+def f():
+  from refimpl.lower import lower_for
+if __name__ == "__main__":
+  from refimpl.selfcheck import run_selfcheck
+"""
+
 def test_the_graph_sees_every_kind_of_import():
-  """Rule: the graph holds module-level, function-level and relative imports, and leaves out `__main__` blocks (the
-  walk is checked on refimpl.device, which imports refimpl.selfcheck only there)."""
+  """Rule: the graph holds module-level, function-level, relative and `__main__`-block imports."""
   assert {"refimpl.ir.program", "refimpl.ir.verify", "refimpl.ir.dtype_text"} <= graph()["refimpl.ir.serialize"]
   assert "refimpl.fuzz.shapes" in graph()["refimpl.fuzz.generate"]
-  assert "refimpl.selfcheck" not in graph()["refimpl.device"] and "refimpl.device" in graph()["refimpl.selfcheck"]
+  assert imports_of("refimpl.x", MAIN_BLOCK_IMPORT) == {"refimpl.ir", "refimpl.lower", "refimpl.selfcheck"}
   assert len(BACKENDS) >= 4 and all(m in modules() for m in BACKENDS + RENDERERS)
 
 def test_the_package_has_no_import_cycle():
@@ -114,6 +114,13 @@ def test_the_package_has_no_import_cycle():
   the generation modes build on grow.py, below generate.py; the finding format, finding.py, is below the replay)."""
   cycle = find_cycle()
   assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+def test_the_selfcheck_lives_above_the_device_layer_with_its_own_entry_point():
+  """Rule: refimpl.selfcheck imports the device layer and nothing below it imports refimpl.selfcheck (`python -m
+  refimpl.device` hands over to it by name); the self-check is started from its own `__main__` block."""
+  assert {"refimpl.device", "refimpl.runner"} <= graph()["refimpl.selfcheck"]
+  assert "refimpl.selfcheck" not in loads("refimpl.device") | loads("refimpl.runner")
+  assert '__name__ == "__main__"' in modules()["refimpl.selfcheck"].read_text()
 
 @pytest.mark.parametrize("module", BACKENDS)
 def test_a_backend_imports_no_other_backend(module):
