@@ -1,5 +1,5 @@
 """Running programs through the device contract: the runner's argument checks, eval_op on every device, the PYTHON
-device, and `python -m refimpl.device`."""
+device, and the self-check (`python -m refimpl.selfcheck`, `python -m refimpl.device`)."""
 from __future__ import annotations
 
 import subprocess
@@ -118,8 +118,11 @@ def test_python_device_raises_undefined_behavior_through_the_device_contract():
   with pytest.raises(UndefinedBehavior, match="shift count"):
     run_program(program, np.zeros(2, np.int32), np.ones(2, np.int32), np.array([1, 32], np.int32), device="PYTHON")
 
-def test_python_m_refimpl_device_prints_every_device_and_passes_the_emulator():
-  result = subprocess.run([sys.executable, "-m", "refimpl.device"], capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("module", ["refimpl.selfcheck", "refimpl.device"])
+def test_python_m_selfcheck_prints_every_device_and_passes_the_emulator(module):
+  """Rule: the self-check runs from its own entry point, `python -m refimpl.selfcheck`, and from the documented
+  `python -m refimpl.device`, which hands over to it."""
+  result = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=300)
   lines = result.stdout.splitlines()
   rows = {line[2:].split()[0]: line for line in lines if line[:1] in ("*", " ") and len(line) > 2}
   assert {"CLANG", "LLVM", "GPU", "PYTHON"} <= set(rows), result.stdout
