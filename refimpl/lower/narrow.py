@@ -182,9 +182,10 @@ class _Lowering:
     self.reads = _float_reads(program.uops)
 
   def run(self) -> Program:
-    handlers: dict[Ops, Handler] = {Ops.LOAD: self.load, Ops.STORE: self.store, Ops.CONST: self.const,
-                                    Ops.CAST: self.convert, Ops.BITCAST: self.convert, Ops.WMMA: self.wmma,
-                                    **dict.fromkeys(GroupOp.ALU - {Ops.WHERE}, self.alu), **dict.fromkeys(ON_BITS, self.on_bits)}
+    """The rewrite: a handler per op that can hold a narrow value (a copy where it holds none), each then `decoded`."""
+    handlers: dict[Ops, Handler] = {
+      Ops.LOAD: self.load, Ops.STORE: self.store, Ops.CONST: self.const, Ops.CAST: self.convert, Ops.BITCAST: self.convert,
+      Ops.WMMA: self.wmma, **dict.fromkeys(GroupOp.ALU - {Ops.WHERE}, self.alu), **dict.fromkeys(ON_BITS, self.on_bits)}
     return rewrite(self.program, {op: functools.partial(self.decoded, h) for op, h in handlers.items()})
 
   def decoded(self, lower: Handler, b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:
