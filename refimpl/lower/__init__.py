@@ -7,7 +7,7 @@
                     ops with one rounding, for refimpl's renderers (they only load and store the bits)
   wmma.py           decompose_wmma: WMMA -> GEP, CAST to float64, MUL/ADD in float64 in the rule's order, one CAST to
                     the result dtype and VECTORIZE, for refimpl's renderers (after lower_narrow: float32/float64 WMMAs only)
-  emit.py           Emitter and V: straight-line IR written as Python expressions (the decompositions use them)
+  emit.py           Values and V: straight-line IR written as Python expressions on a ProgramBuilder (the passes use them)
 
 `lower_for(program, renderer)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
 batches and the render hash all call it). In this fixed order, each pass only when the renderer does not render its
