@@ -221,6 +221,17 @@ def test_corpus_mode_mutates_real_kernels_and_keeps_their_control():
   assert changed >= 15
 
 
+def test_corpus_mode_programs_are_corpus_kernels():
+  """Rule: mode "corpus" makes most programs from a corpus kernel (a RANGE, SPECIAL or DEFINE_ACC of tinygrad's
+  naming: `ridx`, `gidx`); only a mutated kernel that does not verify or leaves the profile's dtypes falls back to the
+  random program of (seed, index)."""
+  from_corpus = 0
+  for i in range(16):
+    corpus, random = make_program(6, i, Profile(barrier=True, mode="corpus")), make_program(6, i, Profile(barrier=True))
+    from_corpus += _fingerprint(corpus) != _fingerprint(random)
+  assert from_corpus >= 8, from_corpus
+
+
 def test_biased_values_sit_where_the_planted_classes_differ():
   """Rule: bias.double_rounding_values of each chain are values whose direct conversion and whose conversion through
   the wider format differ (by the spec's roundings) -- every chain has some; tiny_factors multiply to subnormals."""

@@ -339,3 +339,22 @@ def test_the_budget_is_a_count_of_candidates():
     assert r.tried <= budget and len(seen) <= budget, (budget, r.tried)
     assert _has(Ops.IDIV)(r.best)
   assert full.tried > 7
+
+
+def test_a_loop_runs_only_the_iteration_that_fails():
+  """Rule: a RANGE of constant bounds may run only one iteration j (each tried in turn after the last), so a loop that
+  stores the wrong element in its iteration 5 of 8 reduces to that iteration alone, without the loop."""
+  a, out = _buf(dtypes.int32, 8), _buf(dtypes.int32, 8)
+  zero, eight = Node(Ops.CONST, dtypes.int32, (), 0), Node(Ops.CONST, dtypes.int32, (), 8)
+  rng = Node(Ops.RANGE, dtypes.int32, [zero, eight], 0)
+  ld_ix = Node(Ops.INDEX, a.dtype, [a, rng])
+  ld = Node(Ops.LOAD, dtypes.int32, [ld_ix])
+  neg = Node(Ops.NEG, dtypes.int32, [ld])
+  st_ix = Node(Ops.INDEX, out.dtype, [out, rng])
+  g = Graph([a, out, zero, eight, rng, ld_ix, ld, neg, st_ix, Node(Ops.STORE, dtypes.void, [st_ix, neg]),
+             Node(Ops.ENDRANGE, dtypes.void, [rng])])
+  case = Case(g.program(), [np.arange(10, 18, dtype=np.int32), np.zeros(8, np.int32)], ())
+  fifth = lambda c: _out_is(5, -15)(c) and any(u.op is Ops.NEG for u in c.program.uops)
+  assert fifth(case)
+  r = _reduce(case, fifth)
+  assert fifth(r.best) and not any(u.op is Ops.RANGE for u in r.best.program.uops), r.best.program.listing()

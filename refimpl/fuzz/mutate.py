@@ -81,7 +81,8 @@ class _Mutator:
     return [n for n in self.graph.nodes if n.op in ops and id(n) not in ctrl]
 
   def value_dtypes(self) -> set[DType]:
-    return {n.dtype.scalar() for n in self.graph.nodes if n.op not in GroupOp.Buffer and n.dtype != dtypes.void}
+    """The scalar dtypes of the kernel's values (not its pointers: an INDEX's dtype is a pointer)."""
+    return {n.dtype.scalar() for n in self.graph.nodes if not isinstance(n.dtype, PtrDType) and n.dtype != dtypes.void}
 
   # ***** mutations *****
   def swap_op(self) -> None:

@@ -18,8 +18,9 @@ Passes, repeated until a whole round changes nothing:
      so the chain from the op that goes wrong to the STORE shortens.
   3. one work item, one iteration: a SPECIAL becomes each of its values k > 0 in turn (launch dimension 1; pass 1
      tries 0), so the work item left computes the element that failed; a RANGE of constant bounds runs only its last
-     iteration (what an accumulator read after the loop holds; pass 1 then unwraps it); int ALU uops of CONSTs become
-     CONSTs of their values (so indices become constants). Locals to inputs: in a case of one workgroup, a
+     iteration (what an accumulator read after the loop holds), else only its iteration j for each j in turn (the one
+     that computes the element that failed; loops of up to MAX_SPECIAL iterations); pass 1 then unwraps it; int ALU
+     uops of CONSTs become CONSTs of their values (so indices become constants). Locals to inputs: in a case of one workgroup, a
      DEFINE_LOCAL becomes an input buffer holding what the threads stored there (from an emulator run), its STOREs go,
      and BARRIERs go once no local is left: a value another thread computed and exchanged through local memory is
      then an input that pass 6 turns into a constant.
@@ -58,7 +59,7 @@ from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
 MAX_BATCH = 16
 MAX_ROUNDS = 20
 MAX_CANDIDATES = 2000  # candidates one reduction may propose (its budget, in counts: the same on every machine)
-MAX_SPECIAL = 64      # launch dimensions up to this size get one candidate per value (pass 3)
+MAX_SPECIAL = 64      # launch dimensions and loops up to this size get one candidate per value (pass 3)
 SCALARIZE_SLACK = 8   # uops a scalarized case may have beyond the best (a lane's shifted indices); no pass makes vectors
 VALUE_OPS = GroupOp.ALU | {Ops.CONST, Ops.LOAD, Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE, Ops.WMMA}
 DECLARATION_OPS = (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL)
@@ -336,7 +337,7 @@ class Reducer:
       yield from self._retarget()
       yield from self._specials()
       yield from self._locals_to_inputs()
-      yield from self._last_iterations()
+      yield from self._one_iteration()
       yield from self._folds()
       yield from self._merge_values()
       yield from self._scalarize()
@@ -433,23 +434,26 @@ class Reducer:
         return f
       if 1 < size <= MAX_SPECIAL: yield from self._try([edit(id(sp[k]), v) for v in range(1, size)], smaller=True)
 
-  def _last_iterations(self):
-    """Pass 3 (module docstring): a RANGE [a, b) of CONST bounds becomes [b-1, b); never undone (slack: its CONST)."""
+  def _one_iteration(self):
+    """Pass 3 (module docstring): a RANGE [a, b) of CONST bounds becomes [b-1, b), else (up to MAX_SPECIAL iterations)
+    [j, j+1) for j = a, a+1, ...; never undone (slack: its CONSTs)."""
     k = 0
     while True:
       ranges = [n for n in self._state.graph.nodes if n.op is Ops.RANGE and all(x.op is Ops.CONST for x in n.src[:2])
                 and int(n.src[1].arg) - int(n.src[0].arg) > 1]
       if k >= len(ranges): return
       r, k = ranges[k], k + 1
-      def edit(rid):
+      def edit(rid, j):
         def f(st, m):
           n = m[rid]
-          c = Node(Ops.CONST, n.src[0].dtype, (), int(n.src[1].arg) - 1)
-          st.graph.nodes.insert(0, c)
-          n.src = [c, *n.src[1:]]
+          start, end = Node(Ops.CONST, n.src[0].dtype, (), j), Node(Ops.CONST, n.src[1].dtype, (), j + 1)
+          st.graph.nodes[0:0] = [start, end]
+          n.src = [start, end, *n.src[2:]]
           st.graph.dce()
         return f
-      yield from self._try([edit(id(r))], slack=1)
+      a, b = int(r.src[0].arg), int(r.src[1].arg)
+      others = range(a, b - 1) if b - a <= MAX_SPECIAL else ()
+      yield from self._try([edit(id(r), j) for j in (b - 1, *others)], slack=2)
 
   def _folds(self):
     """Pass 3 (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
@@ -505,7 +509,7 @@ class Reducer:
   def _constants(self):
     k = 0
     while True:
-      starts = {id(n.src[0]) for n in self._state.graph.nodes if n.op is Ops.RANGE}  # kept: _last_iterations set them
+      starts = {id(n.src[0]) for n in self._state.graph.nodes if n.op is Ops.RANGE}  # kept: _one_iteration set them
       consts = [n for n in self._state.graph.nodes if n.op is Ops.CONST and n.dtype != dtypes.bool and id(n) not in starts]
       if k >= len(consts): return
       n, k = consts[k], k + 1
