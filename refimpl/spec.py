@@ -177,6 +177,12 @@ DECISIONS: tuple[Decision, ...] = (
            "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
   Decision("races", f"undefined: {UB.RACE.name}", "the kernel language has no memory model for unsynchronised accesses",
            "emulator/machine.py, emulator/memory.py"),
+  Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
+           "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
+           "are never ordered within a launch", "tinygrad's kernels assume it: a GROUP reduction loads a global on "
+           "every thread, BARRIER, then stores it from thread 0 (a training step's bias update), which every GPU "
+           "tinygrad targets orders; refimpl's OpenCL renders barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
+           "emulator/machine.py, emulator/memory.py, backends/opencl.py"),
   Decision("uninitialised", f"undefined: {UB.UNINITIALISED.name}", "local memory holds whatever the last kernel left",
            "emulator/machine.py"),
   Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first), bit exact",

@@ -278,6 +278,61 @@ def test_a_load_is_a_snapshot_not_affected_by_later_stores():
   np.testing.assert_array_equal(res.buffers[1], iota(n))
   np.testing.assert_array_equal(res.buffers[0], np.full(n, 5))
 
+def _group_update(barrier: bool):
+  """Every thread l of workgroup g loads b[g] and stores it in tmp[l], then (after a BARRIER) thread 0 stores
+  b[g] + 1 into b[g]: tinygrad's GROUP reduction of a training step's bias update (a write after every thread's read)."""
+  b = ProgramBuilder("group_update")
+  buf = b.global_buf(I32, 2)
+  tmp = b.local_buf(I32, 4)
+  g, lid = b.gidx(0, 2), b.lidx(0, 4)
+  v = b.load(buf, g)
+  b.store(tmp, lid, v)
+  if barrier: b.barrier()
+  b.store(buf, g, add(b, v, c32(b, 1)), gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  return b.build(), len(b) - 1
+
+def test_barrier_orders_a_workgroups_global_accesses():
+  """Rule (BARRIER): it orders every access of its workgroup's threads before it against every one after it, globals
+  included: every thread reads b[g], BARRIER, thread 0 writes b[g] is defined."""
+  p, _ = _group_update(barrier=True)
+  res = emulate(p, [np.array([10, 20], np.int32)])
+  assert res.buffers[0].tolist() == [11, 21] and not res.events
+
+def test_the_same_global_update_without_a_barrier_is_a_race():
+  """Rule (RACE): without the BARRIER, thread 0's write of b[g] races the other threads' reads of it."""
+  p, st = _group_update(barrier=False)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.array([10, 20], np.int32)])
+  assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.STORE, st, lane(0)) and "write after read" in e.value.reason
+
+def test_a_global_exchange_across_a_barrier_is_defined():
+  """Rule (BARRIER): thread l stores buf[4g + l], BARRIER, then loads buf[4g + 3 - l]: each thread reads what another
+  thread of its workgroup wrote before the barrier."""
+  b = ProgramBuilder("global_exchange")
+  out, buf, x = b.global_buf(I32, 8), b.global_buf(I32, 8), b.global_buf(I32, 8)
+  b.local_buf(I32, 1)  # a BARRIER needs a workgroup's memory to exist (verifier rule "barrier")
+  g, lid = b.gidx(0, 2), b.lidx(0, 4)
+  base = mul(b, g, c32(b, 4))
+  b.store(buf, add(b, base, lid), b.load(x, add(b, base, lid)))
+  b.barrier()
+  b.store(out, add(b, base, lid), b.load(buf, add(b, base, b.alu(Ops.SUB, c32(b, 3), lid))))
+  res = emulate(b.build(), [zeros(8), zeros(8), iota(8) * 7])
+  assert res.buffers[0].tolist() == (iota(8) * 7).reshape(2, 4)[:, ::-1].ravel().tolist() and not res.events
+
+def test_a_barrier_does_not_order_threads_of_different_workgroups():
+  """Rule (RACE): thread 0 of workgroup 0 writes buf[0], every workgroup passes a BARRIER, thread 0 of workgroup 1 reads
+  buf[0]: a race (a barrier orders only its own workgroup), named after the workgroup whose write it was."""
+  b = ProgramBuilder("cross_group")
+  out, buf = b.global_buf(I32, 2), b.global_buf(I32, 1)
+  b.local_buf(I32, 1)
+  g, lid = b.gidx(0, 2), b.lidx(0, 2)
+  first = b.alu(Ops.CMPLT, add(b, g, lid), c32(b, 1))
+  b.store(buf, c32(b, 0), c32(b, 5), gate=first)
+  b.barrier()
+  ld = b.load(buf, c32(b, 0))
+  b.store(out, g, ld, gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
+  with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(2), zeros(1)])
+  assert (e.value.uop_index, e.value.lane) == (ld, lane(1, l0=0)) and "of workgroup 0" in e.value.reason, e.value.reason
+
 def test_barrier_reached_by_some_workgroups_orders_only_those():
   # loop `for r < g` holds a barrier: workgroup 1 passes it once, workgroup 0 never. Thread 0 writes tmp[0] before the
   # loop and thread 1 reads it after: ordered in workgroup 1, a race in workgroup 0

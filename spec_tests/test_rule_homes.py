@@ -38,6 +38,7 @@ CROSS_CUTTING = {"test_interface.py": "exec_alu / exec_cast / exec_bitcast / all
                  "test_oracle.py": "the exact oracles (refimpl.testing.oracle) the families' expected values come from"}
 EXECUTOR_HOMES = {"LOAD / STORE": ("test_emulator_memory.py", "out_of_bounds"),
                   "races": ("test_emulator_memory.py", "race"),
+                  "BARRIER": ("test_emulator_memory.py", "barrier_orders"),
                   "uninitialised": ("test_emulator_memory.py", "uninitialised")}  # row -> (file, word in a test name)
 BACKEND_ONLY = {"test_memory.py", "test_loops.py", "test_vectors.py", "test_grid.py", "test_kernels.py", "test_every_op.py"}
 CONVERSIONS = {alu.cast: "exec_cast", alu.bitcast: "exec_bitcast"}

@@ -8,7 +8,8 @@ What OpenCL C spells or needs differently:
               declared at kernel scope (one per workgroup, as the emulator's locals are)
   grid        SPECIAL gidx{d} = (int)get_group_id(d), lidx{d} = (int)get_local_id(d): the launch is global_size[d]
               workgroups of local_size[d] work items (tinygrad's convention; the NDRange is global_size*local_size)
-  BARRIER     barrier(CLK_LOCAL_MEM_FENCE): a workgroup barrier that orders __local memory, as the spec's BARRIER
+  BARRIER     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE): a workgroup barrier that orders __local and
+              __global memory, as the spec's BARRIER
   types       char uchar short ushort int uint long ulong float double; bool registers are `bool`, bool buffers `uchar`
               (OpenCL forbids bool kernel arguments): loads test != 0, stores write 0 / 1
   literals    int64 `L`, uint64 `UL`, uint32 `u`; float inf/NaN through as_float/as_double of their bits
@@ -82,7 +83,7 @@ class OpenCLRenderer(CStyleRenderer):
   buffer_prefix: ClassVar[str] = "__global "
   buffer_suffix: ClassVar[str] = " restrict"
   local_prefix: ClassVar[str] = "__local "
-  barrier_statement: ClassVar[str | None] = "barrier(CLK_LOCAL_MEM_FENCE);"
+  barrier_statement: ClassVar[str | None] = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
   special_spelling: ClassVar[dict[str, str] | None] = {"gidx": "(int)get_group_id({d})", "lidx": "(int)get_local_id({d})"}
   types: ClassVar[dict[DType, str]] = {dtypes.bool: "bool", **INT_TYPES, dtypes.float32: "float", dtypes.float64: "double"}
   bool_storage: ClassVar[str] = "uchar"

@@ -10,7 +10,8 @@ are the same on every lane runs its body for each counter value with the mask un
 from the smallest start to the largest end and a lane is active in the iterations inside its own [start, end). A
 gated LOAD/STORE accesses memory only on active lanes whose gate is true. Inactive lanes compute harmless garbage:
 they never write, never raise and never record an event. DEFINE_LOCAL is one array per workgroup; BARRIER is a
-workgroup barrier (every thread reaches it, the verifier makes sure) and ends a race-tracking epoch for locals.
+workgroup barrier (every thread reaches it, the verifier makes sure) and orders its workgroup's accesses to locals
+and globals.
 DEFINE_ACC is a register per lane; ASSIGN writes it on active lanes, and the ASSIGN uop reads as the register.
 
 Values. A value is an array with one row per lane, (lanes,) for a scalar dtype and (lanes, n) for T.vec(n); a value
@@ -593,7 +594,8 @@ class Machine:
 
   def thread_name(self, tid: int) -> str:
     """A thread that race tracking recorded (its lane number in the launch)."""
-    return str(self.plan.grid.thread(tid)) if tid >= 0 else "several threads"
+    if tid >= 0: return str(self.plan.grid.thread(tid))
+    return "several threads" if tid > -3 else f"of workgroup {-3 - tid} (before that workgroup's barrier)"
 
 
 # ***** handlers: (machine, uop index, uop) -> None, or the index to continue at (blocks) *****
@@ -755,12 +757,12 @@ def _if(m: Machine, i: int, u: UOp) -> int:
   return m.plan.block_end[i] + 1
 
 def _barrier(m: Machine, i: int, u: UOp) -> None:
-  """BARRIER: every thread of the workgroup reaches it (the verifier makes sure); it orders the workgroup's accesses to
-  its locals: it ends their race-tracking epoch, for every workgroup whose threads are active. Global memory gets no
-  order from it."""
+  """BARRIER: every thread of the workgroup reaches it (the verifier makes sure); it orders every access the
+  workgroup's threads made before it, to locals and globals, against every access they make after it (CUDA's
+  __syncthreads), for every workgroup whose threads are active. Threads of different workgroups get no order from it."""
   real, grid = m.control.real, m.control.grid
   groups = None if real is None else real.reshape(grid.workgroups, grid.group).any(axis=1)
-  for mem in m.locals: mem.barrier(groups)
+  for mem in (*m.locals, *m.globals.values()): mem.barrier(groups, grid)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
   """LOAD: `count` consecutive elements from the index, on each live lane (active, gate true); a gated LOAD yields its

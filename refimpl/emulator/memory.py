@@ -6,17 +6,21 @@ elements per workgroup: workgroup w owns [w*size, (w+1)*size)), with per-element
            two threads raced on it
   written  locals only: the element has been stored to in this launch (reading one that has not is undefined)
   writer / reader  race tracking (only on buffers `indexing.race_free` cannot clear): the thread that wrote / read
-           each element since the last BARRIER (locals) or in the launch (globals); reader -2 = several threads.
+           each element since its workgroup's last BARRIER; reader -2 = several threads; on globals, -3 - g = threads
+           of workgroup g whose accesses a BARRIER of g has ordered (a thread of another workgroup still races them)
+  reader_group  globals only: the workgroup of the threads in `reader` (-2: several workgroups)
 Each is allocated the first time something is recorded in it (None = all false; a cert of None: all EXACT).
 
 An access (`Site`) is located once per LOAD/STORE: either a strided view that covers every lane (an affine index
 whose every lane is in bounds: no gather, no scan) or one flat address per lane. Both feed `read`, `write` and
 `elements` (explicit (lane, element) pairs, which only tracking and the uninitialised-local check need).
 
-Race rule (UB.RACE): two different threads touching one element, at least one of them writing, with no BARRIER between
-(locals: the barrier of their workgroup; globals: none in a launch) -> undefined. Three checks give it: a store finds another
-thread's write (write/write) or read (write-after-read) of the element, a load finds another thread's write
-(read-after-write), and two threads of one op touch one element.
+Race rule (UB.RACE): two different threads touching one element, at least one of them writing, with no BARRIER of
+their workgroup between -> undefined. A BARRIER orders every access its workgroup's threads made before it, to locals
+and globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups are never
+ordered within a launch. Three checks give it: a store finds another thread's write (write/write) or read
+(write-after-read) of the element, a load finds another thread's write (read-after-write), and two threads of one op
+touch one element.
 """
 from __future__ import annotations
 
@@ -32,6 +36,15 @@ from refimpl.emulator.indexing import Grid
 NOBODY, SEVERAL = -1, -2
 
 
+def ordered(group):
+  """The mark of accesses by threads of workgroup `group` that a BARRIER of that workgroup has ordered (globals)."""
+  return -3 - group
+
+def _marked_group(x: np.ndarray) -> np.ndarray:
+  """The workgroup of each ordered mark in x (meaningless elsewhere)."""
+  return -3 - x
+
+
 class Memory:
   """One buffer or local (see the module docstring)."""
   def __init__(self, name: str, dtype: DType, size: int, data: np.ndarray, grid: Grid, local: bool, tracked: bool,
@@ -43,6 +56,8 @@ class Memory:
     self.tracked = tracked
     self.writer = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
     self.reader = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
+    self.reader_group = np.full(data.size, NOBODY, dtype=np.int64) if tracked and not local else None
+    self.group_threads = grid.group  # threads per workgroup: a tracked thread's workgroup is its number // this
     # flat address = workgroup * size + index: the workgroup's coefficients on the six grid axes
     gs = grid.shape
     self.base_coef = (size * gs[1] * gs[2], size * gs[2], size, 0, 0, 0) if local else (0,) * 6
@@ -52,14 +67,30 @@ class Memory:
     if self.cert is None: self.cert = np.zeros(self.data.size, dtype=LEVEL)
     return self.cert
 
-  def barrier(self, groups: np.ndarray | None) -> None:
-    """A barrier orders everything its workgroup did before it: forget who touched what in the workgroups that reach
-    it (`groups`: bool per workgroup; None = all). A barrier inside a loop whose trip count depends on gidx is reached
-    by some workgroups only."""
-    if not (self.tracked and self.local): return
-    for a in (self.writer, self.reader):
-      if groups is None: a.fill(NOBODY)
-      else: a.reshape(-1, self.size)[groups] = NOBODY
+  def barrier(self, groups: np.ndarray | None, grid: Grid) -> None:
+    """A barrier orders everything its workgroup did before it, in the workgroups of `grid` that reach it (`groups`:
+    bool per workgroup of grid; None = all; a barrier inside a loop whose trip count depends on gidx is reached by some
+    workgroups only). Locals (a block per workgroup): forget who touched what. Globals: the accesses of those
+    workgroups' threads become ordered marks, which only a thread of another workgroup still races."""
+    if not self.tracked: return
+    if self.local:
+      for a in (self.writer, self.reader):
+        if groups is None: a.fill(NOBODY)
+        else: a.reshape(-1, self.size)[groups] = NOBODY
+      return
+    w, r, rg = self.writer, self.reader, self.reader_group
+    one_writer = (w >= 0) & _reached(w // self.group_threads, groups, grid)
+    w[one_writer] = ordered(w[one_writer] // self.group_threads)
+    one_group = (rg >= 0) & _reached(rg, groups, grid)
+    r[one_group] = ordered(rg[one_group])
+
+
+def _reached(group: np.ndarray, groups: np.ndarray | None, grid: Grid) -> np.ndarray:
+  """Whether each workgroup (launch numbers) is one of `grid`'s that reach a barrier (`groups`, see Memory.barrier)."""
+  k = group - grid.first_group
+  inside = (k >= 0) & (k < grid.workgroups)
+  if groups is None: return inside
+  return inside & groups[np.clip(k, 0, grid.workgroups - 1)]
 
 
 @dataclass
@@ -136,13 +167,19 @@ def _shared(e: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   other[order[1:][clash]], other[order[:-1][clash]] = sl[:-1][clash], sl[1:][clash]
   return hit.reshape(e.shape), other.reshape(e.shape)
 
+def _unordered(earlier: np.ndarray, ln: np.ndarray, group: np.ndarray) -> np.ndarray:
+  """Whether an earlier access (a thread, or an ordered mark) is unordered with thread ln of workgroup `group`: another
+  thread with no barrier between, or the ordered accesses of another workgroup."""
+  return ((earlier >= 0) & (earlier != ln)) | ((earlier <= -3) & (_marked_group(earlier) != group))
+
 def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
   """Records a store by `lanes` to elements `e`; returns race check -> (bad elements (L, count), the other thread there)."""
   ln = lanes[:, None]
+  group = ln // mem.group_threads
   w, r = mem.writer[e], mem.reader[e]
-  ww = (w != NOBODY) & (w != ln)
+  ww = _unordered(w, ln, group)
   dup, dup_other = _shared(e, lanes)
-  war = (r == SEVERAL) | ((r != NOBODY) & (r != ln))
+  war = (r == SEVERAL) | _unordered(r, ln, group)
   r_other = np.where(r == SEVERAL, NOBODY, r)
   mem.writer[e] = ln
   return {"write/write": (ww | dup, np.where(ww, w, dup_other)), "write after read": (war, r_other)}
@@ -150,9 +187,22 @@ def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tupl
 def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
   """Records a load by `lanes` of elements `e`; returns race check -> (bad elements, the thread that wrote them)."""
   ln = lanes[:, None]
+  group = ln // mem.group_threads
   w, r = mem.writer[e], mem.reader[e]
-  raw = (w != NOBODY) & (w != ln)
-  mem.reader[e] = np.where((r == NOBODY) | (r == ln), ln, SEVERAL)
+  raw = _unordered(w, ln, group)
+  mine = (r == NOBODY) | (r == ln) | (r == ordered(group))  # nothing unordered read it but this thread
+  mem.reader[e] = np.where(mine, ln, SEVERAL)
   dup, _ = _shared(e, lanes)
   mem.reader[e[dup]] = SEVERAL
+  if mem.reader_group is not None: _track_reader_group(mem, e, np.broadcast_to(group, e.shape))
   return {"read after write": (raw, w)}
+
+def _track_reader_group(mem: Memory, e: np.ndarray, group: np.ndarray) -> None:
+  """The workgroup of each element's readers after a load by threads of `group` (several workgroups: SEVERAL)."""
+  touched, at = np.unique(e.ravel(), return_inverse=True)
+  lo, hi = np.full(len(touched), np.iinfo(np.int64).max), np.full(len(touched), -1)
+  np.minimum.at(lo, at, group.ravel())
+  np.maximum.at(hi, at, group.ravel())
+  before = mem.reader_group[touched]
+  one = (lo == hi) & ((before == NOBODY) | (before == lo))
+  mem.reader_group[touched] = np.where(one, lo, SEVERAL)

@@ -27,7 +27,8 @@ class UB(Enum):
   OUT_OF_BOUNDS = ("a LOAD or STORE index (for a vector access, any of its elements) outside [0, size)", "memory access",
                    False, None)
   RACE = ("two threads of a launch touch one element, at least one writing, with no BARRIER of their workgroup between "
-          "(none orders globals)", "memory access", False, None)
+          "(a BARRIER orders its workgroup's locals and globals; threads of different workgroups are never ordered)",
+          "memory access", False, None)
   UNINITIALISED = ("a LOAD of a DEFINE_LOCAL element never stored in this launch", "memory access", False, None)
 
   def __init__(self, description: str, family: str, contained: bool, on: str | None):

@@ -81,6 +81,30 @@ def test_local_memory_is_one_array_per_workgroup(backend):
   got = run_against_emulator(backend, b.build(), [np.zeros(G * L, np.int32)])[0][0]
   assert got.tolist() == [100 * gg + (L - 1 - ll) for gg in range(G) for ll in range(L)]
 
+def test_a_barrier_orders_a_workgroups_global_memory(backend):
+  """BARRIER orders the workgroup's globals too (SPEC.md "Execution", the race rule): thread l of workgroup g stores
+  x[g*L + l] * 3 into buf, BARRIER, then reads buf at its mirror slot g*L + L-1-l, written by another thread of its
+  workgroup; then every thread loads its own acc[g] and, after a second BARRIER, thread 0 writes acc[g] + 1 (tinygrad's
+  GROUP update). A backend that fences only local memory may read stale values."""
+  G, L = 6, 16
+  b = ProgramBuilder("global_order")
+  out, buf, x, acc = b.global_buf(i32, G * L), b.global_buf(i32, G * L), b.global_buf(i32, G * L), b.global_buf(i32, G)
+  b.local_buf(i32, 1)  # a BARRIER needs a workgroup's memory to exist (verifier rule "barrier")
+  g, lid = b.gidx(0, G), b.lidx(0, L)
+  base = b.alu(Ops.MUL, g, b.const(L, i32))
+  b.store(buf, b.alu(Ops.ADD, base, lid), b.alu(Ops.MUL, b.load(x, b.alu(Ops.ADD, base, lid)), b.const(3, i32)))
+  b.barrier()
+  mirror = b.alu(Ops.ADD, base, b.alu(Ops.SUB, b.const(L - 1, i32), lid))
+  b.store(out, b.alu(Ops.ADD, base, lid), b.load(buf, mirror))
+  mine = b.load(acc, g)
+  b.barrier()
+  b.store(acc, g, b.alu(Ops.ADD, mine, b.const(1, i32)), gate=b.alu(Ops.CMPLT, lid, b.const(1, i32)))
+  xs = np.arange(G * L, dtype=np.int32) * 5 - 40
+  outs, _ = run_against_emulator(backend, b.build(), [np.zeros(G * L, np.int32), np.zeros(G * L, np.int32), xs,
+                                                      np.arange(G, dtype=np.int32) * 10])
+  assert outs[0].tolist() == (xs * 3).reshape(G, L)[:, ::-1].ravel().tolist()
+  assert outs[3].tolist() == [10 * k + 1 for k in range(G)]
+
 def _tree_reduction(G: int, L: int, dt):
   """out[g] = sum of x[g*L : g*L+L], a workgroup tree: tmp[l] = x; barrier; for s = L/2 .. 1: tmp[l] += tmp[l+s] on the
   threads l < s (gated load and store), barrier; thread 0 stores tmp[0]."""
