@@ -58,6 +58,30 @@ def test_a_cnn_forward_on_the_reference_is_tinygrads_emulator_bit_for_bit():
   assert got.shape == (2, 5) and got.tobytes() == want.tobytes()
 
 
+def classifier_step(device: str) -> np.ndarray:
+  """One SGD step (lr 2^-6) of a 64-128-10 ReLU MLP on a batch of 32 with cross-entropy: every parameter after it.
+  tinygrad 0.10.1 updates the bias of the last layer with a GROUP reduction (r_10_16_2): each thread of a workgroup
+  loads b[gidx], BARRIER, thread 0 stores b[gidx]."""
+  rng = np.random.default_rng(0)
+  shapes = [(128, 64), (128,), (10, 128), (10,)]
+  params = [Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device, requires_grad=True) for s in shapes]
+  x = Tensor(rng.standard_normal((32, 64)).astype(np.float32), device=device)
+  y = Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device)
+  opt = nn.optim.SGD(params, lr=2**-6)
+  with Tensor.train():
+    opt.zero_grad()
+    ((x @ params[0].T + params[1]).relu() @ params[2].T + params[3]).sparse_categorical_crossentropy(y).backward()
+    opt.step()
+  return np.concatenate([p.numpy().ravel() for p in params])
+
+
+def test_a_training_step_whose_barrier_orders_a_global_update_runs_on_the_reference():
+  """Rule (BARRIER orders the workgroup's globals): the GROUP update of the bias is defined, so the step runs with no
+  undefined behaviour and agrees with tinygrad's emulator (its EXP2/LOG2 are TOLERANCE ops: within float32 rounding)."""
+  got, want = classifier_step(REF), classifier_step("PYTHON")
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
   x = Tensor(np.arange(8, dtype=np.int32), device=REF)
   d = Tensor(np.array([1, 2, 0, 1, 1, 1, 1, 1], dtype=np.int32), device=REF)
