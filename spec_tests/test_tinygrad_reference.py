@@ -64,7 +64,8 @@ def classifier_step(device: str) -> np.ndarray:
   loads b[gidx], BARRIER, thread 0 stores b[gidx]."""
   rng = np.random.default_rng(0)
   shapes = [(128, 64), (128,), (10, 128), (10,)]
-  params = [Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device, requires_grad=True) for s in shapes]
+  params = [Tensor.empty(*s, device=device, requires_grad=True) for s in shapes]  # buffers of their own, as nn.Linear's
+  for p, s in zip(params, shapes): p.assign(Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device)).realize()
   x = Tensor(rng.standard_normal((32, 64)).astype(np.float32), device=device)
   y = Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device)
   opt = nn.optim.SGD(params, lr=2**-6)
