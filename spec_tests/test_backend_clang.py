@@ -157,13 +157,13 @@ HUNG_CLANG_22 = sorted(PROGRAMS.glob("clang-hang-*.json"))  # tinygrad 0.10.1 ma
 
 @pytest.mark.parametrize("path", HUNG_CLANG_22, ids=lambda p: p.stem)
 def test_max_reductions_that_hung_clang_22_compile_on_the_native_path(path):
-  """Rule: a small kernel compiles in bounded time with the default flags. These two spun past 120 s in zig's clang 22
-  with -march=native (LLVM's loop vectorizer, exponential in the unrolled length of the old three-select MAX); the
-  one-select MAX compiles at once. The native path itself must finish (no generic-CPU retry) within the backend's own
-  hang limit, COMPILE_TIMEOUT_S (a guard against a spinning compiler, far above any real compile on any machine)."""
+  """Rule: a small kernel compiles with the default flags. These two spun past 120 s in zig's clang 22 with
+  -march=native (LLVM's loop vectorizer, exponential in the unrolled length of the old three-select MAX); the one-select
+  MAX compiles at once. The native path itself must finish: no generic-CPU retry and no time limit (the result does not
+  depend on the machine's speed; the old rendering would hang this test)."""
   comp = ops_clang.ClangCompiler()
   p = lower_for(load_program(path), Device["CLANG"].renderer)
-  assert comp._run(comp.args, Device["CLANG"].renderer.render(p.name, p), ops_clang.COMPILE_TIMEOUT_S).startswith(b"\x7fELF")
+  assert comp._run(comp.args, Device["CLANG"].renderer.render(p.name, p), None).startswith(b"\x7fELF")
 
 def test_a_native_compile_past_its_limit_is_redone_for_the_generic_cpu(monkeypatch):
   comp = ops_clang.ClangCompiler()

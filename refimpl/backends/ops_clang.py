@@ -122,11 +122,11 @@ def _cpu_id() -> str:
   return "\n".join(dict.fromkeys(ln for ln in lines if ln.split(":")[0].strip() in keep))
 
 
-def run_clang(args: list[str], src: str, timeout: float = COMPILE_TIMEOUT_S) -> bytes:
+def run_clang(args: list[str], src: str, timeout: float | None = COMPILE_TIMEOUT_S) -> bytes:
   """The ELF object that clang `args` (a command and its flags, without source and output) builds from `src`. It runs on a
   temporary file in its own process group (a timeout kills it and every child it started, e.g. zig's clang);
   temporary files, not stdin: zig keeps a copy of every stdin in its cache. CompileError with clang's messages and the
-  numbered source; _Timeout past `timeout`."""
+  numbered source; _Timeout past `timeout` (None: no limit)."""
   with tempfile.TemporaryDirectory(prefix="refimpl-clang-") as tmp:
     source, obj = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.o")
     with open(source, "w") as f: f.write(src)
@@ -173,7 +173,7 @@ class ClangCompiler(Compiler):
                     stacklevel=2)
       return self._run(self.generic_args, src, COMPILE_TIMEOUT_S)
 
-  def _run(self, args: list[str], src: str, timeout: float) -> bytes: return run_clang(args, src, timeout)
+  def _run(self, args: list[str], src: str, timeout: float | None) -> bytes: return run_clang(args, src, timeout)
 
   def compile_batch(self, srcs: list[str]) -> list[bytes]:
     """One object per source, compiling every uncached source in a single clang call (their kernels must have distinct
