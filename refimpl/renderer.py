@@ -26,6 +26,9 @@ class Renderer:
     native_threefry         THREEFRY (else decompose_threefry)
     native_narrow           float16/bfloat16/fp8 values and ops (else lower_narrow: bits, float32/float64 ops)
     native_wmma             WMMA (else decompose_wmma)
+    native_poison           a float->int CAST out of range and a shift by a count outside [0, bits) give some value
+                            in the backend's language, as the spec's deferred kinds say (LLVM IR's poison), rather than
+                            undefined behaviour (C's; else guard_poison makes them defined for every input)
   """
   device: str = "NONE"
   has_local: bool = False
@@ -40,6 +43,7 @@ class Renderer:
   native_threefry: bool = True
   native_narrow: bool = True
   native_wmma: bool = True
+  native_poison: bool = True
 
   @property
   def grid_as_loops(self) -> bool:

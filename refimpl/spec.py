@@ -175,15 +175,27 @@ DECISIONS: tuple[Decision, ...] = (
            "default NaN is negative, ARM's positive)", "alu.bitcast", (Ops.BITCAST,)),
   Decision("LOAD / STORE", f"undefined: {UB.OUT_OF_BOUNDS.name}; a false gate does no access (a gated LOAD yields its "
            "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
-  Decision("races", f"undefined: {UB.RACE.name}", "the kernel language has no memory model for unsynchronised accesses",
-           "emulator/machine.py, emulator/memory.py"),
+  Decision("races", f"undefined: {UB.RACE.name} (two writes, or a write after another thread's read); a read after "
+           f"another thread's write reads an undefined value ({UB.RACY_READ.name}, deferred)", "the kernel language has "
+           "no memory model for unsynchronised accesses; LLVM's, which the C-family backends compile through, gives a "
+           "racing load an undefined value", "emulator/machine.py, emulator/memory.py"),
+  Decision("deferred undefined values", "an op of a deferred kind (CAST_RANGE, SHIFT_COUNT, RACY_READ, "
+           "UNINITIALISED) gives an undefined value in that lane, which arithmetic and moves carry and WHERE drops; the "
+           "program is undefined where such a value is used: stored, an index, a gate, an IF condition, a loop bound, a "
+           "divisor. Immediate kinds (division by zero, INT_MIN / -1, out of bounds, two writes) are undefined where "
+           "the op runs", "LLVM, which tinygrad's CLANG and LLVM backends compile through, makes an out-of-range "
+           "fptosi and an over-wide shift poison and a racy load undef, and keeps immediate UB for what traps; "
+           "tinygrad's transcendental lowering computes range reductions on every lane and a WHERE discards the lanes "
+           "where they overflow (half sin(-0.0), exp(1.49e9)); refimpl's C and OpenCL renderers guard the casts and "
+           "shifts (refimpl.lower.guard_poison)", "emulator/ub.py, emulator/machine.py (Machine.defer, Machine.use)"),
   Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
            "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
            "are never ordered within a launch", "tinygrad's kernels assume it: a GROUP reduction loads a global on "
            "every thread, BARRIER, then stores it from thread 0 (a training step's bias update), which every GPU "
            "tinygrad targets orders; refimpl's OpenCL renders barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
            "emulator/machine.py, emulator/memory.py, backends/opencl.py"),
-  Decision("uninitialised", f"undefined: {UB.UNINITIALISED.name}", "local memory holds whatever the last kernel left",
+  Decision("uninitialised", f"a LOAD of a local element never stored in this launch reads an undefined value "
+           f"({UB.UNINITIALISED.name}, deferred)", "local memory holds whatever the last kernel left",
            "emulator/machine.py"),
   Decision("THREEFRY", "threefry2x32, 20 rounds, on uint64 (x the counter, key the key, low words first), bit exact",
            "tinygrad defines its random numbers by it, and random tensors must agree across backends", "alu.threefry",
@@ -264,8 +276,8 @@ def render() -> str:
                 [[op.name, str(s.arity), s.takes, ", ".join(k.name for k in s.undefined) or "-", "; ".join(s.decisions)]
                  for op in OP_ORDER for s in (OPS[op],)])
   out += ["", "## Undefined behaviour (refimpl/emulator/ub.py)", "", inspect.getdoc(UB) or "", ""]
-  out += _table(["kind", "domain", "family", "contained", "on", "reported by"],
-                [[k.name, k.description, k.family, "yes" if k.contained else "no", k.on or "any", _reported_by(k)]
+  out += _table(["kind", "domain", "family", "deferred", "on", "reported by"],
+                [[k.name, k.description, k.family, "yes" if k.deferred else "no", k.on or "any", _reported_by(k)]
                  for k in UB])
   out += ["", "## Rules (refimpl/emulator/alu.py)", ""]
   seen: dict = {}

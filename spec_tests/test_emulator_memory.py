@@ -10,6 +10,7 @@ from refimpl import UndefinedBehavior
 from refimpl.dtype import dtypes
 from refimpl.emulator.indexing import Grid, analyze, race_free
 from refimpl.emulator.machine import emulate
+from refimpl.emulator.ub import UB
 from refimpl.ir import Ops, ProgramBuilder
 
 I32, F32 = dtypes.int32, dtypes.float32
@@ -94,7 +95,10 @@ def test_uninitialised_local_read_is_undefined():
   # threads l < 7 write tmp[l]; thread 7 reads tmp[7], which nobody wrote
   p, ld = local_program(0, barrier=True, write_all=False)
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(16), iota(16)])
-  assert (e.value.op, e.value.uop_index, e.value.lane, e.value.operands) == (Ops.LOAD, ld, lane(0, l0=7), (7,))
+  # UNINITIALISED is deferred: the value read is undefined, and storing it is the use that is undefined
+  o = e.value.origin
+  assert (e.value.op, e.value.use) == (Ops.STORE, "stored")
+  assert (o.op, o.uop_index, o.lane, o.operands) == (Ops.LOAD, ld, lane(0, l0=7), (7,))
   assert e.value.count == 2  # thread 7 of each workgroup: all threads of the launch run in lock step
 
 def test_local_written_by_the_same_thread_reads_back():
@@ -109,8 +113,9 @@ def test_unsynchronised_write_read_race_on_a_local_is_undefined():
   # thread l reads tmp[l+1], written by thread l+1 with no barrier between
   p, ld = local_program(1, barrier=False)
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(16), iota(16)])
-  assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.LOAD, ld, lane(0, l0=0))
-  assert "race" in e.value.reason
+  o = e.value.origin  # RACY_READ is deferred: reported where the value read is stored
+  assert (e.value.op, o.op, o.uop_index, o.lane, o.kind) == (Ops.STORE, Ops.LOAD, ld, lane(0, l0=0), UB.RACY_READ)
+  assert "race" in o.reason
 
 def test_barrier_between_write_and_read_makes_the_local_exchange_defined():
   p, _ = local_program(1, barrier=True)
@@ -152,8 +157,8 @@ def test_global_read_of_another_threads_write_is_undefined():
   ld = b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n)))
   b.store(out, i, ld)
   with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(n), zeros(n)])
-  assert (e.value.uop_index, e.value.lane) == (ld, lane(0))
-  assert "read after write" in e.value.reason
+  assert (e.value.origin.uop_index, e.value.origin.lane, e.value.use) == (ld, lane(0), "stored")
+  assert "read after write" in e.value.origin.reason
 
 def test_global_write_of_an_element_another_thread_read_is_undefined():
   # x = buf[(i+1) % n]; buf[i] = x: thread i overwrites what thread i-1 read (a write-after-read race)
@@ -331,7 +336,8 @@ def test_a_barrier_does_not_order_threads_of_different_workgroups():
   ld = b.load(buf, c32(b, 0))
   b.store(out, g, ld, gate=b.alu(Ops.CMPLT, lid, c32(b, 1)))
   with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(2), zeros(1)])
-  assert (e.value.uop_index, e.value.lane) == (ld, lane(1, l0=0)) and "of workgroup 0" in e.value.reason, e.value.reason
+  o = e.value.origin
+  assert (o.uop_index, o.lane) == (ld, lane(1, l0=0)) and "of workgroup 0" in o.reason, o.reason
 
 def test_barrier_reached_by_some_workgroups_orders_only_those():
   # loop `for r < g` holds a barrier: workgroup 1 passes it once, workgroup 0 never. Thread 0 writes tmp[0] before the
@@ -347,7 +353,7 @@ def test_barrier_reached_by_some_workgroups_orders_only_those():
   b.store(out, add(b, mul(b, g, c32(b, 2)), lid), ld)
   p = b.build()
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(4)])
-  assert (e.value.uop_index, e.value.lane, e.value.count) == (ld, lane(0, l0=1), 1)
+  assert (e.value.origin.uop_index, e.value.origin.lane, e.value.count) == (ld, lane(0, l0=1), 1)
   res = emulate(p, [zeros(4)], strict=False)
   assert res.undefined[0].tolist() == [False, True, False, False]
   np.testing.assert_array_equal(res.buffers[0][[0, 2, 3]], [10, 11, 11])

@@ -1,6 +1,6 @@
 """The kinds of undefined behaviour (refimpl/emulator/ub.py): every rule of alu.py reports exactly the kinds it declares
 (`@undefined`), on the dtypes the kind names; the executor reports the memory kinds; the fuzzer handles every kind
-(generate.REWRITES rewrites each ALU kind away, case.discard_reason runs exactly the contained ones)."""
+(generate.REWRITES rewrites each ALU kind away, case.discard_reason runs exactly the deferred ALU ones)."""
 from __future__ import annotations
 
 import itertools
@@ -98,12 +98,17 @@ def test_rule_docstring_names_its_declared_kinds(rule):
 
 def _memory_program(kind: UB):
   """A four-thread program that hits one memory kind: a store past the end, four stores to one element, a read of a
-  local never written."""
+  local never written, a read of an element another thread wrote (both read values are stored: their use)."""
   b = ProgramBuilder(kind.name.lower())
   out = b.global_buf(I32, 4)
   if kind is UB.UNINITIALISED:
     tmp, lid = b.local_buf(I32, 4), b.lidx(0, 4)
     b.store(out, lid, b.load(tmp, lid))
+    return b.build()
+  if kind is UB.RACY_READ:
+    tmp, lid = b.local_buf(I32, 4), b.lidx(0, 4)
+    b.store(tmp, lid, lid)
+    b.store(out, lid, b.load(tmp, b.alu(Ops.AND, b.alu(Ops.ADD, lid, b.const(1, I32)), b.const(3, I32))))
     return b.build()
   g = b.gidx(0, 4)
   idx = {UB.OUT_OF_BOUNDS: lambda: b.alu(Ops.ADD, g, b.const(1, I32)), UB.RACE: lambda: b.const(0, I32)}[kind]()
@@ -113,13 +118,17 @@ def _memory_program(kind: UB):
 @pytest.mark.parametrize("kind", [k for k in UB if k not in ALU_KINDS], ids=lambda k: k.name)
 def test_machine_reports_each_memory_kind_on_its_events(kind):
   """Rule: every kind no ALU rule declares is one the executor reports (machine.py, memory.py); its events and its
-  strict-mode exception carry it, and the fuzzer never runs such a case natively (a kind that is not contained)."""
+  strict-mode exception carry it (a deferred kind's where the value it made is used: stored, with the LOAD as its
+  origin), and the fuzzer never runs such a case natively (a memory kind)."""
   p = _memory_program(kind)
   events = emulate(p, [np.zeros(4, np.int32)], strict=False).events
   assert [e.kind for e in events] == [kind], events
-  assert not kind.contained and discard_reason(p, events) == f"undefined {kind.family} ({events[0].reason})"
+  assert discard_reason(p, events) == f"undefined {kind.family} ({events[0].reason})"
   with pytest.raises(Exception) as e: emulate(p, [np.zeros(4, np.int32)])
   assert e.value.kind is kind
+  if kind.deferred:
+    assert e.value.op is Ops.STORE and e.value.use == "stored"
+    assert e.value.origin.op is Ops.LOAD and e.value.origin.kind is kind
 
 
 def _one_op(w: tuple) -> tuple[Graph, list[np.ndarray]]:
@@ -146,7 +155,7 @@ def test_fix_node_rewrites_every_kind_an_alu_rule_declares():
       _, _, order = g.linearize()
       events = emulate(g.program(), [out, *inputs], strict=False).events
       assert [e.kind for e in events] == [kind], (w, events)
-      assert fix_node(g, order[events[0].uop_index], events[0].kind)
+      assert fix_node(g, order[(events[0].origin or events[0]).uop_index], events[0].kind)
       assert not emulate(g.program(), [out, *inputs], strict=False).events, w
 
 def test_fix_node_leaves_the_memory_kinds_alone():
@@ -155,15 +164,15 @@ def test_fix_node_leaves_the_memory_kinds_alone():
     g = Graph.from_program(_memory_program(kind))
     assert not fix_node(g, g.nodes[-1], kind)
 
-def test_discard_reason_runs_exactly_the_contained_alu_kinds():
-  """Rule: a case whose only undefined behaviour is an ALU value of a contained kind that flows into data is run
-  natively (masked); one of any other kind is discarded, named by the kind's family."""
+def test_discard_reason_runs_exactly_the_deferred_alu_kinds():
+  """Rule: a case whose only undefined behaviour is a stored ALU value of a deferred kind is run natively (masked); one
+  of an immediate kind is discarded, named by the kind's family."""
   for kind, ws in WITNESSES.items():
     g, inputs = _one_op(ws[0])
     p = g.program()
     events = emulate(p, [np.zeros(1, to_np(g.globals()[0].dtype.base)), *inputs], strict=False).events
     why = discard_reason(p, events)
-    assert (why is None) == kind.contained, (kind, why)
+    assert (why is None) == kind.deferred, (kind, why)
     if why is not None: assert why == f"undefined {kind.family} ({events[0].reason})"
 
 

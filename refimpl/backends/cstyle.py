@@ -9,8 +9,8 @@ nothing is left to C's undefined or unspecified corners:
   ints        ADD SUB MUL NEG MULACC SHL run on the unsigned wrap type (unsigned int for widths <= 32, 64-bit
               otherwise: a narrow unsigned operand would promote to *signed* int, where 65535*65535 overflows) and are
               converted back (two's complement in every C compiler we target); SHR shifts the value itself
-              (arithmetic on signed, logical on unsigned); IDIV/MOD are C's / and %, which truncate. Counts outside
-              [0, bits), division by 0 and MIN/-1 are undefined in the spec, so C's UB there is no loss.
+              (arithmetic on signed, logical on unsigned); IDIV/MOD are C's / and %, which truncate. Division by 0
+              and MIN/-1 are undefined in the spec (immediate kinds), so C's UB there is no loss.
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&&b, CMPNE=a!=b (the spec's table).
   floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
               MAX propagates NaN as one select, (a > b || a != a) ? a : b (see FLOAT_RULES); MULACC is a*b+c
@@ -22,7 +22,9 @@ nothing is left to C's undefined or unspecified corners:
               and STORE move those bits, and BITCAST between it and that int is a plain int conversion. No _Float16,
               no compiler-rt call, no dependence on F16C: the same bits on every host and in OpenCL.
   casts       to bool: x != 0; int->int, int->float32/64, float->int (truncation) and float->float32/64: C
-              conversions, each a single correct rounding (casts to and from narrow formats are lowered before).
+              conversions, each a single correct rounding (casts to and from narrow formats are lowered before). A
+              float->int CAST arrives guarded by refimpl.lower.guard_poison (its operand is in range on every lane),
+              and so does a shift count (masked into [0, bits)): C never runs an undefined conversion or shift.
   BITCAST     through the prelude's rf_fbits/rf_bitsf/rf_dbits/rf_bitsd (memcpy in C, as_* in OpenCL): no aliasing UB.
   memory      gated LOAD: gate ? p[i] : alt (no access when false); gated STORE: if (gate) p[i] = v.
   kernel      `void k_name(...)`: the symbol is kernel_symbol(name), never a keyword, built-in or helper.
@@ -94,6 +96,7 @@ class CStyleRenderer(Renderer):
   native_threefry: bool = False
   native_narrow: bool = False
   native_wmma: bool = False
+  native_poison: bool = False  # C's out-of-range conversions and over-wide shifts are UB: refimpl.lower.guard_poison
   # ---- the language table: everything C and OpenCL C spell differently ----
   kernel_prefix: ClassVar[str] = "void "
   buffer_prefix: ClassVar[str] = ""                # e.g. "__global "

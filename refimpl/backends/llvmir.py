@@ -146,6 +146,7 @@ class LLVMRenderer(Renderer):
   native_threefry: bool = False
   native_narrow: bool = False
   native_wmma: bool = False
+  native_poison: bool = True  # an out-of-range fptosi / fptoui and an over-wide shl / lshr / ashr give poison: a value
 
   def render(self, name: str, program: Program) -> str:
     """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations. The program is lowered

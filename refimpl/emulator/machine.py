@@ -50,11 +50,19 @@ the elements it would store are not marked; nor are those of iterations past a l
 Undefined behaviour. The undefined lanes of an op (only active lanes count) are: those alu's Outcome marks; a LOAD or
 STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
 stored in this launch; a race (memory.py: two threads touching one element, at least one writing, with no barrier
-between). Strict mode (the default) raises UndefinedBehavior(op, uop index, lane, operands, reason, count, kind) at
-the first op that has one: `lane` is the first such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands`
-are its operand values (memory ops: its index), `count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB
-(alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED or RACE). Permissive mode (strict=False) records one event per (uop,
-check: alu, out of bounds, uninitialised, or one of memory.py's three race checks) instead (count summed over the lane
+between). A kind is immediate or deferred (refimpl/emulator/ub.py). An immediate one (a division by zero or INT_MIN /
+-1, an access out of bounds, a write racing another thread's write or earlier read) makes the program undefined where
+the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, a LOAD of an uninitialised local element or of another thread's
+unordered write: UNINITIALISED, RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the
+certainty rule: a WHERE that picks the other value drops it); the program is undefined where an undefined value is
+*used* on a lane that really runs: stored by a STORE, an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's
+bound, an IDIV's or MOD's divisor (or signed dividend where the divisor is -1). Strict mode (the default) raises
+UndefinedBehavior(op, uop index, lane, operands, reason, count, kind) at the first op that has one: `lane` is the first
+such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its operand values (memory ops: its index),
+`count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB (alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED,
+RACE or RACY_READ); at a use, `use` says which and `origin` is the op that made the value undefined (its own
+UndefinedBehavior: op, uop index, first lane, operands, reason), whose kind `kind` is. Permissive mode (strict=False)
+records one event per (uop, check: alu, out of bounds, a race check, or a use) instead (count summed over the lane
 executions) and carries the damage forward:
   - an element computed from an undefined element is undefined (WHERE: the condition or the chosen value);
   - an undefined index, an out-of-bounds access, an undefined gate: the access does nothing (a LOAD's value is
@@ -66,6 +74,8 @@ executions) and carries the damage forward:
     output of a run with such an event as undefined;
   - lanes whose IF gate or RANGE bound is undefined skip the block, and every accumulator the block assigns becomes
     undefined on them; under an IF they run it as phantom lanes, so the elements they would store become undefined.
+A use whose value no deferred op made undefined (it comes from undefined behaviour reported already) is not reported
+again.
 
 WMMA rule: see `_wmma` (every WMMA result element is loose, within an error bound).
 
@@ -120,7 +130,7 @@ from refimpl.emulator.certainty import (
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
 from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
-from refimpl.emulator.ub import UB
+from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 from refimpl.ir.arguments import check_arguments
@@ -302,6 +312,7 @@ class Plan:
     self.assigned = {b: {uops[j].src[0] for j in range(b, e) if uops[j].op is Ops.ASSIGN and uops[j].src[0] < b}
                      for b, e in self.block_end.items()}
     self.lane_loops = lane_loops(program, self.infos)
+    self._sources: dict[int, tuple[int, ...]] = {}  # deferred_sources, as they are asked for
     self.operand_dtype = [uops[u.src[-1]].dtype.scalar() if u.src else None for u in uops]  # the dtype alu's rule gets
     self.enclosing: list[tuple[int, ...]] = []  # per uop: the RANGEs around it, outermost first
     ranges: list[int] = []
@@ -313,6 +324,28 @@ class Plan:
     self.lane_bytes = max(1, 2 * sum(u.dtype.itemsize for u in uops if not isinstance(u.dtype, PtrDType)))
     # an int value with an affine form is computed only when needed (RANGE runs its loop, the form is its counter)
     self.handlers = [_lazy if i in self.forms and u.op is not Ops.RANGE else HANDLERS[u.op] for i, u in enumerate(uops)]
+
+  @functools.cached_property
+  def _assigns(self) -> dict[int, list[int]]:
+    """DEFINE_ACC uop -> the ASSIGNs that write its register."""
+    out: dict[int, list[int]] = {}
+    for j, u in enumerate(self.uops):
+      if u.op is Ops.ASSIGN: out.setdefault(u.src[0], []).append(j)
+    return out
+
+  def deferred_sources(self, j: int) -> tuple[int, ...]:
+    """The uops uop j's value may be computed from (j itself, its operands', and through a register every ASSIGN to
+    it), ascending: where an undefined value it holds can have come from (Machine.use)."""
+    if j in self._sources: return self._sources[j]
+    seen, todo = {j}, [j]
+    while todo:
+      k = todo.pop()
+      for s in (*self.uops[k].src, *self._assigns.get(k, ())):
+        if s not in seen:
+          seen.add(s)
+          todo.append(s)
+    self._sources[j] = tuple(sorted(seen))
+    return self._sources[j]
 
   @staticmethod
   def of(program: Program, vals: tuple[int, ...]) -> Plan:
@@ -326,6 +359,15 @@ class Plan:
       if len(plans) >= 16: plans.pop(next(iter(plans)))
       plans[vals] = Plan(program, vals)
     return plans[vals]
+
+
+@dataclass
+class Origin:
+  """Where a deferred kind made values undefined (Machine.defer): the report of its first lane in the sequential order
+  (`key`), and per thread of the launch whether it happened on that thread."""
+  key: tuple[int, ...]
+  event: UndefinedBehavior | None
+  threads: np.ndarray
 
 
 class Control(NamedTuple):
@@ -351,7 +393,8 @@ class Machine:
         data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
         self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
                                  i in plan.stored)
-    self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event]
+    self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event, UB, other keywords]
+    self.origins: dict[int, Origin] = {}  # uop -> where it made values undefined (a deferred kind, `defer`)
     self.chunked = False  # the launch runs in chunks of workgroups: strict mode raises the first finding at the end
     self.start(plan.grid)
 
@@ -411,17 +454,18 @@ class Machine:
     return tuple(full), off
 
   def result(self) -> Emulation:
-    evs = [UndefinedBehavior(*e, kind=kind) for _, e, kind in sorted(self.events.values(), key=lambda entry: entry[0])]
+    evs = [UndefinedBehavior(*e, kind=kind, **extra)
+           for _, e, kind, extra in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
     return Emulation([g.data for g in mems], [_exact_levels(g.data.size) if g.cert is None else g.cert for g in mems], evs)
 
   # ***** undefined behaviour *****
 
-  def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple[UB, str, tuple]]) -> None:
+  def ub(self, i: int, kind: str, lanes: np.ndarray, describe: Callable[[int], tuple]) -> None:
     """Undefined behaviour of uop i on `lanes` (lane numbers, ascending), found by check `kind`: raise (strict) or
-    record an event. describe(k) -> (UB kind, reason, operands) of lanes[k]; only the lane that comes first in the
-    sequential order is described. Inside a loop run as lanes, strict mode records too, and raises the first event
-    when the loop ends."""
+    record an event. describe(k) -> (UB kind, reason, operands[, UndefinedBehavior's other keywords]) of lanes[k];
+    only the lane that comes first in the sequential order is described. Inside a loop run as lanes, strict mode
+    records too, and raises the first event when the loop ends."""
     if len(lanes) == 0: return
     k = self.first_lane(lanes)
     key, entry = self.order_key(i, int(lanes[k])), self.events.get((i, kind))
@@ -437,16 +481,17 @@ class Machine:
       if entry is not None and entry[0] <= key:
         entry[1][-1] = count
         return
-    ub, reason, operands = describe(k)
+    ub, reason, operands, *more = describe(k)
+    extra = more[0] if more else {}
     ev = [self.plan.uops[i].op, i, self.control.grid.thread(lanes[k]), operands, reason, count]
-    if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev, kind=ub)
-    self.events[(i, kind)] = [key, ev, ub]
+    if self.strict and not self.regions and not self.chunked: raise UndefinedBehavior(*ev, kind=ub, **extra)
+    self.events[(i, kind)] = [key, ev, ub, extra]
 
   def raise_first(self) -> None:
     """Strict mode, after a part of the run that collected its findings: raise the first in the sequential order."""
     if not self.events: return
-    _, ev, ub = min(self.events.values(), key=lambda entry: entry[0])
-    raise UndefinedBehavior(*ev, kind=ub)
+    _, ev, ub, extra = min(self.events.values(), key=lambda entry: entry[0])
+    raise UndefinedBehavior(*ev, kind=ub, **extra)
 
   def run_chunks(self, grids: list[Grid]) -> None:
     """The program on each chunk of the launch's workgroups in turn (memories and race tracking kept across them)."""
@@ -479,6 +524,51 @@ class Machine:
     """ub() for per-element findings: bad (L, count) over lanes (L,) with addresses e; describe(row, col)."""
     rows = np.flatnonzero(bad.any(axis=1))
     if len(rows): self.ub(i, kind, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
+
+  def defer(self, i: int, lanes: np.ndarray, describe: Callable[[int], tuple[UB, str, tuple]]) -> None:
+    """Uop i gave an undefined value (a deferred kind, refimpl.emulator.ub) on `lanes`: nothing is reported until the
+    value is used (`use`), which names this op as the value's origin: the lane that comes first in the sequential
+    order is described (describe as in `ub`), and every thread it happened on is remembered."""
+    if len(lanes) == 0: return
+    grid = self.control.grid
+    k = self.first_lane(lanes)
+    key = self.order_key(i, int(lanes[k]))
+    origin = self.origins.get(i)
+    if origin is None: origin = self.origins[i] = Origin(key, None, np.zeros(self.plan.grid.lanes, dtype=bool))
+    origin.threads[grid.tids(lanes)] = True
+    if origin.event is None or key < origin.key:
+      ub, reason, operands = describe(k)
+      origin.key, origin.event = key, UndefinedBehavior(self.plan.uops[i].op, i, grid.thread(lanes[k]), operands, reason,
+                                                        kind=ub)
+
+  def undefined_here(self, x: Value | None) -> np.ndarray | None:
+    """The lanes that really run (not phantom, active) where some element of x is UNDEFINED; None when none can be."""
+    if x is None or x.cert is None: return None
+    undef = _per_lane(x.cert == UNDEFINED)
+    real = self.control.real
+    return undef if real is None else np.broadcast_to(undef, real.shape) & real
+
+  def use(self, i: int, use: str, undefined: np.ndarray | None, operands: Callable[[int], tuple], value: int) -> None:
+    """Uop i uses the value of uop `value` as `use` (a word of refimpl.emulator.ub.USES) where `undefined` (a mask of
+    the lanes that really run and whose value is undefined) is set: undefined behaviour there, reported with the op
+    that made the value undefined (`defer`). operands(lane) -> what the report lists. A lane whose value no deferred op
+    made undefined (permissive mode: the damage of undefined behaviour reported already) is not reported again."""
+    if undefined is None: return
+    grid = self.control.grid
+    lanes = np.flatnonzero(np.broadcast_to(_per_lane(undefined), (grid.lanes,)))
+    if len(lanes) == 0: return
+    tids = grid.tids(lanes)
+    sources = [self.origins[o] for o in self.plan.deferred_sources(value) if o in self.origins]
+    traced = np.zeros(len(lanes), dtype=bool)
+    for origin in sources: traced |= origin.threads[tids]
+    lanes = lanes[traced]
+    if len(lanes) == 0: return
+    def describe(k: int) -> tuple:
+      tid = int(grid.tids(np.int64(lanes[k])))
+      origin = next(o for o in sources if o.threads[tid]).event
+      what = USES[use].split(":")[0]
+      return origin.kind, f"{what} is undefined", operands(int(lanes[k])), {"use": use, "origin": origin}
+    self.ub(i, f"use {use}", lanes, describe)
 
   def spoil(self, block: int, ctl: np.ndarray | None) -> None:
     """Lanes whose control at `block` is uncertain (ctl: per lane, the control level the block's gate / bounds give):
@@ -571,6 +661,7 @@ class Machine:
       if x.cert is not None:
         undef = x.cert == UNDEFINED
         bad = undef if live is None else undef & live
+        self.use(i, "index", bad, lambda lane, idx=idx: (_at(idx, lane),), ref.idx)
         live = np.broadcast_to(~undef if live is None else live & ~undef, (grid.lanes,))
     if not checked:
       oob = (idx < 0) | (idx > limit)
@@ -660,6 +751,8 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   that fit LANE_MEMORY), with the same results and findings as the sequential order."""
   end = m.plan.block_end[i]
   s, e = m.value_of(u.src[0]), m.value_of(u.src[1])
+  for bound, j in ((s, u.src[0]), (e, u.src[1])):
+    m.use(i, "loop bound", m.undefined_here(bound), lambda lane: (_at(s.v, lane), _at(e.v, lane)), j)
   loop = m.plan.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
   if LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
@@ -734,7 +827,9 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
   if out.undefined_step is not None:
     s, lane, ub, reason, operands = out.undefined_step
     m.loops[i] = start + s // len(scan.steps)
-    m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), lambda k: (ub, reason, tuple(map(_py, operands))))
+    describe = lambda k: (ub, reason, tuple(map(_py, operands)))
+    if ub.deferred: m.defer(scan.steps[s % len(scan.steps)].node, np.array([lane]), describe)
+    else: m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), describe)
   cert = join(_carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
   _set_register(m, scan.acc, _with_levels(out.values, cert))
 
@@ -743,6 +838,7 @@ def _if(m: Machine, i: int, u: UOp) -> int:
   loose or undefined and false runs it as a phantom lane: it writes nothing, but the elements it would store become
   loose (undefined), and so does every accumulator the block assigns (control rule)."""
   g = m.value_of(u.src[0])
+  m.use(i, "condition", m.undefined_here(g), lambda lane: (_at(g.v, lane),), u.src[0])
   ctl = _control_level(g, m.control.active)
   act, lost = m.narrow(g.v, ctl)
   if ctl is not None and ctl.any():
@@ -772,6 +868,7 @@ def _load(m: Machine, i: int, u: UOp) -> None:
   joined with the index's carried level; a gated LOAD's value also joins its gate's."""
   ref, count = m.env[u.src[0]], u.dtype.count
   gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
+  if gate is not None: m.use(i, "gate", m.undefined_here(gate), lambda lane: (_index_at(m, ref, lane),), u.src[2])
   site, bad = m.locate(i, u, ref, count, m.gated(gate))
   v, cert = _read(m, ref, site, bad)
   if m.control.phantom is not None: v = _phantom_read(m, ref, count, gate, v)
@@ -806,14 +903,17 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   grid = m.control.grid
   lanes, e = elements(site, grid)
   found = np.zeros((len(lanes), count), dtype=bool)
+  def defer(bad: np.ndarray, describe: Callable[[int, int], tuple[UB, str, tuple]]) -> None:
+    rows = np.flatnonzero(bad.any(axis=1))
+    if len(rows): m.defer(i, lanes[rows], lambda k: describe(rows[k], int(np.argmax(bad[rows[k]]))))
   if mem.local:
     unset = ~mem.written[e]
-    m.ub_elements(i, "uninitialised", lanes, e, unset, lambda r, c: (UB.UNINITIALISED,
-      f"read of {m.element_name(mem, int(e[r, c]))}, which was never written", (int(e[r, c] % mem.size),)))
+    defer(unset, lambda r, c: (UB.UNINITIALISED, f"read of {m.element_name(mem, int(e[r, c]))}, which was never written",
+                               (int(e[r, c] % mem.size),)))
     found |= unset
   if mem.tracked:
     for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
-      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other: (UB.RACE,
+      defer(hit, lambda r, c, kind=kind, other=other: (UB.RACY_READ,
         f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
         f"{grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
       found |= hit
@@ -821,6 +921,12 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   full = np.zeros((grid.lanes, count), dtype=bool)
   full[lanes] = found
   return full if count > 1 else full[:, 0]
+
+def _index_at(m: Machine, ref: Ref, lane: int) -> int:
+  """The index of an access on `lane` (for a report)."""
+  form = m.plan.forms.get(ref.idx)
+  if form is None: return int(_at(m.value_of(ref.idx).v, lane))
+  return int(np.broadcast_to(m.control.grid.evaluate(*m.place(form)), (m.control.grid.lanes,))[lane])
 
 def _alternative(gate: Value, loaded: Value, alt: Value) -> Value:
   """A gated LOAD's value: what it loaded where the gate is true, its alternative where false. Its levels are those of
@@ -837,7 +943,11 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   would have written had that control gone the other way."""
   ref, value = m.env[u.src[0]], m.value_of(u.src[1])
   gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
+  if gate is not None: m.use(i, "gate", m.undefined_here(gate), lambda lane: (_index_at(m, ref, lane),), u.src[2])
   live = m.gated(gate)
+  stored = m.undefined_here(value)
+  if stored is not None and live is not None: stored = stored & live
+  m.use(i, "stored", stored, lambda lane: (_index_at(m, ref, lane),), u.src[1])
   ctl = m.uncertain(gate)
   shaky = ctl if ref.idx in m.plan.forms else join(ctl, _carried_levels(m.value_of(ref.idx)))  # + an uncertain index
   if shaky is not None: value = _with_levels(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
@@ -882,7 +992,9 @@ def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray |
     real = m.control.real
     bad = out.undefined if real is None else out.undefined & _lanewise(real, out.undefined.ndim)
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(bad), (m.control.grid.lanes,)))
-    m.ub(i, "alu", lanes, lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs)))
+    describe = lambda k: (*_why(m, i, xs, int(lanes[k]), out), tuple(_at(x.v, lanes[k]) for x in xs))
+    if out.kind.deferred: m.defer(i, lanes, describe)
+    else: m.ub(i, "alu", lanes, describe)
     own = where_undefined(own, bad)
   own_settled = out.loose is None or out.looseness is Certainty.NAN_PAYLOAD
   m.env[i] = _with_levels(out.values, join(own, carried), settled and own_settled)
@@ -902,8 +1014,19 @@ def _alu(m: Machine, i: int, u: UOp) -> None:
   """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element's level is the join
   of the rule's and the carried levels of the operand elements it is computed from."""
   xs = [m.value_of(j) for j in u.src]
+  if u.op in (Ops.IDIV, Ops.MOD): _division_uses(m, i, u, xs)
   out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
   _settle(m, i, xs, out, _inherited_levels(xs))
+
+def _division_uses(m: Machine, i: int, u: UOp, xs: list[Value]) -> None:
+  """IDIV and MOD use their divisor, and a signed dividend where the divisor is -1: undefined there when it is (it
+  might be 0, or INT_MIN over -1, which trap)."""
+  a, b = xs
+  operands = lambda lane: (_at(a.v, lane), _at(b.v, lane))
+  m.use(i, "divisor", m.undefined_here(b), operands, u.src[1])
+  if a.cert is None or m.plan.operand_dtype[i] not in dtypes.sints: return
+  minus1 = Value(a.v, np.where(b.v == -1, a.cert, EXACT))
+  m.use(i, "divisor", m.undefined_here(minus1), operands, u.src[0])
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""

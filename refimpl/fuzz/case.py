@@ -6,11 +6,15 @@
 
 Which cases run natively (the rest are discarded, never compared):
   - no undefined behaviour at all: run, compare everything;
-  - undefined ALU values of a `contained` kind (a shift count, a float->int cast) that only flow into data: run; the
-    emulator marks the elements they reach undefined and those are not compared;
-  - undefined behaviour that is not `contained` (refimpl/emulator/ub.py: an undefined memory access, race or
-    uninitialised read, an undefined integer division, which traps natively: SIGFPE), or an undefined value that
-    reaches control (a gate, a bound, an index; see compare.control_taint): discarded.
+  - undefined values of a deferred ALU kind (a shift count, a float->int cast: refimpl/emulator/ub.py) that a WHERE
+    discards: no event at all, run, compare everything (refimpl's renderers guard those ops, so the native code is
+    defined there too);
+  - such values stored to memory (events whose `use` is "stored"), which flow nowhere else: run; the emulator marks the
+    elements they reach undefined and those are not compared;
+  - any other undefined behaviour: an immediate kind (an undefined memory access or race, an undefined integer
+    division, which traps natively: SIGFPE), an undefined value used as an index, a gate, a condition, a loop bound or
+    a divisor, an undefined value read from memory (a racy or uninitialised load), or a stored undefined value that
+    memory carries to control (see expect.control_taint): discarded.
 """
 from __future__ import annotations
 
@@ -62,8 +66,9 @@ def discard_reason(program: Program, events: list[UndefinedBehavior]) -> str | N
   """Why a program with these (permissive-mode) events must not run natively, or None (see the module docstring)."""
   if not events: return None
   for e in events:
-    if not e.kind.contained: return f"undefined {e.kind.family} ({e.reason})"
-  if control_taint(program, {e.uop_index for e in events}): return "an undefined value reaches control flow or an index"
+    if e.use is None or e.kind.family == "memory access": return f"undefined {e.kind.family} ({e.reason})"
+    if e.use != "stored": return f"an undefined value used as a {e.use} ({e.origin.reason})"
+  if control_taint(program, {e.origin.uop_index for e in events}): return "an undefined value reaches control flow or an index"
   return None
 
 

@@ -202,7 +202,7 @@ def make_program(seed: int, index: int, profile: Profile, name: str = "fuzz") ->
     except Exception as e:
       return Generated(program, g, arrays, vals, None, rounds, fixed, f"{type(e).__name__}: {e}",
                        emulator_error_op(e, program, program))
-    todo = [(order[e.uop_index], e.kind) for e in em.events if e.uop_index is not None]
+    todo = [(order[where.uop_index], e.kind) for e in em.events for where in (e.origin or e,) if where.uop_index is not None]
     applied = sum(fix_node(g, n, why) for n, why in todo)
     fixed += applied
     if not applied: return Generated(program, g, arrays, vals, em, rounds, fixed)

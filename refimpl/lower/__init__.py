@@ -7,6 +7,8 @@
                     ops with one rounding, for refimpl's renderers (they only load and store the bits)
   wmma.py           decompose_wmma: WMMA -> GEP, CAST to float64, MUL/ADD in float64 in the rule's order, one CAST to
                     the result dtype and VECTORIZE, for refimpl's renderers (after lower_narrow: float32/float64 WMMAs only)
+  poison.py         guard_poison: float->int CASTs and shift counts defined for every input (the spec's deferred kinds
+                    give only an undefined value there; C makes them undefined behaviour), for C, OpenCL C
   emit.py           Values and V: straight-line IR written as Python expressions on a ProgramBuilder (the passes use them)
 
 `lower_for(program, renderer)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
@@ -21,6 +23,7 @@ ops natively (refimpl.renderer.Renderer's fields):
              decompose_threefry         (not native_threefry)
              lower_narrow               (not native_narrow; decomposes float16/bfloat16 transcendentals itself)
              decompose_wmma             (not native_wmma; after lower_narrow: float32/float64 WMMAs only)
+             guard_poison               (not native_poison; last: it sees every CAST and shift the others made)
 A new pass is one row of PASSES and one field of Renderer.
 """
 from __future__ import annotations
@@ -33,13 +36,14 @@ from refimpl.ir.program import Program
 from refimpl.ir.verify import ProgramError, verify
 from refimpl.lower.grid_to_loops import LoweringError, lower_grid_to_loops
 from refimpl.lower.narrow import lower_narrow
+from refimpl.lower.poison import guard_poison
 from refimpl.lower.threefry import decompose_threefry
 from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
 __all__ = ["PASSES", "LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals",
-           "decompose_wmma", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
+           "decompose_wmma", "guard_poison", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
 
 # the shared lowering passes, in the order lower_for runs them: (whether `renderer` needs it, the pass)
 PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], ...] = (
@@ -47,6 +51,7 @@ PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], .
   (lambda r: not r.native_threefry, decompose_threefry),
   (lambda r: not r.native_narrow, lower_narrow),
   (lambda r: not r.native_wmma, decompose_wmma),
+  (lambda r: not r.native_poison, guard_poison),
 )
 
 
