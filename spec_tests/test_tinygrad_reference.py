@@ -83,6 +83,33 @@ def test_a_training_step_whose_barrier_orders_a_global_update_runs_on_the_refere
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
+def test_range_reductions_whose_overflowing_lanes_a_where_discards_run_on_the_reference():
+  """Rule (deferred undefined values): tinygrad's sin and exp compute their range reductions on every lane, and a WHERE
+  discards the lanes where a float->int CAST overflows; the CAST's value is undefined there but never used, so the
+  program is defined. SIN of -0 is -0 and EXP2 of x >= emax + 1 is +inf (alu.transcendental's exact lanes), and
+  tinygrad's CLANG gives the same bits."""
+  from tinygrad import dtypes as tg_dtypes
+
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  programs = {"half sin(-0.0)": lambda dev: Tensor([-0.0], dtype=tg_dtypes.half, device=dev).sin().numpy(),
+              "float32 exp(1488522240.0)": lambda dev: Tensor([1488522240.0], device=dev).exp().numpy()}
+  spec = {"half sin(-0.0)": np.array([-0.0], np.float16), "float32 exp(1488522240.0)": np.array([np.inf], np.float32)}
+  clang = prepare_tinygrad()["CLANG"] is None
+  for name, run in programs.items():
+    got = run(REF)
+    assert got.tobytes() == spec[name].tobytes(), (name, got)
+    if clang: assert run("CLANG").tobytes() == got.tobytes(), name
+
+
+def test_a_stored_out_of_range_cast_stops_the_reference_where_it_is_stored():
+  """Rule (deferred undefined values, CAST_RANGE): float32 3e9 cast to int32 is an undefined value, and storing it is
+  undefined behaviour at the STORE, which names the CAST (tinygrad's own test_float_midcast_int32 relies on this)."""
+  from tinygrad import dtypes as tg_dtypes
+  with pytest.raises(KernelUndefinedBehavior) as e: Tensor([3e9], device=REF).cast(tg_dtypes.int32).numpy()
+  assert e.value.use == "stored" and e.value.origin.reason.startswith("float->int cast of 3000000000.0 outside")
+  assert "(STORE)" in str(e.value) and "(CAST)" in str(e.value)
+
+
 def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
   x = Tensor(np.arange(8, dtype=np.int32), device=REF)
   d = Tensor(np.array([1, 2, 0, 1, 1, 1, 1, 1], dtype=np.int32), device=REF)

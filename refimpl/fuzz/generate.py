@@ -33,7 +33,12 @@ Defined by construction (what the emulator would call undefined never happens):
       SHIFT_COUNT        the count becomes (b & (bits - 1))
       CAST_RANGE         the source is clamped first: NaN -> 0, below/above the target range -> its first/last
                          float inside it (WHERE/CMPLT/CMPNE; fp8 sources are clamped in float32 and cast back exactly)
-    The rewrite applies only to ops that were undefined on these inputs, so the raw ops stay in most programs.
+    The rewrite applies only to ops that were undefined on these inputs, so the raw ops stay in most programs. A
+    deferred kind (SHIFT_COUNT, CAST_RANGE: an undefined value, undefined behaviour only where it is used) is, half the
+    time, kept and discarded instead (DISCARDS): every use of the op's value becomes WHERE(its operands are out of the
+    op's domain, 0, the value), tinygrad's pattern (its range reductions compute on every lane, a WHERE discards the
+    overflowing ones), so backends run the raw op on lanes whose value the spec leaves undefined and must not let it
+    spoil the others.
 What remains undefined after that is left to `refimpl.fuzz.case.prepare` (masked or discarded).
 """
 from __future__ import annotations
@@ -160,6 +165,52 @@ REWRITES: dict[UB, Callable[[Node], tuple[int, list[Node]]]] = {
 """UB kind -> node -> (the src it replaces, the nodes that compute the replacement, last): the module docstring's table.
 Every kind an ALU rule declares has one; the memory kinds have none (generation avoids them by construction)."""
 
+def _outside_cast(n: Node) -> tuple[Node, list[Node]]:
+  """Whether CAST n's source is outside its target's range (NaN included), computed in float32 for fp8 sources."""
+  x, d = n.src[0], n.dtype.scalar()
+  s, count = x.dtype.scalar(), x.dtype.count
+  vec = lambda t: t.vec(count) if count > 1 else t
+  w = dtypes.float32 if s in FP8 else s
+  v = x if w == s else Node(Ops.CAST, vec(w), [x], tag="fix")
+  out: list[Node] = [] if v is x else [v]
+  lo_v, hi_v = clamp_bounds(s, d)
+  lo, hi = const_node(lo_v, vec(w)), const_node(hi_v, vec(w))
+  b = vec(dtypes.bool)
+  below, above, nan = (Node(Ops.CMPLT, b, [v, lo[-1]], tag="fix"), Node(Ops.CMPLT, b, [hi[-1], v], tag="fix"),
+                       Node(Ops.CMPNE, b, [v, v], tag="fix"))
+  either = Node(Ops.OR, b, [below, above], tag="fix")
+  bad = Node(Ops.OR, b, [either, nan], tag="fix")
+  return bad, out + lo + hi + [below, above, nan, either, bad]
+
+def _outside_shift(n: Node) -> tuple[Node, list[Node]]:
+  """Whether shift n's count is outside [0, bits)."""
+  count, dt = n.src[1], n.dtype
+  b = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  top = const_node(8 * dt.scalar().itemsize - 1, dt)
+  above = Node(Ops.CMPLT, b, [top[-1], count], tag="fix")
+  if dt.scalar() not in dtypes.sints: return above, top + [above]
+  zero = const_node(0, dt)
+  below = Node(Ops.CMPLT, b, [count, zero[-1]], tag="fix")
+  bad = Node(Ops.OR, b, [below, above], tag="fix")
+  return bad, top + zero + [above, below, bad]
+
+DISCARDS: dict[UB, Callable[[Node], tuple[Node, list[Node]]]] = {UB.CAST_RANGE: _outside_cast, UB.SHIFT_COUNT: _outside_shift}
+"""A deferred ALU kind -> node -> (the bool node that is true where the node's value is undefined, the nodes that
+compute it, last): discard_node's tests."""
+
+def discard_node(g: Graph, n: Node, kind: UB | None) -> bool:
+  """Keeps node n (undefined on some lane, of deferred kind `kind`) and makes every use of its value WHERE(undefined
+  there, 0, n) (DISCARDS). False when the kind is not one of DISCARDS."""
+  test = DISCARDS.get(kind) if kind is not None else None
+  if test is None: return False
+  bad, new = test(n)
+  zero = const_node(0, n.dtype)
+  kept = Node(Ops.WHERE, n.dtype, [bad, zero[-1], n], tag="fix")
+  g.replace_uses(n, kept)  # kept is not in the graph yet: it still reads n
+  at = next(k for k, m in enumerate(g.nodes) if m is n) + 1
+  g.nodes[at:at] = new + zero + [kept]
+  return True
+
 def fix_node(g: Graph, n: Node, kind: UB | None) -> bool:
   """Rewrites node n (undefined on some lane, the first of kind `kind`) into a defined form in place (REWRITES). False
   when there is no rewrite for the kind."""
@@ -193,6 +244,7 @@ def make_program(seed: int, index: int, profile: Profile, name: str = "fuzz") ->
   the program it failed on."""
   g, arrays, vals = generate(seed, index, profile)
   g.name = name
+  keep = Draw(seed, index).start("fix")  # which deferred values are discarded by a WHERE rather than rewritten away
   fixed, em = 0, None
   for rounds in range(1, FIX_ROUNDS + 1):
     _, _, order = g.linearize()
@@ -203,7 +255,7 @@ def make_program(seed: int, index: int, profile: Profile, name: str = "fuzz") ->
       return Generated(program, g, arrays, vals, None, rounds, fixed, f"{type(e).__name__}: {e}",
                        emulator_error_op(e, program, program))
     todo = [(order[where.uop_index], e.kind) for e in em.events for where in (e.origin or e,) if where.uop_index is not None]
-    applied = sum(fix_node(g, n, why) for n, why in todo)
+    applied = sum((keep.chance(0.5) and discard_node(g, n, why)) or fix_node(g, n, why) for n, why in todo)
     fixed += applied
     if not applied: return Generated(program, g, arrays, vals, em, rounds, fixed)
   return Generated(g.program(), g, arrays, vals, None, FIX_ROUNDS, fixed)

@@ -68,7 +68,8 @@ def coverage_keys(program) -> set[str]:
 
 SPECIALS = (math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0)
 STREAMS = {"mode": "refimpl.fuzz/mode/{seed}/{index}", "random": "refimpl.fuzz/{seed}/{index}",
-           "tinygrad": "refimpl.fuzz/tinygrad/{seed}/{index}", "corpus": "refimpl.fuzz/corpus/{seed}/{index}"}
+           "tinygrad": "refimpl.fuzz/tinygrad/{seed}/{index}", "corpus": "refimpl.fuzz/corpus/{seed}/{index}",
+           "fix": "refimpl.fuzz/fix/{seed}/{index}"}
 
 
 class Draw:

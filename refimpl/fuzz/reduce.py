@@ -20,10 +20,10 @@ Passes, repeated until a whole round changes nothing:
      tries 0), so the work item left computes the element that failed; a RANGE of constant bounds runs only its last
      iteration (what an accumulator read after the loop holds), else only its iteration j for each j in turn (the one
      that computes the element that failed; loops of up to MAX_SPECIAL iterations); pass 1 then unwraps it; int ALU
-     uops of CONSTs become CONSTs of their values (so indices become constants). Locals to inputs: in a case of one workgroup, a
-     DEFINE_LOCAL becomes an input buffer holding what the threads stored there (from an emulator run), its STOREs go,
-     and BARRIERs go once no local is left: a value another thread computed and exchanged through local memory is
-     then an input that pass 6 turns into a constant.
+     uops and int / bool CASTs of CONSTs become CONSTs of their values (so indices become constants). Locals to
+     inputs: in a case of one workgroup, a DEFINE_LOCAL becomes an input buffer holding what the threads stored there
+     (from an emulator run), its STOREs go, and BARRIERs go once no local is left: a value another thread computed and
+     exchanged through local memory is then an input that pass 6 turns into a constant.
   4. merge: the uses of a value read an earlier value of the same dtype instead (the nearest two visible there), so
      operands the failure does not need to be distinct collapse into one (and their loads, buffers and inputs go).
   5. scalarize: every vector value becomes the scalar of one lane j (each vector access reads or writes element
@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
+from refimpl.emulator.alu import exec_cast
 from refimpl.emulator.machine import emulate
 from refimpl.fuzz.case import Case
 from refimpl.fuzz.graph import Graph, Node, const_node
@@ -211,8 +212,10 @@ INT_FOLDS = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: 
              Ops.MOD: lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)) if b else None}
 
 def folded(n: Node):
-  """The value of an int ALU uop (INT_FOLDS) of scalar CONSTs, wrapped to its dtype; None when it is not one (or the
-  fold is undefined: a zero divisor). A wrong fold would only make a candidate that does not fail: every candidate runs."""
+  """The value of an int ALU uop (INT_FOLDS) of scalar CONSTs, wrapped to its dtype, or of a CAST between ints and bool
+  of a scalar CONST (alu's rule); None when it is not one (or the fold is undefined: a zero divisor). A wrong fold would
+  only make a candidate that does not fail: every candidate runs."""
+  if n.op is Ops.CAST: return _folded_cast(n)
   if n.op not in INT_FOLDS or n.dtype.count != 1 or not dtypes.is_int(n.dtype) or len(n.src) != 2: return None
   if any(x.op is not Ops.CONST or x.dtype != n.dtype for x in n.src): return None
   v = INT_FOLDS[n.op](int(n.src[0].arg), int(n.src[1].arg))
@@ -220,6 +223,14 @@ def folded(n: Node):
   bits = 8 * n.dtype.itemsize
   v &= (1 << bits) - 1
   return v - (1 << bits) if n.dtype in dtypes.sints and v >> (bits - 1) else v
+
+def _folded_cast(n: Node):
+  """folded() of a CAST: int or bool to int or bool, of a scalar CONST."""
+  src = n.src[0]
+  if n.dtype.count != 1 or src.op is not Ops.CONST or src.dtype.count != 1: return None
+  if not all(dt is dtypes.bool or dtypes.is_int(dt) for dt in (src.dtype, n.dtype)): return None
+  v = exec_cast(np.array([src.arg], to_np(src.dtype)), src.dtype, n.dtype).values[0]
+  return bool(v) if n.dtype is dtypes.bool else int(v)
 
 def units(g: Graph) -> list[tuple[str, Node]]:
   """What pass 1 may remove, blocks and stores first (see the module docstring)."""
@@ -456,7 +467,8 @@ class Reducer:
       yield from self._try([edit(id(r), j) for j in (b - 1, *others)], slack=2)
 
   def _folds(self):
-    """Pass 3 (module docstring): int ALU uops of CONSTs become CONSTs, all at once (one candidate)."""
+    """Pass 3 (module docstring): int ALU uops and int / bool CASTs of CONSTs become CONSTs, all at once (one
+    candidate)."""
     def edit(st, m):
       while True:
         n = next((x for x in st.graph.nodes if folded(x) is not None), None)

@@ -82,5 +82,6 @@ def eval_op(op: Ops | str, *inputs, dtype: DType | None = None, device: str = "P
   out = np.zeros(flat[0].size, to_np(kernel.program.buffers[0].base))
   try: result = kernel(out, *flat)[0]
   except UndefinedBehavior as e:  # one thread per element: report it as an op-level fault, lane = element index
-    raise UndefinedBehavior(op, None, e.lane, e.operands, e.reason, e.count, e.kind) from None
+    at = e.origin or e  # a deferred kind is reported where the op's value is stored: the op itself is its origin
+    raise UndefinedBehavior(op, None, at.lane, at.operands, at.reason, e.count, e.kind) from None
   return result.reshape(shape)

@@ -46,7 +46,7 @@ class KernelUndefinedBehavior(UndefinedBehavior):
   """Undefined behaviour in a tinygrad kernel run on the reference: UndefinedBehavior's fields plus the kernel name."""
   def __init__(self, kernel: str, ub: UndefinedBehavior):
     self.kernel = kernel
-    super().__init__(ub.op, ub.uop_index, ub.lane, ub.operands, ub.reason, ub.count, ub.kind)
+    super().__init__(ub.op, ub.uop_index, ub.lane, ub.operands, ub.reason, ub.count, ub.kind, ub.use, ub.origin)
     self.args = (f"tinygrad kernel {kernel}: {ub}",)
 
   def __str__(self) -> str: return self.args[0]
