@@ -309,6 +309,16 @@ def test_the_same_global_update_without_a_barrier_is_a_race():
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.array([10, 20], np.int32)])
   assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.STORE, st, lane(0)) and "write after read" in e.value.reason
 
+def test_barrier_scope_local_is_the_old_rule_that_orders_locals_only():
+  """emulate(barrier_scope="local"), a portability check and not the spec: a BARRIER orders locals only (OpenCL's
+  barrier(CLK_LOCAL_MEM_FENCE) read literally), so the GROUP update that the spec defines is a write-after-read race
+  there; the spec's default scope is "workgroup"."""
+  p, st = _group_update(barrier=True)
+  assert emulate(p, [np.array([10, 20], np.int32)], barrier_scope="workgroup").buffers[0].tolist() == [11, 21]
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.array([10, 20], np.int32)], barrier_scope="local")
+  assert (e.value.uop_index, e.value.kind) == (st, UB.RACE) and "write after read" in e.value.reason
+  with pytest.raises(ValueError, match="barrier_scope"): emulate(p, [np.zeros(2, np.int32)], barrier_scope="global")
+
 def test_a_global_exchange_across_a_barrier_is_defined():
   """Rule (BARRIER): thread l stores buf[4g + l], BARRIER, then loads buf[4g + 3 - l]: each thread reads what another
   thread of its workgroup wrote before the barrier."""

@@ -1,6 +1,6 @@
 """The PYTHON device's executor: runs a verified Program with every thread of the launch as a numpy lane.
 
-    emulate(program, buffers, vals=(), strict=True) -> Emulation(buffers, certainty, events)
+    emulate(program, buffers, vals=(), strict=True) -> Emulation(buffers, certainty, events, deferred)
 
 SIMT. All threads of the launch (global_size workgroups x local_size threads) run in lock step, one numpy lane each;
 lane numbers are C-order positions in (gidx2, gidx1, gidx0, lidx2, lidx1, lidx0), so a workgroup's threads are
@@ -107,7 +107,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -141,11 +141,14 @@ __all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
 @dataclass
 class Emulation:
   """The result of a run: every buffer after it (copies, flat), per buffer the certainty level of every element
-  (refimpl/emulator/certainty.py; read-only where all are EXACT; only permissive mode leaves UNDEFINED ones), and the
-  undefined behaviour found (permissive mode). `undefined` and `loose` are the levels as bool masks."""
+  (refimpl/emulator/certainty.py; read-only where all are EXACT; only permissive mode leaves UNDEFINED ones), the
+  undefined behaviour found (permissive mode), and every op of a deferred kind that made a value undefined, first lane
+  of each (whether or not the value was used: in a defined program a WHERE discarded it). `undefined` and `loose` are
+  the levels as bool masks."""
   buffers: list[np.ndarray]
   certainty: list[np.ndarray]
   events: list[UndefinedBehavior]
+  deferred: list[UndefinedBehavior] = field(default_factory=list)
 
   @property
   def undefined(self) -> list[np.ndarray]:
@@ -158,12 +161,19 @@ class Emulation:
     return [_no_element(c.size) if _all_exact(c) else is_loose(c) for c in self.certainty]
 
 
+BARRIER_SCOPES = ("workgroup", "local")
+
 def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True,
-            inplace: bool = False) -> Emulation:
+            inplace: bool = False, barrier_scope: str = "workgroup") -> Emulation:
   """Runs `program` on copies of `buffers` (one numpy array per DEFINE_GLOBAL, in number order, dtype to_np(base),
   size the declared size) with `vals` (one int per DEFINE_VAR). strict: raise UndefinedBehavior at the first
   undefined operation; otherwise record it and return masks (see the module docstring). inplace: run on the arrays
-  themselves (flat contiguous ones; the PYTHON device's buffers) instead of copies; the result's buffers are them."""
+  themselves (flat contiguous ones; the PYTHON device's buffers) instead of copies; the result's buffers are them.
+  barrier_scope: "workgroup" is the spec (a BARRIER orders its workgroup's locals and globals); "local" is a
+  portability check, not the spec: a BARRIER orders locals only (OpenCL's barrier(CLK_LOCAL_MEM_FENCE) read
+  literally, which is how tinygrad's OpenCL, Metal and WGSL renderers fence), so a kernel that needs global order
+  across a barrier is undefined there."""
+  if barrier_scope not in BARRIER_SCOPES: raise ValueError(f"barrier_scope is one of {BARRIER_SCOPES}, not {barrier_scope!r}")
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)
@@ -177,6 +187,7 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
                            f"a chunk of workgroups, {LANE_MEMORY / CHUNK_SHARE / 2**30:g} GiB "
                            f"(refimpl.emulator.machine.LANE_MEMORY / CHUNK_SHARE); use smaller workgroups")
   m = Machine(plan, buffers, strict, inplace)
+  m.barrier_globals = barrier_scope == "workgroup"
   with np.errstate(all="ignore"):  # the rules say what inf, NaN and overflow give
     if chunks is None: m.run(0, len(program.uops))
     else: m.run_chunks(chunks)
@@ -395,6 +406,7 @@ class Machine:
                                  i in plan.stored)
     self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event, UB, other keywords]
     self.origins: dict[int, Origin] = {}  # uop -> where it made values undefined (a deferred kind, `defer`)
+    self.barrier_globals = True  # a BARRIER orders globals too (emulate's barrier_scope)
     self.chunked = False  # the launch runs in chunks of workgroups: strict mode raises the first finding at the end
     self.start(plan.grid)
 
@@ -457,7 +469,9 @@ class Machine:
     evs = [UndefinedBehavior(*e, kind=kind, **extra)
            for _, e, kind, extra in sorted(self.events.values(), key=lambda entry: entry[0])]
     mems = list(self.globals.values())
-    return Emulation([g.data for g in mems], [_exact_levels(g.data.size) if g.cert is None else g.cert for g in mems], evs)
+    deferred = [o.event for o in sorted(self.origins.values(), key=lambda o: o.key)]
+    return Emulation([g.data for g in mems], [_exact_levels(g.data.size) if g.cert is None else g.cert for g in mems], evs,
+                     deferred)
 
   # ***** undefined behaviour *****
 
@@ -858,7 +872,7 @@ def _barrier(m: Machine, i: int, u: UOp) -> None:
   __syncthreads), for every workgroup whose threads are active. Threads of different workgroups get no order from it."""
   real, grid = m.control.real, m.control.grid
   groups = None if real is None else real.reshape(grid.workgroups, grid.group).any(axis=1)
-  for mem in (*m.locals, *m.globals.values()): mem.barrier(groups, grid)
+  for mem in (*m.locals, *(m.globals.values() if m.barrier_globals else ())): mem.barrier(groups, grid)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
   """LOAD: `count` consecutive elements from the index, on each live lane (active, gate true); a gated LOAD yields its

@@ -1,0 +1,120 @@
+"""What tinygrad 0.10.1's kernels rely on that some of its own renderers do not promise: two classes of the report.
+
+  barrier_reliance(cases)   kernels that are defined by the spec's BARRIER (it orders the workgroup's locals and
+                            globals) but not when a barrier orders locals only (emulate's barrier_scope="local"), which is
+                            how tinygrad's OpenCL, Metal and WGSL renderers fence (barrier(CLK_LOCAL_MEM_FENCE),
+                            threadgroup_barrier(mem_flags::mem_threadgroup), workgroupBarrier()): a GROUP reduction that
+                            loads a global on every thread, BARRIER, then stores it from thread 0. A portability hazard
+                            under those memory models, not a wrong answer on the CPUs here.
+  discarded_casts(cases)    kernels that are defined but compute a float->int CAST (or a shift) of a deferred kind out
+                            of its domain on a lane a WHERE then discards (its range reductions): an undefined value,
+                            harmless in the spec and in LLVM IR, but C undefined behaviour in the C source tinygrad's
+                            CLANG renders ((int)x of an out-of-range float), which clang is allowed to exploit.
+
+A case is (name, refimpl.fuzz.case.Case): the kernel and inputs it ran on. `corpus_cases` reads the tinygrad corpus of
+a checkout (corpus/tinygrad-0.10.1/<device>/*.json); `training_step_cases` captures a classifier's training step (its
+bias update is a GROUP reduction across a BARRIER); `edge_cases` captures tinygrad's transcendental kernels on edge
+inputs (half sin(-0.0), float32 exp(1488522240.0), ...), where range reductions overflow.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from refimpl.emulator.machine import emulate
+from refimpl.emulator.ub import UB
+from refimpl.errors import UndefinedBehavior
+from refimpl.fuzz.case import Case
+from refimpl.ir import Ops
+
+CASTS_AND_SHIFTS = (UB.CAST_RANGE, UB.SHIFT_COUNT)
+
+
+@dataclass(frozen=True)
+class Reliance:
+  """One kernel of a class: where it comes from, and the uop, thread and reason the emulator names."""
+  kernel: str
+  uop: int | None
+  op: str
+  lane: tuple | None
+  reason: str
+
+
+def _defined(case: Case):
+  """The spec's strict run of the case (its Emulation), or None when the case is undefined under the spec itself."""
+  try: return emulate(case.program, case.inputs, case.vals)
+  except UndefinedBehavior: return None
+
+def _entry(name: str, e: UndefinedBehavior) -> Reliance:
+  at = e.origin or e
+  return Reliance(name, at.uop_index, getattr(at.op, "name", str(at.op)), at.lane, e.reason if e.origin is None else
+                  f"{e.reason} ({e.use}); {at.reason}")
+
+
+def barrier_reliance(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
+  """The cases with a BARRIER that the spec defines and that are undefined (a race) when barriers order locals only."""
+  out = []
+  for name, case in cases:
+    if not any(u.op is Ops.BARRIER for u in case.program.uops) or _defined(case) is None: continue
+    try: emulate(case.program, case.inputs, case.vals, barrier_scope="local")
+    except UndefinedBehavior as e:
+      if e.kind in (UB.RACE, UB.RACY_READ): out.append(_entry(name, e))
+  return out
+
+
+def discarded_casts(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
+  """The cases the spec defines in which a CAST or shift still made an undefined value (a WHERE discarded it)."""
+  out = []
+  for name, case in cases:
+    run = _defined(case)
+    if run is None: continue
+    for d in run.deferred:
+      if d.kind in CASTS_AND_SHIFTS: out.append(Reliance(name, d.uop_index, d.op.name, d.lane, d.reason))
+  return out
+
+
+def corpus_cases(root: Path) -> Iterator[tuple[str, Case]]:
+  """The tinygrad corpus under root (<device>/<kernel>.json), as ("<device>/<kernel>", case)."""
+  from refimpl.fuzz.corpus import load_finding
+  for path in sorted(root.glob("*/*.json")): yield f"{path.parent.name}/{path.stem}", load_finding(path).case
+
+
+def training_step_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
+  """The kernels of one SGD step (lr 2^-6) of a 64-128-10 ReLU classifier on a batch of 32 with cross-entropy, its
+  parameters buffers of their own as nn.Linear's (which is what makes tinygrad update the last bias with a GROUP
+  reduction across a BARRIER), captured on tinygrad's `device`, as ("training step <kernel>", case)."""
+  from tinygrad import Tensor, nn
+
+  from refimpl.tinygrad import capture
+  rng = np.random.default_rng(0)
+  shapes = [(128, 64), (128,), (10, 128), (10,)]
+  params = [Tensor.empty(*s, device=device, requires_grad=True) for s in shapes]
+  for p, s in zip(params, shapes): p.assign(Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device)).realize()
+  x = Tensor(rng.standard_normal((32, 64)).astype(np.float32), device=device)
+  y = Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device)
+  opt = nn.optim.SGD(params, lr=2**-6)
+  with capture() as kernels, Tensor.train():
+    opt.zero_grad()
+    ((x @ params[0].T + params[1]).relu() @ params[2].T + params[3]).sparse_categorical_crossentropy(y).backward()
+    opt.step()
+  for k in kernels:
+    if k.program is not None: yield f"training step {k.name}", Case(k.program, k.inputs, k.vals)
+
+
+EDGES = (("half", "sin", -0.0), ("float", "exp", 1488522240.0), ("half", "exp", 12.0), ("float", "sin", 1e30),
+         ("float", "cos", -1e30), ("half", "log", 0.0), ("float", "log", np.inf))
+"""(dtype, tinygrad Tensor method, input): one-element programs whose range reductions leave their domain."""
+
+
+def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
+  """tinygrad's kernels for EDGES, captured on its `device` (refimpl.tinygrad.capture), as ("<dtype> <fn>(<x>)", case)."""
+  from tinygrad import Tensor, dtypes
+
+  from refimpl.tinygrad import capture
+  for dt, fn, x in EDGES:
+    with capture() as kernels: getattr(Tensor([x], dtype=getattr(dtypes, dt), device=device), fn)().realize()
+    for k in kernels:
+      if k.program is not None: yield f"{dt} {fn}({x!r}) {k.name}", Case(k.program, k.inputs, k.vals)

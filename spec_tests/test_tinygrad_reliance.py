@@ -1,0 +1,54 @@
+"""refimpl.tinygrad.reliance: the two report classes of what tinygrad 0.10.1's kernels rely on (SPEC.md, Decisions:
+"BARRIER", "deferred undefined values"). Rules: a kernel is in the barrier class exactly when the spec defines it and
+it races once a barrier orders locals only; a kernel is in the cast class exactly when the spec defines it and a
+float->int CAST or a shift in it made an undefined value that a WHERE discarded."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tinygrad")
+
+from refimpl.dtype import dtypes
+from refimpl.fuzz.case import Case
+from refimpl.ir import Ops, ProgramBuilder
+from refimpl.tinygrad.reference import install_reference_device
+from refimpl.tinygrad.reliance import barrier_reliance, discarded_casts, edge_cases, training_step_cases
+
+REF = install_reference_device()
+I32, F32 = dtypes.int32, dtypes.float32
+
+
+def test_barrier_reliance_finds_the_training_steps_group_updates():
+  """A classifier's training step: its bias update r_10_16_2 (every thread loads b[gidx], BARRIER, thread 0 stores
+  b[gidx]) is defined by the spec and a write-after-read race when barriers order locals only."""
+  found = {r.kernel: r for r in barrier_reliance(training_step_cases(REF))}
+  assert "training step r_10_16_2" in found, sorted(found)
+  for r in found.values(): assert r.op == "STORE" and "write after read race" in r.reason, r
+
+
+def _where_discarded_cast(discard: bool):
+  """out = WHERE(x < 2^31, int32(x), 7): the cast's value on x = 3e9 is undefined and WHERE discards it; without the
+  WHERE it is stored (undefined behaviour: not in the class, which only holds programs the spec defines)."""
+  b = ProgramBuilder("cast")
+  out, x = b.global_buf(I32, 2), b.global_buf(F32, 2)
+  g = b.gidx(0, 2)
+  xv = b.load(x, g)
+  v = b.cast(xv, I32)
+  b.store(out, g, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, xv, b.const(2.0 ** 31, F32)), v, b.const(7, I32)) if discard else v)
+  return Case(b.build(), [np.zeros(2, np.int32), np.array([1.5, 3e9], np.float32)])
+
+def test_discarded_casts_holds_exactly_the_defined_programs_with_a_discarded_undefined_cast():
+  got = discarded_casts([("discarded", _where_discarded_cast(True)), ("stored", _where_discarded_cast(False))])
+  assert [(r.kernel, r.op, r.lane[0]) for r in got] == [("discarded", "CAST", 1)]
+  assert got[0].reason.startswith("float->int cast of 3000000000.0 outside")
+
+
+def test_discarded_casts_finds_tinygrads_range_reductions_in_its_c_kernels():
+  """tinygrad's CLANG kernels for half sin(-0.0) and float32 exp(1488522240.0) cast out of range on the lane their
+  WHERE discards: C undefined behaviour in the C it renders."""
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  why = prepare_tinygrad()["CLANG"]
+  if why is not None: pytest.skip(f"tinygrad's CLANG does not run here: {why}")
+  found = {r.kernel.rsplit(" ", 1)[0] for r in discarded_casts(edge_cases("CLANG"))}
+  assert {"half sin(-0.0)", "float exp(1488522240.0)"} <= found, found
