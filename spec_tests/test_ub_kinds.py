@@ -14,7 +14,7 @@ from refimpl.emulator import alu
 from refimpl.emulator.machine import emulate
 from refimpl.emulator.ub import UB
 from refimpl.fuzz.case import discard_reason
-from refimpl.fuzz.generate import REWRITES, fix_node
+from refimpl.fuzz.generate import DISCARDS, REWRITES, discard_node, fix_node
 from refimpl.fuzz.graph import Graph
 from refimpl.ir import GroupOp, Ops, ProgramBuilder
 from refimpl.spec import VALUE_DTYPES, accepts, undefined_kinds
@@ -157,6 +157,21 @@ def test_fix_node_rewrites_every_kind_an_alu_rule_declares():
       assert [e.kind for e in events] == [kind], (w, events)
       assert fix_node(g, order[(events[0].origin or events[0]).uop_index], events[0].kind)
       assert not emulate(g.program(), [out, *inputs], strict=False).events, w
+
+def test_discard_node_keeps_each_deferred_alu_kind_and_discards_its_value():
+  """Rule: generate.DISCARDS has a test for exactly the deferred kinds an ALU rule declares; discard_node keeps the op
+  (it still computes the undefined value) and makes every use read WHERE(undefined there, 0, value): the witness
+  becomes defined, stores 0, and the emulator still records the op as the origin of an undefined value."""
+  assert set(DISCARDS) == {k for k in ALU_KINDS if k.deferred}
+  for kind in DISCARDS:
+    for w in WITNESSES[kind]:
+      g, inputs = _one_op(w)
+      out = np.zeros(1, to_np(g.globals()[0].dtype.base))
+      _, _, order = g.linearize()
+      events = emulate(g.program(), [out, *inputs], strict=False).events
+      assert discard_node(g, order[events[0].origin.uop_index], events[0].kind)
+      run = emulate(g.program(), [out, *inputs])
+      assert run.buffers[0].tolist() == [0] and [d.kind for d in run.deferred] == [kind], w
 
 def test_fix_node_leaves_the_memory_kinds_alone():
   """Rule: fix_node has no rewrite for a memory kind (generation avoids them by construction)."""
