@@ -62,8 +62,8 @@ such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its op
 `count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB (alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED,
 RACE or RACY_READ); at a use, `use` says which and `origin` is the op that made the value undefined (its own
 UndefinedBehavior: op, uop index, first lane, operands, reason), whose kind `kind` is. Permissive mode (strict=False)
-records one event per (uop, check: alu, out of bounds, a race check, or a use) instead (count summed over the lane
-executions) and carries the damage forward:
+records one event per (uop, check: alu, out of bounds, a race check, or a use of one deferred op's value) instead
+(count summed over the lane executions) and carries the damage forward:
   - an element computed from an undefined element is undefined (WHERE: the condition or the chosen value);
   - an undefined index, an out-of-bounds access, an undefined gate: the access does nothing (a LOAD's value is
     undefined on that lane; a STORE writes nothing, but with an undefined gate the element it would store becomes
@@ -565,24 +565,24 @@ class Machine:
   def use(self, i: int, use: str, undefined: np.ndarray | None, operands: Callable[[int], tuple], value: int) -> None:
     """Uop i uses the value of uop `value` as `use` (a word of refimpl.emulator.ub.USES) where `undefined` (a mask of
     the lanes that really run and whose value is undefined) is set: undefined behaviour there, reported with the op
-    that made the value undefined (`defer`). operands(lane) -> what the report lists. A lane whose value no deferred op
-    made undefined (permissive mode: the damage of undefined behaviour reported already) is not reported again."""
+    that made the value undefined (`defer`): one finding per such op, on the lanes of the threads it happened on (a
+    value computed from two of them has two), the earliest op first. operands(lane) -> what the report lists. A lane
+    whose value no deferred op made undefined (permissive mode: the damage of undefined behaviour reported already) is
+    not reported again."""
     if undefined is None: return
     grid = self.control.grid
     lanes = np.flatnonzero(np.broadcast_to(_per_lane(undefined), (grid.lanes,)))
     if len(lanes) == 0: return
     tids = grid.tids(lanes)
-    sources = [self.origins[o] for o in self.plan.deferred_sources(value) if o in self.origins]
-    traced = np.zeros(len(lanes), dtype=bool)
-    for origin in sources: traced |= origin.threads[tids]
-    lanes = lanes[traced]
-    if len(lanes) == 0: return
-    def describe(k: int) -> tuple:
-      tid = int(grid.tids(np.int64(lanes[k])))
-      origin = next(o for o in sources if o.threads[tid]).event
-      what = USES[use].split(":")[0]
-      return origin.kind, f"{what} is undefined", operands(int(lanes[k])), {"use": use, "origin": origin}
-    self.ub(i, f"use {use}", lanes, describe)
+    what = USES[use].split(":")[0]
+    for o in self.plan.deferred_sources(value):
+      origin = self.origins.get(o)
+      if origin is None: continue
+      hit = lanes[origin.threads[tids]]
+      if len(hit) == 0: continue
+      def describe(k: int, hit=hit, origin=origin) -> tuple:
+        return origin.event.kind, f"{what} is undefined", operands(int(hit[k])), {"use": use, "origin": origin.event}
+      self.ub(i, f"use {use} of {o}", hit, describe)
 
   def spoil(self, block: int, ctl: np.ndarray | None) -> None:
     """Lanes whose control at `block` is uncertain (ctl: per lane, the control level the block's gate / bounds give):

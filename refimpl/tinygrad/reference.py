@@ -122,7 +122,9 @@ def _device_class() -> type:
 
   class ReferenceRenderer(PythonRenderer):
     """tinygrad's PYTHON renderer's capabilities (so the kernels are the ones tinygrad's emulator gets); renders the
-    translated refimpl program as its JSON form."""
+    translated refimpl program as its JSON form. Its device is REFIMPL: a ProgramSpec it makes (Kernel.to_program)
+    names the device whose compiler and runtime take that JSON."""
+    device = DEVICE
     def render(self, name: str, uops: list) -> str:
       try: return program_to_json(from_tinygrad(uops, name=name))
       except TranslationError as e:
