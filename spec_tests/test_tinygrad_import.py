@@ -98,7 +98,8 @@ def test_capture_dedups_by_program(tmp_path):
 
 def test_rules_table():
   assert list(TRANSLATION_RULES) == ["noop-alias", "vector-ptr-cast", "acc-srcs", "acc-id", "barrier-src", "if-barrier",
-                                     "load-barrier", "float-const", "int-const", "launch-none", "special-size"]
+                                     "load-barrier", "float-const", "int-const", "launch-none", "special-size",
+                                     "unsized-pointer", "store-if"]
   assert all(f.__doc__ and f.__doc__.startswith(f"Rule {n}:") for n, f in enumerate(TRANSLATION_RULES.values(), 1))
 
 def test_rule1_noop_alias():
@@ -176,15 +177,38 @@ def test_vconst_raises():
   with pytest.raises(TranslationError, match=r"uop 1 VCONST") as e: from_tinygrad(uops)
   assert e.value.index == 1 and e.value.op == "VCONST"
 
-def test_gated_store_through_if_raises():
+def _gated_store(gate_value: bool, after_endif: bool = False) -> list:
+  """buf[0] = 1.0 as tinygrad gates a STORE: STORE (INDEX, value, IF) inside the IF block of the gate (or after it)."""
   g, c0 = _buf(), TgUOp(TgOps.CONST, tg_dtypes.int, (), 0)
-  gate = TgUOp(TgOps.CONST, tg_dtypes.bool, (), True)
+  gate = TgUOp(TgOps.CONST, tg_dtypes.bool, (), gate_value)
   iff = TgUOp(TgOps.IF, tg_dtypes.void, (gate,))
   idx = TgUOp(TgOps.INDEX, g.dtype, (g, c0))
   val = TgUOp(TgOps.CONST, tg_dtypes.float, (), 1.0)
-  st = TgUOp(TgOps.STORE, tg_dtypes.void, (idx, val, iff))
-  with pytest.raises(TranslationError, match=r"uop 6 STORE: a STORE gated through an IF"):
-    from_tinygrad([g, c0, gate, iff, idx, val, st, TgUOp(TgOps.ENDIF, tg_dtypes.void, (iff,))])
+  st, end = TgUOp(TgOps.STORE, tg_dtypes.void, (idx, val, iff)), TgUOp(TgOps.ENDIF, tg_dtypes.void, (iff,))
+  return [g, c0, gate, iff, idx, val, end, st] if after_endif else [g, c0, gate, iff, idx, val, st, end]
+
+def test_rule13_store_if():
+  """Rule 13: the IF block gates the STORE: it stores where the gate holds and not elsewhere; a STORE that names an IF
+  whose block has ended does not translate."""
+  for gate in (True, False):
+    t = translate(_gated_store(gate))
+    assert "store-if" in t.fired and all(len(u.src) == 2 for u in t.program.uops if u.op is Ops.STORE)
+    assert emulate(t.program, [np.zeros(4, np.float32)]).buffers[0][0] == (1.0 if gate else 0.0)
+  with pytest.raises(TranslationError, match=r"uop 7 STORE: a STORE gated through an IF whose block has ended"):
+    from_tinygrad(_gated_store(True, after_endif=True))
+
+def test_rule12_unsized_pointer():
+  """Rule 12: a pointer with no size (ptr(-1), as tinygrad's hand-built test kernels use) takes its buffer's size at
+  launch (buffer_sizes), and so does its INDEX; without the sizes the kernel does not translate."""
+  g = TgUOp(TgOps.DEFINE_GLOBAL, tg_dtypes.float.ptr(), (), 0)
+  c1 = TgUOp(TgOps.CONST, tg_dtypes.int, (), 5)
+  idx = TgUOp(TgOps.INDEX, g.dtype, (g, c1))
+  uops = [g, c1, idx, TgUOp(TgOps.CONST, tg_dtypes.float, (), 2.0)]
+  uops.append(TgUOp(TgOps.STORE, tg_dtypes.void, (idx, uops[-1])))
+  t = translate(uops, buffer_sizes=[6])
+  assert "unsized-pointer" in t.fired and t.program.buffers[0].size == 6
+  assert emulate(t.program, [np.zeros(6, np.float32)]).buffers[0][5] == 2.0
+  with pytest.raises(TranslationError, match=r"uop 0 DEFINE_GLOBAL: pointer .* has no size"): from_tinygrad(uops)
 
 def test_image_special_wmma_unknown_raise():
   img = TgUOp(TgOps.DEFINE_GLOBAL, tg_dtypes.imagef((2, 2, 4)), (), 0)

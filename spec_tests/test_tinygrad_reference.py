@@ -110,6 +110,41 @@ def test_a_stored_out_of_range_cast_stops_the_reference_where_it_is_stored():
   assert "(STORE)" in str(e.value) and "(CAST)" in str(e.value)
 
 
+def test_a_kernel_of_symbolic_shape_is_translated_at_each_launch():
+  """importer rule 11 on the REFIMPL device: a SPECIAL sized by a Variable (tinygrad's symbolic shapes) takes each
+  launch's size; the kernel runs for two values of the variable (tinygrad's test_tiny.test_symbolic)."""
+  from tinygrad import Variable
+  i = Variable("i", 1, 10)
+  for n in (2, 5):
+    assert (Tensor.ones(n, device=REF).contiguous().reshape(i.bind(n)) + 1).reshape(n).tolist() == [2.0] * n
+
+
+def test_a_hand_built_kernel_with_unsized_pointers_runs_with_its_buffers_sizes():
+  """importer rule 12 on the REFIMPL device: tinygrad's hand-built kernels (its test_uops) declare ptr() buffers with
+  no size; each launch sizes them from the buffers it is given: out[0] = a[0] * b[0] in float32."""
+  from tinygrad import dtypes as tg
+  from tinygrad.codegen.linearize import linearize_uop
+  from tinygrad.codegen.rewriter import full_graph_rewrite
+  from tinygrad.device import Buffer, Device
+  from tinygrad.engine.realize import CompiledRunner
+  from tinygrad.ops import Ops as TgOps
+  from tinygrad.ops import UOp as TgUOp
+  from tinygrad.renderer import ProgramSpec
+  bufs = [TgUOp(TgOps.DEFINE_GLOBAL, tg.float32.ptr(), (), k) for k in range(3)]
+  zero = TgUOp(TgOps.CONST, tg.int32, (), 0)
+  mul = TgUOp(TgOps.MUL, tg.float32, tuple(TgUOp(TgOps.LOAD, tg.float32, (b.index(zero),)) for b in bufs[1:]))
+  renderer = Device[REF].renderer
+  uops = linearize_uop(full_graph_rewrite(TgUOp.sink(TgUOp(TgOps.STORE, tg.void, (bufs[0].index(zero), mul))), opts=renderer))
+  prg = CompiledRunner(ProgramSpec("test", renderer.render("test", uops), REF, uops=uops, global_size=[1, 1, 1],
+                                   local_size=[1, 1, 1]))
+  out = Buffer(REF, 1, tg.float32).allocate()
+  ins = [Buffer(REF, 1, tg.float32).allocate().copyin(np.array([x], np.float32).data) for x in (1.5, -4.0)]
+  prg.exec([out, *ins])
+  got = np.empty(1, np.float32)
+  out.copyout(got.data)
+  assert got.tolist() == [-6.0]
+
+
 def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
   x = Tensor(np.arange(8, dtype=np.int32), device=REF)
   d = Tensor(np.array([1, 2, 0, 1, 1, 1, 1, 1], dtype=np.int32), device=REF)

@@ -7,7 +7,7 @@
 It watches kernel runs with `kernel_runs` (which `refimpl.tinygrad.reference`'s check uses too): for each run of a compiled kernel
 (a CompiledRunner; copies and views are skipped) it copies every buffer before the run (`inputs`) and after it
 (`outputs`) as numpy arrays in the kernel's buffer order, and translates the kernel with `from_tinygrad` using the
-launch dims it ran with. Kernels are deduplicated by program: the first run of each distinct Program is kept.
+launch dims and buffer sizes it ran with. Kernels are deduplicated by program: the first run of each distinct Program is kept.
 A kernel that does not translate is recorded with `program` None and `error` set, and the script goes on.
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ def kernel_runs(on_run: Callable[[KernelRun], None]) -> Iterator[None]:
     var_vals = {} if _var_vals is None else _var_vals
     p = self.prg.p
     gs, ls = p.launch_dims(var_vals)
-    try: t, err = translate(p, global_size=gs, local_size=ls), None
+    try: t, err = translate(p, global_size=gs, local_size=ls, buffer_sizes=[b.size for b in bufs]), None
     except (TranslationError, ValueError) as e: t, err = None, e
     on_run(KernelRun(p, t, err, tuple(var_vals[v] for v in p.vars), before, [buffer_array(b) for b in bufs]))
     return ret

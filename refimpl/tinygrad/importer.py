@@ -3,7 +3,7 @@
 `from_tinygrad(spec_or_uops)` walks tinygrad's linearized uop list once, in order. Each tinygrad uop becomes one
 refimpl uop, or an alias of an earlier one (no uop emitted), or is rejected with `TranslationError`. Ops and dtypes
 map by name (refimpl's `Ops` and `dtypes` use tinygrad's names). Where tinygrad's linearized form departs from
-refimpl's IR (see `refimpl.ir`'s docstring) one of the eleven rules below rewrites it; each is a small function in
+refimpl's IR (see `refimpl.ir`'s docstring) one of the thirteen rules below rewrites it; each is a small function in
 `TRANSLATION_RULES`, in the order they are tried:
 
    1 noop-alias        NOOP (tinygrad puts one before some BITCASTs) is an alias of its src
@@ -12,19 +12,25 @@ refimpl's IR (see `refimpl.ir`'s docstring) one of the eleven rules below rewrit
    4 acc-id            DEFINE_ACC's tuple arg ((0,), upcast (0, 0)..(0, 15)) becomes a fresh int id
    5 barrier-src       BARRIER (local STOREs) has no src (order is list order)
    6 if-barrier        IF (gate, BARRIER) is IF (gate,)
-   7 load-barrier      LOAD (INDEX, IF) after a barrier is LOAD (INDEX,)
+   7 load-barrier      LOAD (INDEX, IF) or (INDEX, BARRIER) after a barrier is LOAD (INDEX,)
    8 float-const       a float CONST not exact in its dtype is rounded as tinygrad's C renderers round it
    9 int-const         an int CONST out of its dtype's range wraps, as C's `-1u` does
   10 launch-none       launch dims that are None (CLANG kernels) are (1, 1, 1)
   11 special-size      a SPECIAL of symbolic size (symbolic shapes) takes the size the kernel was launched with
+  12 unsized-pointer   a buffer pointer with no size (ptr(-1), hand-built kernels) takes its buffer's size at launch
+  13 store-if          STORE (INDEX, value, IF) inside that IF's block is STORE (INDEX, value): the block gates it
 
 Besides the rules, DEFINE_GLOBALs are numbered 0, 1, ... in list order (tinygrad's own numbers are the schedule
 item's buffer numbers; the kernel is called with its buffers in that list order, `ProgramSpec.globals`).
 
+Rules 11 and 12 need the launch (its dims, its buffers' sizes): a kernel that has such uops translates only when
+`translate` is given them, which the REFIMPL device does at each launch (refimpl.tinygrad.reference) and capture does
+with the run it saw.
+
 What refimpl cannot express raises `TranslationError` naming the uop index, the op and why: VCONST, a STORE gated
-through an IF src, image dtypes, pointer CASTs other than rule 2, WMMA (tinygrad's warp-fragment arg form),
-SPECIALs other than (gidx0-2 / lidx0-2, int size), symbolic launch dims, unbounded buffers, and any op refimpl
-does not have. A translated program that still breaks an IR rule (e.g. a shift whose count is uint32 while the value is
+through an IF it is not inside, image dtypes, pointer CASTs other than rule 2, WMMA (tinygrad's warp-fragment arg form),
+SPECIALs other than (gidx0-2 / lidx0-2, int size), symbolic launch dims or unsized buffers without the launch, and any
+op refimpl does not have. A translated program that still breaks an IR rule (e.g. a shift whose count is uint32 while the value is
 int32: refimpl's shifts take one dtype) raises TranslationError too, naming the tinygrad uop and the IR rule.
 """
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from refimpl.dtype import DType, dtypes, truncate
+from refimpl.dtype import PtrDType as RefPtrDType
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
 from refimpl.ir.verify import ProgramError, verify
@@ -82,6 +89,7 @@ class _Ctx:
   nglobals: int = 0
   fired: dict[str, list[int]] = field(default_factory=dict)  # rule name -> tinygrad indices it rewrote
   launch: dict[str, int] = field(default_factory=dict)  # "gidx0" .. "lidx2" -> the launched size, when it is given
+  sizes: Sequence[int] | None = None  # the launch's buffer sizes in elements, DEFINE_GLOBAL list order, when given
 
   def idx(self, u: Any) -> int: return self.pos[id(u)]
   def ref(self, u: Any) -> int: return self.to_ref[self.idx(u)]
@@ -147,9 +155,10 @@ def rule_if_barrier(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
   return None
 
 def rule_load_barrier(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
-  """Rule 7: LOAD (INDEX, IF) (a load after a barrier, ordered through the IF that holds it) becomes LOAD (INDEX,)."""
+  """Rule 7: LOAD (INDEX, IF) or LOAD (INDEX, BARRIER) (a load after a barrier, ordered through the IF that holds it or
+  the BARRIER itself) becomes LOAD (INDEX,): the barrier comes before it in the list."""
   op, dt, src, arg = p
-  if op is Ops.LOAD and len(src) == 2 and _is(src[1], "IF"): return (op, dt, src[:1], arg)
+  if op is Ops.LOAD and len(src) == 2 and (_is(src[1], "IF") or _is(src[1], "BARRIER")): return (op, dt, src[:1], arg)
   return None
 
 def _f32(x: float) -> float:
@@ -200,14 +209,42 @@ def rule_special_size(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
   size = c.launch.get(arg[0])
   return None if size is None else (op, dt, src, (arg[0], size))
 
+def rule_unsized_pointer(c: _Ctx, i: int, u: Any) -> DType | None:
+  """Rule 12: a buffer pointer with no size (tinygrad's ptr(-1), which hand-built kernels use) is sized by the buffer
+  bound at launch: DEFINE_GLOBAL number k takes the launch's k-th buffer size, and a uop derived from it (INDEX)
+  its buffer's. Without the launch's sizes the kernel does not translate."""
+  from tinygrad.dtype import PtrDType
+  dt = u.dtype
+  if not isinstance(dt, PtrDType) or dt.local or (isinstance(dt.size, int) and dt.size >= 1): return None
+  if u.op.name == "DEFINE_GLOBAL":
+    if c.sizes is None or c.nglobals >= len(c.sizes):
+      raise TranslationError(i, u.op.name, f"pointer {dt!r} has no size: it takes its buffer's at launch (buffer_sizes)")
+    size = c.sizes[c.nglobals]
+  else:
+    of = c.out[c.ref(u.src[0])].dtype if u.src and id(u.src[0]) in c.pos else None
+    if not isinstance(of, RefPtrDType): return None
+    size = of.size
+  return translate_dtype(dt.base).ptr(size)
+
+def rule_store_if(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
+  """Rule 13: STORE (INDEX, value, IF) (a gated STORE: tinygrad puts it in an IF block on its gate) is STORE (INDEX,
+  value): the block around it gates it. A STORE after that IF's ENDIF does not translate."""
+  op, dt, src, arg = p
+  if op is not Ops.STORE or len(src) != 3 or not _is(src[2], "IF"): return None
+  block = c.ref(src[2])
+  if any(x.op is Ops.ENDIF and x.src[0] == block for x in c.out):
+    raise TranslationError(i, "STORE", "a STORE gated through an IF whose block has ended")
+  return (op, dt, src[:2], arg)
+
 UopRule = Callable[[_Ctx, int, Any, Parts], Any]
 TRANSLATION_RULES: dict[str, UopRule | Callable] = {
   "noop-alias": rule_noop_alias, "vector-ptr-cast": rule_vector_ptr_cast, "acc-srcs": rule_acc_srcs, "acc-id": rule_acc_id,
   "barrier-src": rule_barrier_src, "if-barrier": rule_if_barrier, "load-barrier": rule_load_barrier,
   "float-const": rule_float_const, "int-const": rule_int_const, "launch-none": rule_launch_none,
-  "special-size": rule_special_size}
+  "special-size": rule_special_size, "unsized-pointer": rule_unsized_pointer, "store-if": rule_store_if}
 ALIAS_RULES = ("noop-alias", "vector-ptr-cast")
-PART_RULES = ("acc-srcs", "acc-id", "barrier-src", "if-barrier", "load-barrier", "float-const", "int-const", "special-size")
+PART_RULES = ("acc-srcs", "acc-id", "barrier-src", "if-barrier", "load-barrier", "float-const", "int-const", "special-size",
+              "store-if")
 
 
 # ***** checks of what refimpl cannot express *****
@@ -218,8 +255,6 @@ def _check(c: _Ctx, i: int, u: Any, p: Parts) -> None:
   """Raise TranslationError for a translated uop refimpl cannot express (after the rules)."""
   op, _, src, arg = p
   name = u.op.name
-  if op is Ops.STORE and len(src) == 3 and _is(src[2], "IF"):
-    raise TranslationError(i, name, "a STORE gated through an IF src (refimpl gates a STORE with a bool value only)")
   if op is Ops.WMMA: raise TranslationError(i, name, f"tinygrad's WMMA arg {arg!r} (warp fragments) has no refimpl form")
   if op is Ops.SPECIAL and not (isinstance(arg, tuple) and len(arg) == 2 and arg[0] in SPECIAL_NAMES and type(arg[1]) is int):
     raise TranslationError(i, name, f"SPECIAL arg {arg!r}: refimpl takes (name, int size) with gidx0-2 / lidx0-2 names")
@@ -241,7 +276,11 @@ def _translate_uop(c: _Ctx, i: int, u: Any) -> None:
   if name == "VCONST": raise TranslationError(i, name, "vector constants: refimpl builds them as a VECTORIZE of CONSTs")
   if name not in Ops.__members__: raise TranslationError(i, name, f"{name} is not an op of refimpl's kernel language")
   try: dt = translate_dtype(u.dtype)
-  except ValueError as e: raise TranslationError(i, name, str(e)) from None
+  except ValueError as e:
+    sized = rule_unsized_pointer(c, i, u)
+    if sized is None: raise TranslationError(i, name, str(e)) from None
+    c.fire("unsized-pointer", i)
+    dt = sized
   if isinstance(u.arg, tuple) and name == "DEFINE_GLOBAL": raise TranslationError(i, name, f"arg {u.arg!r}")
   p: Parts = (Ops[name], dt, tuple(u.src), u.arg)
   for rule in PART_RULES:
@@ -277,14 +316,14 @@ class Translation:
 
 
 def translate(spec_or_uops: Any, name: str | None = None, global_size: Sequence[int] | None = None,
-              local_size: Sequence[int] | None = None) -> Translation:
+              local_size: Sequence[int] | None = None, buffer_sizes: Sequence[int] | None = None) -> Translation:
   """`from_tinygrad`, also returning which rules fired where (see `Translation`)."""
   uops = getattr(spec_or_uops, "uops", spec_or_uops)
   if uops is None: raise TranslationError(None, None, "the ProgramSpec has no uops")
   uops = list(uops)
   is_spec = hasattr(spec_or_uops, "uops")
   if name is None: name = getattr(spec_or_uops, "function_name", None) or "kernel"
-  c = _Ctx(uops, pos={id(u): i for i, u in enumerate(uops)})
+  c = _Ctx(uops, pos={id(u): i for i, u in enumerate(uops)}, sizes=buffer_sizes)
   for prefix, dims in (("gidx", global_size), ("lidx", local_size)):
     if dims is None or not all(isinstance(x, int) for x in dims): continue
     c.launch.update({f"{prefix}{d}": x for d, x in enumerate(dims)})
@@ -303,11 +342,13 @@ def translate(spec_or_uops: Any, name: str | None = None, global_size: Sequence[
 
 
 def from_tinygrad(spec_or_uops: Any, name: str | None = None, global_size: Sequence[int] | None = None,
-                  local_size: Sequence[int] | None = None) -> Program:
+                  local_size: Sequence[int] | None = None, buffer_sizes: Sequence[int] | None = None) -> Program:
   """Translate a tinygrad 0.10.1 linearized kernel into a verified refimpl Program.
 
   spec_or_uops: a `tinygrad.renderer.ProgramSpec` (its `.uops`, `.global_size`/`.local_size`, `.function_name`) or
   the linearized list of tinygrad UOps itself (then the launch dims come from the SPECIALs). name, global_size,
-  local_size override the spec's (pass the dims a CompiledRunner actually launched with). Raises TranslationError
-  for what refimpl cannot express, a translation that breaks an IR rule (`refimpl.ir.verify`) included."""
-  return translate(spec_or_uops, name, global_size, local_size).program
+  local_size override the spec's (pass the dims a CompiledRunner actually launched with); buffer_sizes are the sizes
+  (elements) of the buffers it is launched with, in DEFINE_GLOBAL list order (rule 12 needs them for unsized pointers).
+  Raises TranslationError for what refimpl cannot express, a translation that breaks an IR rule (`refimpl.ir.verify`)
+  included."""
+  return translate(spec_or_uops, name, global_size, local_size, buffer_sizes).program

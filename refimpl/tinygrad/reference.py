@@ -5,7 +5,10 @@
 kernels tinygrad's own emulator gets (the grid form), but instead of pickling them it translates each one with
 `from_tinygrad` and runs it with `refimpl.emulator.machine.emulate` in strict mode, in place on the buffers: undefined
 behaviour stops the script with `KernelUndefinedBehavior` (the tinygrad kernel name, the uop, the lane, the operands). A
-kernel refimpl cannot translate stops it with `TranslationError` naming the kernel and the uop.
+kernel refimpl cannot translate stops it with `TranslationError` naming the kernel and the uop. A kernel whose uops
+leave its launch open (a SPECIAL sized by DEFINE_VARs: symbolic shapes; a buffer pointer with no size: hand-built
+kernels) is translated at each launch instead, with that launch's dims and buffer sizes (importer rules 11 and 12),
+once per distinct launch.
 
 `check_kernels(out)` is the checking mode: while it is active, every compiled kernel that tinygrad runs on its own
 device also runs on the emulator (permissive mode) with the same inputs; elements the emulator calls exact must be the
@@ -99,14 +102,46 @@ def _arrays(program: Program, bufs: tuple) -> list[np.ndarray]:
   return out
 
 
+AT_LAUNCH = "refimpl-at-launch:"  # the "binary" of a kernel translated at each launch: this prefix and its key
+_LAUNCH_KERNELS: dict[str, tuple[str, list]] = {}  # key -> (kernel name, tinygrad uops), for this process's programs
+
+def _needs_launch(uops: list) -> bool:
+  """Whether the kernel's uops leave its launch open: a SPECIAL of symbolic size or a global pointer with no size."""
+  from tinygrad.dtype import PtrDType
+  symbolic = any(u.op.name == "SPECIAL" and not isinstance(u.arg[1], int) for u in uops)
+  unsized = any(u.op.name == "DEFINE_GLOBAL" and isinstance(u.dtype, PtrDType) and u.dtype.size < 1 for u in uops)
+  return symbolic or unsized
+
+
 class ReferenceProgram:
-  """A translated kernel (the program's JSON is the "binary"); a call runs it on the emulator, strict, in place."""
+  """A translated kernel (the program's JSON is the "binary"); a call runs it on the emulator, strict, in place. A
+  kernel translated at launch (AT_LAUNCH) is translated with each distinct launch's dims and buffer sizes."""
   def __init__(self, name: str, lib: bytes):
-    self.name, self.program = name, program_from_json(lib.decode())
+    text = lib.decode()
+    self.name, self.at_launch = name, None
+    if text.startswith(AT_LAUNCH): self.at_launch, self.program = _LAUNCH_KERNELS[text[len(AT_LAUNCH):]], None
+    else: self.program = program_from_json(text)
+    self.launches: dict[tuple, Program] = {}
+
+  def launched(self, bufs: tuple, global_size: tuple, local_size: tuple) -> Program:
+    """The program for this launch: the translation with its dims (and buffer sizes, for a kernel translated at launch)."""
+    if self.at_launch is None:
+      return dataclasses.replace(self.program, global_size=global_size, local_size=local_size)
+    name, uops = self.at_launch
+    items = [u.dtype.base.itemsize for u in uops if u.op.name == "DEFINE_GLOBAL"]
+    sizes = tuple(memoryview(b).nbytes // n for b, n in zip(bufs, items))
+    key = (global_size, local_size, sizes)
+    if key not in self.launches:
+      try: self.launches[key] = from_tinygrad(uops, name=name, global_size=global_size, local_size=local_size,
+                                              buffer_sizes=sizes)
+      except TranslationError as e:
+        SESSION.untranslatable[name] = str(e)
+        raise TranslationError(e.index, e.op, f"{e.why} (tinygrad kernel {name})") from None
+    return self.launches[key]
 
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
     start = time.perf_counter()
-    p = dataclasses.replace(self.program, global_size=tuple(global_size), local_size=tuple(local_size))
+    p = self.launched(bufs, tuple(global_size), tuple(local_size))
     try: emulate(p, _arrays(p, bufs), vals=tuple(vals), strict=True, inplace=True)
     except UndefinedBehavior as e:
       SESSION.undefined.append(f"{self.name}: {e}")
@@ -126,6 +161,10 @@ def _device_class() -> type:
     names the device whose compiler and runtime take that JSON."""
     device = DEVICE
     def render(self, name: str, uops: list) -> str:
+      if _needs_launch(uops):
+        key = f"{len(_LAUNCH_KERNELS)}:{name}"
+        _LAUNCH_KERNELS[key] = (name, list(uops))
+        return AT_LAUNCH + key
       try: return program_to_json(from_tinygrad(uops, name=name))
       except TranslationError as e:
         SESSION.untranslatable[name] = str(e)
