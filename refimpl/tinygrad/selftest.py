@@ -1,0 +1,205 @@
+"""tinygrad's own tests on the reference: `python -m refimpl.tinygrad selftest`, a compatibility table.
+
+    python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out DIR]
+
+1. fetches tinygrad 0.10.1's source distribution into a cache (CACHE, or $REFIMPL_CACHE/tinygrad-0.10.1: `pip download
+   --no-deps --no-binary :all: tinygrad==0.10.1`, unpacked once; never copied into the repository);
+2. runs each chosen test file of its test/ folder on each device, one pytest process per (file, device), with this
+   module as a pytest plugin that makes the device tinygrad's default (REFIMPL: refimpl's reference device, installed;
+   CLANG: tinygrad's, with refimpl's toolchain; PYTHON: tinygrad's emulator), and reads the outcome of every test from
+   pytest's JUnit XML;
+3. writes tinygrad-selftest.md and tinygrad-selftest.html to DIR: per file, passed / failed / skipped and the wall time
+   per device, then every test that fails on REFIMPL while CLANG and PYTHON both pass it, with its class (undefined
+   behaviour: a finding against the test, with the message that names the kernel, uop and lane; not translatable; an
+   error of refimpl's device; anything else) and the first line of its error.
+FILES are the test files that need neither torch nor tinygrad's `extra/` (which the sdist lacks).
+"""
+from __future__ import annotations
+
+import html
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VERSION = "0.10.1"
+FILES = ("test_tiny.py", "test_uops.py", "test_dtype_alu.py", "test_const_folding.py", "test_arange.py", "test_setitem.py",
+         "test_assign.py", "test_symbolic_ops.py", "test_tensor_variable.py", "test_masked_st.py", "test_uop_graph.py")
+DEVICES = ("REFIMPL", "CLANG", "PYTHON")
+DEVICE_ENV = "REFIMPL_SELFTEST_DEVICE"  # the device the plugin makes tinygrad's default in a test process
+
+
+def cache_dir() -> Path:
+  """Where the sdist is unpacked: $REFIMPL_CACHE/tinygrad-<version>, else ~/.cache/refimpl/tinygrad-<version>."""
+  root = Path(os.environ.get("REFIMPL_CACHE") or Path.home() / ".cache" / "refimpl")
+  return root / f"tinygrad-{VERSION}"
+
+
+def fetch_sdist(cache: Path | None = None) -> Path:
+  """The unpacked sdist's root (holding test/), downloaded with pip and unpacked the first time."""
+  cache = cache or cache_dir()
+  root = cache / f"tinygrad-{VERSION}"
+  if (root / "test").is_dir(): return root
+  cache.mkdir(parents=True, exist_ok=True)
+  cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", f"tinygrad=={VERSION}",
+         "-d", str(cache)]
+  res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+  archives = sorted(cache.glob(f"tinygrad-{VERSION}.tar.gz"))
+  if res.returncode != 0 or not archives:
+    raise RuntimeError(f"could not download tinygrad {VERSION}'s source distribution ({' '.join(cmd)}): {res.stderr.strip()}")
+  with tarfile.open(archives[0]) as tar:
+    if hasattr(tarfile, "data_filter"): tar.extractall(cache, filter="data")
+    else: tar.extractall(cache)  # Python < 3.10.12 has no extraction filters; the archive is PyPI's
+  return root
+
+
+# ***** the pytest plugin (-p refimpl.tinygrad.selftest) *****
+
+def pytest_configure(config) -> None:
+  """Makes $REFIMPL_SELFTEST_DEVICE tinygrad's default device before any test module imports tinygrad's tensors."""
+  device = os.environ.get(DEVICE_ENV)
+  if not device: return
+  from tinygrad import Device
+  if device == "REFIMPL":
+    from refimpl.tinygrad.reference import install_reference_device
+    install_reference_device(default=True)
+    return
+  if device == "CLANG":
+    from refimpl.tinygrad.toolchain import prepare_tinygrad
+    why = prepare_tinygrad()["CLANG"]
+    if why is not None: raise RuntimeError(f"tinygrad's CLANG does not run here: {why}")
+  Device.DEFAULT = device
+
+
+# ***** running and reading *****
+
+@dataclass
+class FileRun:
+  """One test file on one device: every test's outcome ("passed", "failed", "skipped") and first error line."""
+  file: str
+  device: str
+  seconds: float
+  outcomes: dict[str, str] = field(default_factory=dict)
+  errors: dict[str, str] = field(default_factory=dict)
+  crashed: str = ""
+
+  def count(self, outcome: str) -> int: return sum(1 for o in self.outcomes.values() if o == outcome)
+
+
+def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 3600) -> FileRun:
+  """pytest on test/<file> with `device` as tinygrad's default (in the sdist's root, so its test package imports)."""
+  env = {**os.environ, DEVICE_ENV: device}
+  cmd = [sys.executable, "-m", "pytest", f"test/{file}", "-q", "-p", "no:cacheprovider", "-p", "refimpl.tinygrad.selftest",
+         "-p", "no:randomly", f"--junitxml={xml}", "-o", "addopts="]
+  start = time.perf_counter()
+  try: res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+  except subprocess.TimeoutExpired: return FileRun(file, device, time.perf_counter() - start, crashed=f"over {timeout:.0f} s")
+  run = FileRun(file, device, time.perf_counter() - start)
+  if not xml.exists():
+    lines = (res.stderr.strip() or res.stdout.strip()).splitlines()
+    run.crashed = lines[-1] if lines else f"exit status {res.returncode}"
+    return run
+  for case in ET.parse(xml).getroot().iter("testcase"):
+    name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+    bad = next((x for x in (case.find("failure"), case.find("error")) if x is not None), None)
+    if bad is not None:
+      run.outcomes[name] = "failed"
+      text = (bad.get("message") or bad.text or "").strip()
+      run.errors[name] = text.splitlines()[0][:300] if text else ""
+    elif case.find("skipped") is not None: run.outcomes[name] = "skipped"
+    else: run.outcomes[name] = "passed"
+  return run
+
+
+CLASSES = (("KernelUndefinedBehavior", "undefined behaviour (a finding against the test: replay it with the kernel named)"),
+           ("TranslationError", "not translatable by refimpl's importer"),
+           ("refimpl", "an error of refimpl's device"))
+
+def failure_class(message: str) -> str:
+  """The class of a REFIMPL-only failure, from its error's first line."""
+  return next((what for key, what in CLASSES if key in message), "other")
+
+
+def refimpl_only(runs: list[FileRun]) -> list[tuple[str, str, str]]:
+  """(file, test, error) of every test that fails on REFIMPL and passes on both CLANG and PYTHON (when they ran)."""
+  by = {(r.file, r.device): r for r in runs}
+  out = []
+  for r in runs:
+    if r.device != "REFIMPL": continue
+    others = [by[(r.file, d)] for d in ("CLANG", "PYTHON") if (r.file, d) in by]
+    for test, outcome in r.outcomes.items():
+      if outcome == "failed" and others and all(o.outcomes.get(test) == "passed" for o in others):
+        out.append((r.file, test, r.errors.get(test, "")))
+  return out
+
+
+# ***** the table *****
+
+def markdown(runs: list[FileRun], devices: list[str], command: str) -> str:
+  files = list(dict.fromkeys(r.file for r in runs))
+  by = {(r.file, r.device): r for r in runs}
+  def cell(r: FileRun | None) -> str:
+    if r is None: return "not run"
+    if r.crashed: return f"crashed: {r.crashed}"
+    return f"{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped, {r.seconds:.0f} s"
+  out = [f"# tinygrad {VERSION}'s own tests on refimpl's reference device", "", f"Made by `{command}`.", "",
+         "| file | " + " | ".join(devices) + " |", "|---|" + "---|" * len(devices)]
+  out += [f"| {f} | " + " | ".join(cell(by.get((f, d))) for d in devices) + " |" for f in files]
+  totals = [sum(by[(f, d)].count("passed") for f in files if (f, d) in by) for d in devices]
+  out += ["| **total passed** | " + " | ".join(str(t) for t in totals) + " |", ""]
+  only = refimpl_only(runs)
+  out += ["## Failing on REFIMPL only (CLANG and PYTHON pass them)", ""]
+  if not only: out += ["None.", ""]
+  else:
+    out += ["| file | test | class | error |", "|---|---|---|---|"]
+    out += [f"| {f} | {t} | {failure_class(e)} | {e.replace('|', '/')} |" for f, t, e in only] + [""]
+  return "\n".join(out)
+
+
+def html_page(runs: list[FileRun], devices: list[str], command: str) -> str:
+  files = list(dict.fromkeys(r.file for r in runs))
+  by = {(r.file, r.device): r for r in runs}
+  esc = html.escape
+  def cell(r: FileRun | None) -> str:
+    if r is None: return "<td class=na>not run</td>"
+    if r.crashed: return f"<td class=bad>crashed: {esc(r.crashed)}</td>"
+    cls = "bad" if r.count("failed") else "ok"
+    return (f"<td class={cls}>{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped"
+            f"<br><small>{r.seconds:.0f} s</small></td>")
+  rows = "".join(f"<tr><th>{esc(f)}</th>{''.join(cell(by.get((f, d))) for d in devices)}</tr>" for f in files)
+  only = refimpl_only(runs)
+  fails = "".join(f"<tr><td>{esc(f)}</td><td>{esc(t)}</td><td>{esc(failure_class(e))}</td><td><code>{esc(e)}</code></td></tr>"
+                  for f, t, e in only) or "<tr><td colspan=4>None.</td></tr>"
+  return f"""<!doctype html><html><head><meta charset="utf-8"><title>tinygrad {VERSION} tests on refimpl</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:top}}.ok{{background:#e6f4e6}}
+.bad{{background:#fbe3e3}}.na{{color:#888}}code{{font-size:.85em}}</style></head><body>
+<h1>tinygrad {VERSION}'s own tests on refimpl's reference device</h1><p>Made by <code>{esc(command)}</code>.</p>
+<table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}</table>
+<h2>Failing on REFIMPL only (CLANG and PYTHON pass them)</h2>
+<table><tr><th>file</th><th>test</th><th>class</th><th>error</th></tr>{fails}</table></body></html>
+"""
+
+
+def selftest(files: list[str], devices: list[str], out: Path, log=print) -> list[FileRun]:
+  """Fetch, run every (file, device), write the table to out; returns the runs."""
+  root = fetch_sdist()
+  out.mkdir(parents=True, exist_ok=True)
+  runs = []
+  for f in files:
+    for d in devices:
+      xml = out / f".selftest-{Path(f).stem}-{d}.xml"
+      xml.unlink(missing_ok=True)
+      run = run_file(root, f, d, xml)
+      xml.unlink(missing_ok=True)
+      log(f"{f} on {d}: {run.count('passed')} passed, {run.count('failed')} failed, {run.count('skipped')} skipped "
+          f"({run.seconds:.0f} s){' ' + run.crashed if run.crashed else ''}")
+      runs.append(run)
+  command = f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)}"
+  (out / "tinygrad-selftest.md").write_text(markdown(runs, devices, command))
+  (out / "tinygrad-selftest.html").write_text(html_page(runs, devices, command))
+  return runs

@@ -1,0 +1,44 @@
+"""`python -m refimpl.tinygrad selftest` (refimpl.tinygrad.selftest): tinygrad 0.10.1's own tests on the reference
+device. Rule: a tinygrad program the spec defines runs on REFIMPL as on tinygrad's own devices, so tinygrad's tests that
+both its CLANG and PYTHON devices pass also pass on REFIMPL (but for the ones that rely on undefined behaviour, which
+the table lists as findings)."""
+from __future__ import annotations
+
+import html.parser
+
+import pytest
+
+pytest.importorskip("tinygrad")
+
+from refimpl.tinygrad.selftest import FileRun, failure_class, fetch_sdist, html_page, markdown, refimpl_only, selftest
+
+
+def _runs() -> list[FileRun]:
+  ok, ub = "passed", "failed"
+  return [FileRun("test_a.py", "REFIMPL", 1.0, {"T::x": ok, "T::y": ub, "T::z": ub}, {"T::y": "KernelUndefinedBehavior: ...",
+                                                                                     "T::z": "TranslationError: uop 3"}),
+          FileRun("test_a.py", "CLANG", 1.0, {"T::x": ok, "T::y": ok, "T::z": ub}),
+          FileRun("test_a.py", "PYTHON", 1.0, {"T::x": ok, "T::y": ok, "T::z": ok})]
+
+def test_the_table_lists_exactly_the_failures_clang_and_python_both_pass():
+  """A REFIMPL failure is listed when CLANG and PYTHON both pass the test, with its class; the pages hold the table."""
+  only = refimpl_only(_runs())
+  assert [(f, t) for f, t, _ in only] == [("test_a.py", "T::y")]
+  assert failure_class(only[0][2]).startswith("undefined behaviour") and failure_class("TranslationError: x").startswith("not")
+  md = markdown(_runs(), ["REFIMPL", "CLANG", "PYTHON"], "cmd")
+  assert "| test_a.py | 1 passed, 2 failed, 0 skipped, 1 s |" in md and "| test_a.py | T::y | undefined" in md
+  cells: list[str] = []
+  class Cells(html.parser.HTMLParser):
+    def handle_data(self, data): cells.append(data)
+  Cells().feed(html_page(_runs(), ["REFIMPL", "CLANG", "PYTHON"], "cmd"))
+  assert "T::y" in cells and "1 passed, 2 failed, 0 skipped" in cells
+
+
+def test_tinygrads_tiny_and_uops_tests_pass_on_the_reference(tmp_path):
+  """tinygrad's test_tiny (symbolic shapes included) and test_uops (hand-built kernels with unsized pointers, locals
+  and barriers) on REFIMPL: no test fails."""
+  try: fetch_sdist()
+  except RuntimeError as e: pytest.skip(f"tinygrad's sdist cannot be fetched here: {e}")
+  runs = selftest(["test_tiny.py", "test_uops.py"], ["REFIMPL"], tmp_path, log=lambda _: None)
+  for r in runs: assert not r.crashed and r.count("failed") == 0 and r.count("passed") >= 10, (r.file, r.errors, r.crashed)
+  assert (tmp_path / "tinygrad-selftest.html").exists()
