@@ -116,7 +116,8 @@ def select_backends(requested: list[str]) -> Selection:
   names: list[str] = []
   for item in (s.strip() for opt in requested for s in opt.split(",")):
     if not item: continue
-    names.append(register_third_party(item) if _THIRD_PARTY.match(item) and "." in item.split(":")[0] else item.upper())
+    if _THIRD_PARTY.match(item) and "." in item.split(":")[0]: names.append(register_third_party(item))
+    else: names.append(item.upper() if item.count(":") < 2 else Device.canonicalize(item))  # KIND:module:Class keeps its case
   if not names: names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
   selection = Selection([], {})
   for name in names:
