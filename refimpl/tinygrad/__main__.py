@@ -11,7 +11,8 @@
   python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,WEBGPU]
       the conformance report of tinygrad 0.10.1's backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
       campaign and every disagreement class's reproducer on each TINYGRAD:<backend> (a tinygrad device name, or a
-      porter's module:Class); writes tinygrad-0.10.1.md / .html
+      porter's module:Class); writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers
+      over the saved .json
 
 Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
 """
@@ -37,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
   rep = sub.add_parser("report", help="the conformance report of tinygrad's own backends (docs/conformance)")
   rep.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
   rep.add_argument("--fuzz-seconds", type=float, default=600.0, help="fuzz campaign per backend (default 600)")
+  rep.add_argument("--classes-only", action="store_true",
+                   help="rerun only the disagreement classes' reproducers over the saved report (tinygrad-0.10.1.json)")
   rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
                    help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
   return ap
@@ -126,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
   args = ap.parse_args(argv)
   if args.command == "report":
     from refimpl.tinygrad.conformance_report import main as report_main
+    from refimpl.tinygrad.conformance_report import rerun_classes
+    if args.classes_only: return rerun_classes(args.out)
     given = sys.argv[1:] if argv is None else list(argv)
     backends = [b.strip() if ":" in b else b.strip().upper() for b in args.backends.split(",") if b.strip()]
     return report_main(args.out, backends, args.fuzz_seconds,

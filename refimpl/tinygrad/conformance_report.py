@@ -9,10 +9,11 @@ TINYGRAD:B) it
      signature (op, dtypes, kind);
   3. runs every disagreement class's shrunk reproducer (CLASSES) on TINYGRAD:B and on refimpl's own CLANG, LLVM and GPU,
      and records whether it breaks the class's rule there (`replay(class_id, device)` reruns one).
-It writes tinygrad-0.10.1.md and tinygrad-0.10.1.html in the output folder (and each backend's suite report beside them:
-tinygrad-0.10.1-B-suite.{md,html,json}). The HTML page is built from that data: the headline table, each class with its
-rule, reproducer and per-backend result, an op x dtype grid per backend linked to the suite report's reproducers, and the
-fuzz findings linked to their files. Every subprocess runs as an argument list.
+It writes tinygrad-0.10.1.md and tinygrad-0.10.1.html in the output folder, the data they are built from
+(tinygrad-0.10.1.json: `report --classes-only` reruns the classes' reproducers over it) and each backend's suite report
+beside them (tinygrad-0.10.1-B-suite.{md,html,json}). The HTML page is built from that data: the headline table, each
+class with its rule, reproducer and per-backend result, an op x dtype grid per backend linked to the suite report's
+reproducers, and the fuzz findings linked to their files. Every subprocess runs as an argument list.
 """
 from __future__ import annotations
 
@@ -99,6 +100,24 @@ def _exp2_subnormal():
   return _elementwise("exp2_subnormal", Ops.EXP2, [np.zeros(4, np.float32), np.array([-134.31805, -130, -140, -149], np.float32)])
 
 
+def _cast_through_u8():
+  """CAST int32 -> uint8 -> int32: -19 wraps to 237 (and 416 to 160)."""
+  b = ProgramBuilder("cast_through_u8")
+  out, x = b.global_buf(dtypes.int32, 4), b.global_buf(dtypes.int32, 4)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.uop(Ops.CAST, dtypes.int32, (b.uop(Ops.CAST, dtypes.uint8, (b.load(x, i),)),)))
+  return b.build(), [np.zeros(4, np.int32), np.array([-19, 416, 255, 7], np.int32)]
+
+
+def _sub_negative_constant():
+  """x - (-1.5): a SUB whose second operand is a negative constant."""
+  b = ProgramBuilder("sub_negative_constant")
+  out, x = b.global_buf(F32, 4), b.global_buf(F32, 4)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.alu(Ops.SUB, b.load(x, i), b.const(-1.5, F32)))
+  return b.build(), [np.zeros(4, np.float32), np.array([0, 1, -2, 0.25], np.float32)]
+
+
 @dataclass(frozen=True)
 class DisagreementClass:
   id: str
@@ -123,13 +142,23 @@ CLASSES = [
                     "SPEC.md, maximum: NaN when either operand is NaN", _max_nan),
   DisagreementClass("cmplt-nan-f32", ("LLVM",), "CMPLT is rendered `fcmp ult` (unordered: true when an operand is NaN)",
                     "SPEC.md, compare: a comparison with NaN is false (CMPLT)", _cmplt_nan),
-  DisagreementClass("wgsl-shift-count-i32", ("WEBGPU",),
-                    "SHL / SHR of int32 are rendered `a<<b` with an i32 count; WGSL takes only a u32 shift count, so the "
-                    "shader does not compile (every int32 shift)",
+  DisagreementClass("shift-i32-does-not-compile", ("WEBGPU", "LLVM"),
+                    "SHL / SHR of int32: WGSL is rendered `a<<b` with an i32 count, and WGSL takes only a u32 shift count, "
+                    "so the shader does not compile; tinygrad's LLVM renderer has no SHL (KeyError: render error)",
                     "SPEC.md, shifts: SHL / SHR of int32 by a count in [0, 32) are defined", _shl_i32),
-  DisagreementClass("wgsl-neg-u32", ("WEBGPU",),
-                    "NEG of uint32 is rendered `-a`; WGSL has no unary minus on u32, so the shader does not compile",
+  DisagreementClass("neg-unsigned-does-not-compile", ("WEBGPU", "LLVM"),
+                    "NEG of uint32: WGSL is rendered `-a`, and WGSL has no unary minus on u32 (the shader does not "
+                    "compile); tinygrad's LLVM renderer fails to render NEG of an unsigned int",
                     "SPEC.md, arith: NEG of an unsigned int wraps (two's complement, 0 - a)", _neg_u32),
+  DisagreementClass("wgsl-cast-to-u8-keeps-high-bits", ("WEBGPU",),
+                    "CAST to uint8 is rendered as a cast to WGSL's u32 (WGSL has no 8-bit type) without masking: "
+                    "int32 -19 -> uint8 -> int32 gives -19, 416 gives 416 (found by the fuzzer)",
+                    "SPEC.md, cast: an int to int cast wraps modulo 2^bits of the target (-19 -> 237, 416 -> 160)",
+                    _cast_through_u8),
+  DisagreementClass("wgsl-sub-negative-constant", ("WEBGPU",),
+                    "x - c with a negative constant c is rendered `(x--1.5f)`; WGSL reads `--` as the decrement token "
+                    "and the shader does not parse (found by the fuzzer)",
+                    "SPEC.md, arith: SUB is defined for every float32 operand", _sub_negative_constant),
   DisagreementClass("wgsl-narrow-int-sign-extension", ("WEBGPU",),
                     "int8 / int16 loads (packed in u32 words) are sign-extended with the constant expression "
                     "`4294967295u<<8u`, which WGSL rejects as overflowing: no kernel of int8 or int16 compiles (the "
@@ -144,8 +173,8 @@ CLASS_BY_ID = {c.id: c for c in CLASSES}
 OTHER_CLASSES = ("narrow floats (`__fp16` / `__bf16` arithmetic computed in float and rounded once, not per op), tinygrad's "
                  "own EXP2 / LOG2 / SIN decompositions beyond the spec's ulp bounds, FDIV (no FDIV in tinygrad's C and WGSL "
                  "renderers' code_for_op: render error), vector types of unsigned C types (`unsigned long4`, a compile "
-                 "error); on WEBGPU, bool kernels rendered with `bool + bool` (WGSL rejects them: bool unsupported) and "
-                 "float32 sign of zero lost in some ops")
+                 "error); on WEBGPU, bool kernels rendered with `bool + bool` (WGSL rejects them: bool unsupported), a "
+                 "float4 store that does not render (AttributeError in the WGSL renderer) and float32 FDIV (no FDIV)")
 
 
 def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool, str]:
@@ -243,7 +272,7 @@ def run_fuzz(backend: str, seconds: float, out: Path) -> dict:
     detail = str(doc.get("detail", ""))
     findings.append({**doc.get("signature", {}), "file": f"fuzz/{safe_label(backend)}/{f.name}",
                      "detail": " ".join(detail.split())[:300]})
-  summary = [ln for ln in res.stdout.splitlines() if ln.startswith(("programs:", "  TINYGRAD"))]
+  summary = [ln for ln in res.stdout.splitlines() if ln.startswith(("programs:", "  backend", "  TINYGRAD", "findings:"))]
   return {"wall_s": time.perf_counter() - t, "findings": findings, "summary": summary}
 
 
@@ -384,11 +413,27 @@ def html_page(results: dict, fuzz_seconds: float, command: str) -> str:
 
 
 def write(out: Path, results: dict, fuzz_seconds: float, command: str) -> Path:
-  """Writes tinygrad-0.10.1.md and tinygrad-0.10.1.html; returns the markdown's path."""
+  """Writes tinygrad-0.10.1.md, tinygrad-0.10.1.html and the data they are built from (tinygrad-0.10.1.json); returns
+  the markdown's path."""
+  doc = {"command": command, "fuzz_seconds": fuzz_seconds, "results": results}
+  (out / "tinygrad-0.10.1.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
   md = out / "tinygrad-0.10.1.md"
   md.write_text(markdown(results, fuzz_seconds, command))
   (out / "tinygrad-0.10.1.html").write_text(html_page(results, fuzz_seconds, command))
   return md
+
+
+def rerun_classes(out: Path) -> int:
+  """Reruns every class's reproducer on the backends of the saved report (tinygrad-0.10.1.json) and on refimpl's own,
+  and rewrites the pages; the suites and fuzz campaigns are not rerun (`report --classes-only`)."""
+  doc = json.loads((out / "tinygrad-0.10.1.json").read_text())
+  results = doc["results"]
+  for b, r in results.items():
+    if not b.startswith("_") and r.get("suite"): r["classes"] = {c.id: check_class(c, b) for c in CLASSES}
+  results["_refimpl"] = {c.id: passes_on_refimpl(c) for c in CLASSES}
+  md = write(out, results, doc["fuzz_seconds"], doc["command"])
+  print(f"refimpl.tinygrad report: reran the classes, wrote {md} and {md.with_suffix('.html')}", file=sys.stderr)
+  return 0
 
 
 def main(out: Path, backends: list[str], fuzz_seconds: float, command: str) -> int:
