@@ -2,7 +2,8 @@
 not markdown in a <pre>. Rules: it parses (html.parser); its headline table has a row per backend with the case counts
 and a link to the suite report; each disagreement class has its rule, its per-backend result table and its reproducer;
 each backend has an op x dtype grid whose FAIL cells link to the reproducer's id in that backend's suite report (the
-suite report's own anchors); each fuzz finding links to its file. The committed page (docs/conformance) holds the same."""
+suite report's own anchors); each fuzz finding links to its file (one whose reduction stopped early is listed without
+one). The committed page (docs/conformance) holds the same."""
 from __future__ import annotations
 
 import html
@@ -24,7 +25,9 @@ def _results(tmp_path: pathlib.Path) -> dict:
   suite = {"wall_s": 12.0, "tests": "3 failed, 9 passed", "cases": {"pass": 2, "fail": 1, "unsupported": 1, "relaxed": 0},
            "statuses": STATUSES, "report": f"{suite_report('B')}.html"}
   fuzz = {"summary": ["programs: 10"], "findings": [{"op": "MAX", "dtypes": "float", "kind": "wrong-value:exact",
-                                                      "file": "fuzz/B/TINYGRAD_B-MAX-float.json", "detail": "got 1.0"}]}
+                                                      "file": "fuzz/B/TINYGRAD_B-MAX-float.json", "detail": "got 1.0"},
+                                                     {"op": "ADD", "dtypes": "int", "kind": "render-error", "file": None,
+                                                      "detail": "[not reduced: the reducer stopped early] KeyError"}]}
   classes = {c.id: (c.id == "max-nan-f32", "got [1.0], the spec gives [nan]") for c in CLASSES}
   return {"B": {"suite": suite, "fuzz": fuzz, "classes": classes, "unsupported": {"f16": "f16: KeyError"}},
           "C": {"why": "TINYGRAD:C: does not open here"}, "_refimpl": {c.id: "CLANG" for c in CLASSES}}
@@ -48,7 +51,8 @@ def test_the_published_page_is_built_from_the_data(tmp_path):
   target, _, anchor = alu[("MAX", "f32")].href.partition("#")
   assert anchor in parse_page((tmp_path / target).read_text()).ids  # the link lands on the suite report's reproducer
   fuzz = [c for t in page.tables for r in t.rows for c in r if c.href and c.href.startswith("fuzz/")]
-  assert [c.href for c in fuzz] == ["fuzz/B/TINYGRAD_B-MAX-float.json"]
+  assert [c.href for c in fuzz] == ["fuzz/B/TINYGRAD_B-MAX-float.json"]  # a finding the reducer did not finish: no file
+  assert any(c.text == "not kept (not reduced)" for t in page.tables for r in t.rows for c in r)
   assert (tmp_path / "tinygrad-0.10.1.md").read_text().startswith("# tinygrad 0.10.1")
 
 

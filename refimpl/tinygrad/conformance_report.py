@@ -6,7 +6,8 @@ TINYGRAD:B) it
      only, tinygrad's per-thread Python emulator is too slow for the 65536-lane op sweeps) with --conformance-report,
      timing it; the suite report's JSON gives each op case's status;
   2. runs a fuzz campaign (`python -m refimpl.fuzz --backend TINYGRAD:B --time S`) and lists its findings, deduplicated by
-     signature (op, dtypes, kind);
+     signature (op, dtypes, kind); a finding whose reduction stopped before its program lost its unused arguments is
+     listed but its file is not kept (committed reproducers are reduced ones);
   3. runs every disagreement class's shrunk reproducer (CLASSES) on TINYGRAD:B and on refimpl's own CLANG, LLVM and GPU,
      and records whether it breaks the class's rule there (`replay(class_id, device)` reruns one).
 It writes tinygrad-0.10.1.md and tinygrad-0.10.1.html in the output folder, the data they are built from
@@ -271,11 +272,24 @@ def run_fuzz(backend: str, seconds: float, out: Path) -> dict:
   for stale in where.glob("test_*.py") if where.exists() else []: stale.unlink()  # JSON replays (fuzz replay)
   for f in sorted(where.glob("*.json")) if where.exists() else []:
     doc = json.loads(f.read_text())
-    detail = str(doc.get("detail", ""))
-    findings.append({**doc.get("signature", {}), "file": f"fuzz/{safe_label(backend)}/{f.name}",
-                     "detail": " ".join(detail.split())[:300]})
+    detail = " ".join(str(doc.get("detail", "")).split())[:300]
+    if not fully_reduced(f):  # listed, but not published as a reproducer (module docstring)
+      f.unlink()
+      findings.append({**doc.get("signature", {}), "file": None, "detail": f"[not reduced: the reducer stopped early] {detail}"})
+      continue
+    findings.append({**doc.get("signature", {}), "file": f"fuzz/{safe_label(backend)}/{f.name}", "detail": detail})
   summary = [ln for ln in res.stdout.splitlines() if ln.startswith(("programs:", "  backend", "  TINYGRAD", "findings:"))]
   return {"wall_s": time.perf_counter() - t, "findings": findings, "summary": summary}
+
+
+def fully_reduced(path: Path) -> bool:
+  """Whether a finding's program takes no kernel argument that nothing uses (the reducer's last pass ran): only such
+  reproducers are published (what spec_tests/test_fuzz_corpus.py holds every committed reproducer to)."""
+  from refimpl.fuzz.corpus import load_finding
+  from refimpl.fuzz.graph import Graph
+  from refimpl.fuzz.reduce import unused_declarations
+  graph = Graph.from_program(load_finding(path).case.program)
+  return not [n for n in unused_declarations(graph) if n.op is not Ops.DEFINE_LOCAL]
 
 
 def unsupported_dtypes(backend: str) -> dict[str, str]:
@@ -317,7 +331,8 @@ def markdown(results: dict, fuzz_seconds: float, command: str) -> str:
     f = r.get("fuzz")
     if f is None: continue
     lines += [f"### TINYGRAD:{b}", "", *[f"    {s}" for s in f["summary"]], ""]
-    lines += [f"- {x.get('op')} {x.get('dtypes')} {x.get('kind')}: {x['detail'][:240]} ({x['file']})" for x in f["findings"]]
+    lines += [f"- {x.get('op')} {x.get('dtypes')} {x.get('kind')}: {x['detail'][:240]} ({x['file'] or 'no file'})"
+              for x in f["findings"]]
     lines += ["- none"] if not f["findings"] else []
     lines.append("")
   lines += ["## Suite reports", ""] + [f"- TINYGRAD:{b}: [{r['suite']['report']}]({r['suite']['report']})"
@@ -380,9 +395,13 @@ def _backend_html(b: str, r: dict) -> str:
   return "\n".join(parts)
 
 
+def _file_link(file: str | None) -> str:
+  return f"<a href='{rh.esc(file)}'>{rh.esc(file.rsplit('/', 1)[-1])}</a>" if file else "not kept (not reduced)"
+
+
 def _fuzz_html(b: str, f: dict) -> str:
   rows = "".join(f"<tr><td>{rh.esc(x.get('op'))}</td><td>{rh.esc(x.get('dtypes'))}</td><td>{rh.esc(x.get('kind'))}</td>"
-                 f"<td><a href='{rh.esc(x['file'])}'>{rh.esc(x['file'].rsplit('/', 1)[-1])}</a></td>"
+                 f"<td>{_file_link(x['file'])}</td>"
                  f"<td class=muted>{rh.esc(x['detail'][:240])}</td></tr>" for x in f["findings"])
   table = (f"<table><thead><tr><th>op</th><th>dtypes</th><th>kind</th><th>reproducer (fuzz replay FILE)</th><th>detail</th>"
            f"</tr></thead><tbody>{rows}</tbody></table>") if rows else "<p>no findings</p>"
