@@ -32,6 +32,7 @@ table.grid tbody th { text-align: left; background: #fafafa; }
 td.pass { background: #dff3e3; color: #1d6b33; } td.fail { background: #f9d3d3; color: #9b1c1c; font-weight: bold; }
 td.unsupported { background: #eee; color: #888; } td.relaxed { background: #fdf0c8; color: #7a5b00; }
 td.none { background: #fff; } td.zero { color: #aaa; }
+td.pass, td.fail, td.unsupported, td.relaxed { white-space: nowrap; }
 th.pass { color: #1d6b33; } th.fail { color: #9b1c1c; } th.unsupported { color: #777; } th.relaxed { color: #7a5b00; }
 td a { color: inherit; } pre { background: #f7f7f7; padding: 8px; white-space: pre-wrap; font-size: 12px; margin: .3em 0; }
 code { background: #f3f3f3; padding: 0 3px; } .muted { color: #666; } .legend span { padding: 1px 8px; margin-right: 6px; }
