@@ -56,7 +56,7 @@ def test_a_correct_backend_passes_the_packaged_suite_and_gets_the_report(porter)
   assert "refimpl conformance of MY: 445 op cases: 445 pass, 0 FAIL" in res.stdout
   assert "warnings summary" not in res.stdout and "Warning" not in res.stderr, res.stdout[-3000:] + res.stderr[-2000:]
   page = (porter[0] / "reports" / "my.html").read_text()
-  assert "<th>MY</th>" in page and (porter[0] / "reports" / "my.md").exists()
+  assert "<h2 id='b-MY'>MY</h2>" in page and (porter[0] / "reports" / "my.md").exists()
 
 
 def test_declared_known_failures_do_not_fail_the_run(porter):

@@ -24,9 +24,13 @@ def _run_sweep(backend: str, case: OpCase, conformance) -> None:
   if not supported(backend, case):
     conformance.record(backend, case.id, "unsupported", f"{backend} does not support the dtypes of {case.id}")
     pytest.skip(f"{backend} does not support {case.id}")
-  h = harness(backend, case)
   inputs = sweep_inputs(case)
-  verdict = h.check(inputs)
+  try:
+    h = harness(backend, case)
+    verdict = h.check(inputs)
+  except Exception as e:  # a supported case that does not render, compile or run is a failure, in the report too
+    conformance.record(backend, case.id, "fail", f"{backend}: {case.id} does not run: {type(e).__name__}: {e}")
+    raise
   report = "" if verdict.ok else h.failure_report(inputs, verdict)
   if not verdict.ok and case.op in Device[backend].renderer.inexact_ops:  # declared by the device: reported, not failed
     conformance.record(backend, case.id, "relaxed", report, verdict.checked)

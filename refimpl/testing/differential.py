@@ -64,11 +64,21 @@ def bitcast_cases() -> list[OpCase]:
 def supported(device: str, case: OpCase) -> bool:
   return all(Device[device].supports_dtype(dt) for dt in (*case.input_dtypes, case.result_dtype))
 
+def local_size_for(device: str, n: int) -> int:
+  """The workgroup size of an n-lane elementwise kernel on `device`: 1 when n workgroups fit its global_max (or it has
+  no grid), else the smallest power of two dividing n that makes n // local fit (a WebGPU grid stops at 65535)."""
+  renderer = Device[device].renderer
+  if renderer.global_max is None or n <= renderer.global_max[0]: return 1
+  local = 2
+  while n % local == 0 and n // local > renderer.global_max[0]: local *= 2
+  return local
+
 class OpHarness:
   """A compiled elementwise kernel of one OpCase on one device, checking input batches against the spec."""
   def __init__(self, device: str, case: OpCase, lanes: int = LANES):
     self.device, self.case, self.lanes = device, case, lanes
-    self.kernel = Kernel(elementwise(case.op, case.dtype, n=lanes, out_dtype=case.out_dtype), device)
+    program = elementwise(case.op, case.dtype, n=lanes, out_dtype=case.out_dtype, local_size=local_size_for(device, lanes))
+    self.kernel = Kernel(program, device)
     self.examples = 0
 
   def check(self, inputs: list[np.ndarray]) -> Verdict:

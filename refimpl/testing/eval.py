@@ -30,7 +30,8 @@ def _arity(op: Ops) -> int:
 @functools.lru_cache(maxsize=256)
 def _kernel(op: Ops, operand: DType, out: DType | None, n: int, device: str):
   from refimpl.runner import Kernel
-  return Kernel(elementwise(op, operand, n=n, out_dtype=out), device)
+  from refimpl.testing.differential import local_size_for
+  return Kernel(elementwise(op, operand, n=n, out_dtype=out, local_size=local_size_for(device, n)), device)
 
 def _check_undefined(op: Ops, operand: DType, out: DType | None, arrays: list[np.ndarray]) -> None:
   """Raises UndefinedBehavior (lane = flat element index) when any element is in the op's undefined domain."""

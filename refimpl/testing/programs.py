@@ -26,10 +26,10 @@ from refimpl.dtype import DType, dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_alu
 from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
-from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
+from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
-from refimpl.testing.differential import OpCase
+from refimpl.testing.differential import OpCase, local_size_for
 
 EXACT_OPS = sorted(GroupOp.ALU - GroupOp.Transcendental, key=lambda o: o.value)  # exact and allowed-set ALU ops
 
@@ -43,7 +43,9 @@ def ew(device: str, op: Ops, dt: DType, *xs, out_dtype: DType | None = None) -> 
   """out[i] = op(xs...[i]) on `device` (dt is the operands' dtype; CAST/BITCAST convert to out_dtype)."""
   xs = [np.asarray(x) for x in xs]
   out = out_dtype or (dtypes.bool if op in GroupOp.Comparison else dt)
-  return run(device, elementwise(op, dt, n=len(xs[-1]), out_dtype=out_dtype), np.zeros(len(xs[-1]), to_np(out)), *xs)[0]
+  n = len(xs[-1])
+  program = elementwise(op, dt, n=n, out_dtype=out_dtype, local_size=local_size_for(device, n))
+  return run(device, program, np.zeros(n, to_np(out)), *xs)[0]
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
   """Lanes where got and want are the same value: identical bits, or both NaN. The arrays must be of one dtype."""
@@ -95,12 +97,14 @@ def defined_inputs(op: Ops, dt: DType, xs: list[np.ndarray]) -> list[np.ndarray]
   if o.undefined is None: return xs
   return [np.where(o.undefined, x.dtype.type(1), x) for x in xs]
 
-def ops_kernel(name: str, cases: Sequence[OpCase], n: int, builder: ProgramBuilder | None = None) -> Program:
+def ops_kernel(name: str, cases: Sequence[OpCase], n: int, builder: ProgramBuilder | None = None, local_size: int = 1) -> Program:
   """One kernel computing out_j[i] = op_j(ins_j[i]) for every case; the buffers are, per case, its output then its
-  inputs. CAST/BITCAST convert their input to the case's out dtype. `builder` may already hold other uops."""
+  inputs. CAST/BITCAST convert their input to the case's out dtype. `builder` may already hold other uops. One thread
+  per lane, in workgroups of `local_size` (as refimpl.ir.elementwise; local_size_for(device, n) fits a device's grid)."""
   b = builder or ProgramBuilder(name)
   bufs = [(b.global_buf(c.result_dtype, n), [b.global_buf(d, n) for d in c.input_dtypes]) for c in cases]
-  i = b.gidx(0, n)
+  i = b.gidx(0, n // local_size)
+  if local_size > 1: i = b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(local_size, INDEX_DTYPE)), b.lidx(0, local_size))
   for c, (o, ib) in zip(cases, bufs):
     xs = tuple(b.load(x, i) for x in ib)
     b.store(o, i, b.uop(c.op, c.result_dtype, xs) if c.op in (Ops.CAST, Ops.BITCAST) else b.alu(c.op, *xs))
@@ -126,7 +130,8 @@ def assert_allowed(results: list[np.ndarray], dt: DType, ops: Sequence[Ops], inp
 def check_ops(device: str, dt: DType, ops: Sequence[Ops], inputs: dict, n: int) -> None:
   """Runs every op of `ops` on dtype dt over its `inputs[op]` (n lanes, defined) in one kernel; each result lane must be
   an allowed result (exact ops: the one result, bit for bit)."""
-  program = ops_kernel(f"ops_{dt.name.replace(' ', '_')}_{n}", [OpCase(op, dt) for op in ops], n)
+  program = ops_kernel(f"ops_{dt.name.replace(' ', '_')}_{n}", [OpCase(op, dt) for op in ops], n,
+                       local_size=local_size_for(device, n))
   assert_allowed(run(device, program, *ops_arrays(dt, ops, inputs, n)), dt, ops, inputs, device)
 
 def run_against_emulator(device: str, program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (),

@@ -5,7 +5,8 @@
                             without a "Device" suffix, upper-cased); installed backends are also discovered through the
                             `refimpl.backends` entry-point group
   --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported / relaxed (an op the
-                            device declares inexact, Renderer.inexact_ops), as markdown (PATH) and HTML (PATH with .html)
+                            device declares inexact, Renderer.inexact_ops), as markdown (PATH), HTML (PATH with .html: an
+                            op x dtype grid per backend) and JSON (PATH with .json: the data, read by other reports)
 
   --xfail PATTERN           a known failure: matching tests are expected to fail (repeatable); --xfail-file FILE reads
                             one pattern per line (# comments); --only PATTERN keeps only matching tests, --skip PATTERN
@@ -21,7 +22,6 @@ registered here; the suites' conftest files load REFIMPL_HYPOTHESIS_PROFILE (def
 from __future__ import annotations
 
 import fnmatch
-import html
 import json
 import os
 import pathlib
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from refimpl.device import ALL_DEVICES, Device, load_object
+from refimpl.testing import report_html as rh
+from refimpl.testing.report_html import STATUSES
 
 _THIRD_PARTY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 PROFILES = {"ci": 200, "dev": 30, "thorough": 5000}
@@ -116,7 +118,8 @@ def select_backends(requested: list[str]) -> Selection:
   names: list[str] = []
   for item in (s.strip() for opt in requested for s in opt.split(",")):
     if not item: continue
-    names.append(register_third_party(item) if _THIRD_PARTY.match(item) and "." in item.split(":")[0] else item.upper())
+    if _THIRD_PARTY.match(item) and "." in item.split(":")[0]: names.append(register_third_party(item))
+    else: names.append(item.upper() if item.count(":") < 2 else Device.canonicalize(item))  # KIND:module:Class keeps its case
   if not names: names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
   selection = Selection([], {})
   for name in names:
@@ -153,42 +156,27 @@ class Conformance:
     return "\n".join(lines) + "\n"
 
   def html(self) -> str:
-    """The report as one self-contained page: per-backend counts, a case x backend table coloured by status (pass,
-    FAIL, unsupported, relaxed) with a filter by op, by dtype and by status, each failure linked to its reproducer."""
+    """The report as one self-contained page (refimpl.testing.report_html): per-backend counts, then per backend the op x
+    dtype grid and the CAST / BITCAST grids coloured by status, each FAIL or relaxed cell linked to its reproducer."""
     backends = sorted({b for b, _ in self.results})
-    cases = sorted({c for _, c in self.results})
-    esc = html.escape
-    anchor = lambda b, c: f"r-{b}-{c}".replace(":", "_")
     def count_cell(backend: str, status: str) -> str:
       n = sum(1 for (b, _), (s, _) in self.results.items() if b == backend and s == status)
       return f"<td class={status if n else 'zero'}>{n}</td>"
-    counts = "".join(f"<tr><th>{esc(b)}</th>{''.join(count_cell(b, s) for s in STATUSES)}<td>{self.examples[b]:,}</td></tr>"
-                     for b in backends)
-    failures = ", ".join(f"<a href='#{anchor(b, c)}'>{esc(b)} {esc(c)}</a>"
-                         for (b, c), (s, _) in sorted(self.results.items()) if s == "fail") or "none"
-    rows = []
-    for case in cases:
-      op, _, dts = case.partition("-")
-      cells = []
-      for b in backends:
-        status = self.results.get((b, case), ("", ""))[0]
-        label = {"fail": "FAIL"}.get(status, status)
-        link = f"<a href='#{anchor(b, case)}'>{label}</a>" if status in ("fail", "relaxed") else label
-        cells.append(f"<td class='{status}'>{link}</td>")
-      rows.append(f"<tr data-op='{esc(op)}' data-dtype='{esc(dts)}'><th>{esc(case)}</th>{''.join(cells)}</tr>")
-    details = []
+    counts = "".join(f"<tr><th><a href='#b-{anchor(b)}'>{rh.esc(b)}</a></th>{''.join(count_cell(b, s) for s in STATUSES)}"
+                     f"<td>{self.examples[b]:,}</td></tr>" for b in backends)
+    parts = ["<h1>refimpl conformance report</h1>",
+             f"<p>Backends: {rh.esc(', '.join(backends))}. Each cell of a grid is one op on one dtype (or one conversion) "
+             "checked against the spec: sweeps of edge and random values and hypothesis examples.</p>",
+             "<table><thead><tr><th>backend</th>" + "".join(f"<th class={s}>{rh.LABELS[s]}</th>" for s in STATUSES) +
+             f"<th>lanes checked</th></tr></thead><tbody>{counts}</tbody></table>", rh.legend()]
+    for b in backends:
+      statuses = {c: s for (bb, c), (s, _) in self.results.items() if bb == b}
+      parts += [f"<h2 id='b-{anchor(b)}'>{rh.esc(b)}</h2>", rh.grids(statuses, lambda c, b=b: f"#{anchor(b, c)}")]
     for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)")):
       found = [(b, c, d) for (b, c), (s, d) in sorted(self.results.items()) if s == status]
-      details.append(f"<h2>{title} ({len(found)})</h2>")
-      details += [f"<h3 id='{anchor(b, c)}'>{esc(b)} {esc(c)}</h3><pre>{esc(d)}</pre>" for b, c, d in found]
-    ops = sorted({c.partition("-")[0] for c in cases})
-    dts = sorted({d for c in cases for d in c.partition("-")[2].split("-to-")})
-    options = lambda xs: "".join(f"<option>{esc(x)}</option>" for x in xs)
-    return _HTML.format(backends=esc(", ".join(backends)), counts=counts, failures=failures, ops=options(ops),
-                        dtypes=options(dts),
-                        head="".join(f"<th>{esc(b)}</th>" for b in backends), rows="\n".join(rows), details="\n".join(details),
-                        statuses="".join(f"<th class={s}>{s}</th>" for s in STATUSES))
-
+      parts.append(f"<h2>{title} ({len(found)})</h2>")
+      parts += [f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}</h3><pre>{rh.esc(d)}</pre>" for b, c, d in found]
+    return rh.page("refimpl conformance", "\n".join(parts))
 
   def to_json(self) -> dict:
     return {"results": [[b, c, s, d] for (b, c), (s, d) in self.results.items()], "examples": dict(self.examples)}
@@ -199,49 +187,9 @@ class Conformance:
     for backend, n in doc["examples"].items(): self.examples[backend] += n
 
 
-STATUSES = ("pass", "fail", "unsupported", "relaxed")
-_HTML = """<!doctype html><html><head><meta charset=utf-8><title>refimpl conformance</title><style>
-body {{ font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }}
-table {{ border-collapse: collapse; }} th, td {{ padding: 2px 10px; border: 1px solid #ddd; text-align: left; }}
-#cases thead th {{ position: sticky; top: 0; background: #f4f4f4; }} #cases tbody th {{ font: 13px ui-monospace, monospace; }}
-td.pass {{ background: #dff3e3; color: #1d6b33; }} td.fail {{ background: #f9d3d3; color: #9b1c1c; font-weight: bold; }}
-td.unsupported {{ background: #eee; color: #777; }} td.relaxed {{ background: #fdf0c8; color: #7a5b00; }}
-td.zero {{ color: #aaa; }}
-th.pass {{ color: #1d6b33; }} th.fail {{ color: #9b1c1c; }} th.unsupported {{ color: #777; }} th.relaxed {{ color: #7a5b00; }}
-td a {{ color: inherit; }} pre {{ background: #f7f7f7; padding: 8px; white-space: pre-wrap; }} .filters {{ margin: 1em 0; }}
-.filters label {{ margin-right: 1.2em; }}
-</style></head><body>
-<h1>refimpl conformance report</h1>
-<p>Backends: {backends}. Each cell is one op on one dtype (or one conversion) checked against the spec.</p>
-<table><thead><tr><th>backend</th>{statuses}<th>lanes checked</th></tr></thead><tbody>{counts}</tbody></table>
-<p><b>Failures</b> (each links to its reproducer): {failures}</p>
-<div class=filters>
-<label>op <select id=op><option value="">all</option>{ops}</select></label>
-<label>dtype <select id=dtype><option value="">all</option>{dtypes}</select></label>
-<label><input type=checkbox id=bad> only cases with a failure</label> <span id=shown></span></div>
-<table id=cases><thead><tr><th>case</th>{head}</tr></thead><tbody>
-{rows}
-</tbody></table>
-{details}
-<script>
-const rows = [...document.querySelectorAll('#cases tbody tr')];
-function filter() {{
-  const op = document.getElementById('op').value, dt = document.getElementById('dtype').value;
-  const bad = document.getElementById('bad').checked;
-  let n = 0;
-  for (const r of rows) {{
-    const show = (!op || r.dataset.op === op) && (!dt || r.dataset.dtype.split('-to-').includes(dt) || r.dataset.dtype === dt)
-      && (!bad || r.querySelector('td.fail') !== null);
-    r.style.display = show ? '' : 'none';
-    if (show) n++;
-  }}
-  document.getElementById('shown').textContent = n + ' of ' + rows.length + ' cases';
-}}
-for (const id of ['op', 'dtype', 'bad']) document.getElementById(id).addEventListener('change', filter);
-if (location.hash === '#failures') document.getElementById('bad').checked = true;  // a link that opens the failures only
-filter();
-</script></body></html>
-"""
+def anchor(backend: str, case: str = "") -> str:
+  """The HTML id of a backend's section, or of its reproducer of `case` (the suite reports link to these)."""
+  return re.sub(r"[^A-Za-z0-9_.-]", "_", f"r-{backend}-{case}" if case else backend)
 
 _CONFORMANCE = Conformance()
 _WORKER_KEY = "refimpl_conformance"
@@ -317,4 +265,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(_CONFORMANCE.markdown())
     target.with_suffix(".html").write_text(_CONFORMANCE.html())
-    terminalreporter.write_line(f"refimpl: conformance report written to {target} and {target.with_suffix('.html')}")
+    target.with_suffix(".json").write_text(json.dumps(_CONFORMANCE.to_json(), indent=0, sort_keys=True) + "\n")
+    terminalreporter.write_line(f"refimpl: conformance report written to {target}, {target.with_suffix('.html')} and "
+                                f"{target.with_suffix('.json')}")

@@ -8,9 +8,11 @@
       naming the kernel, the uop and the lane); with --check DEVICE, on tinygrad's DEVICE with each kernel also run on the
       emulator, every disagreement and undefined behaviour saved as a reproducer in DIR
 
-  python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,PYTHON]
-      the conformance report of tinygrad 0.10.1's own backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
-      campaign and every disagreement class's reproducer on each TINYGRAD:<backend>; writes tinygrad-0.10.1.md / .html
+  python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,WEBGPU]
+      the conformance report of tinygrad 0.10.1's backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
+      campaign and every disagreement class's reproducer on each TINYGRAD:<backend> (a tinygrad device name, or a
+      porter's module:Class); writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers
+      over the saved .json
 
 Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
 """
@@ -36,7 +38,10 @@ def _parser() -> argparse.ArgumentParser:
   rep = sub.add_parser("report", help="the conformance report of tinygrad's own backends (docs/conformance)")
   rep.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
   rep.add_argument("--fuzz-seconds", type=float, default=600.0, help="fuzz campaign per backend (default 600)")
-  rep.add_argument("--backends", default="CLANG,LLVM,GPU,PYTHON", help="comma-separated (default CLANG,LLVM,GPU,PYTHON)")
+  rep.add_argument("--classes-only", action="store_true",
+                   help="rerun only the disagreement classes' reproducers over the saved report (tinygrad-0.10.1.json)")
+  rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
+                   help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
   return ap
 
 
@@ -124,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
   args = ap.parse_args(argv)
   if args.command == "report":
     from refimpl.tinygrad.conformance_report import main as report_main
+    from refimpl.tinygrad.conformance_report import rerun_classes
+    if args.classes_only: return rerun_classes(args.out)
     given = sys.argv[1:] if argv is None else list(argv)
-    return report_main(args.out, [b.strip().upper() for b in args.backends.split(",") if b.strip()], args.fuzz_seconds,
+    backends = [b.strip() if ":" in b else b.strip().upper() for b in args.backends.split(",") if b.strip()]
+    return report_main(args.out, backends, args.fuzz_seconds,
                        " ".join(["python -m refimpl.tinygrad", *given]))
   script = _script(args, ap)
   return capture_main(args, script) if args.command == "capture" else run_main(args, script)

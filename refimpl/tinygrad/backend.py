@@ -1,37 +1,51 @@
-"""The TINYGRAD devices: tinygrad 0.10.1's own backends under refimpl's suite and fuzzer.
+"""The TINYGRAD devices: any tinygrad 0.10.1 device under refimpl's suite and fuzzer.
 
-`TINYGRAD:CLANG`, `TINYGRAD:LLVM`, `TINYGRAD:GPU` and `TINYGRAD:PYTHON` are one refimpl device kind, TINYGRAD, whose
-part after the colon names the tinygrad device. Everything that turns a kernel into results is tinygrad's:
+`TINYGRAD:<NAME>` is tinygrad's own device NAME, the one `tinygrad.device.Device[NAME]` opens (its module
+`tinygrad.runtime.ops_<name>`, its class `<Name>Device` found as tinygrad finds it): CLANG, LLVM, GPU, PYTHON, WEBGPU, CUDA,
+NV, AMD, METAL, ... (`in_tree_devices()`). `TINYGRAD:<module>:<Class>` is a porter's own tinygrad device, a subclass of
+tinygrad's `Compiled` importable as `module:Class` (e.g. `TINYGRAD:my_pkg.ops_mydev:MyDevice`): refimpl imports it by
+that name in every process (spawned fuzzer workers, pytest-xdist workers), so its package only has to be importable
+(installed, or on PYTHONPATH). A device whose runtime is missing here (no wgpu, no libcuda, not macOS) raises
+DeviceUnavailable with tinygrad's error and what to install.
+
+Everything that turns a kernel into results is the tinygrad device's own:
 
   Program --(refimpl.tinygrad.exporter: tinygrad UOps, tinygrad's final rewrites for its renderer)--> uops
-  uops --tinygrad renderer.render--> source --tinygrad compiler.compile--> lib --tinygrad runtime--> program
-  buffers: tinygrad's allocator of that device (its MallocAllocator, its OpenCL allocator, its PYTHON memoryviews)
+  uops --its renderer.render--> source --its compiler.compile--> lib --its runtime(name, lib)--> program
+  buffers: its allocator
 
-so CLANG is tinygrad's ClangRenderer, its clang flags (no -ffp-contract) and its ELF loader `jit_loader` with its
-`CPUProgram`; LLVM is its LLVMRenderer, its LLVM-C compiler and its loader; GPU is its OpenCLRenderer, `CLCompiler` and
-`CLProgram`; PYTHON is its PythonRenderer and its uop emulator. The toolchains are found as
-`refimpl.tinygrad.toolchain.prepare_tinygrad` finds them (pip's zig, pyopencl's libOpenCL).
+and everything that differs between tinygrad devices is read from the device, never from a table keyed by its name:
+  - grid or loops: a tinygrad renderer with no global grid (global_max None: tinygrad's CLANG and LLVM) gets programs in
+    grid form (any grid, so the emulator check at launch is fast) and `refimpl.lower.lower_for` lowers them to loops
+    before export (the refimpl renderer's `grid_as_loops`), as refimpl's own CLANG;
+  - has_local / has_shared / global_max / local_max: the tinygrad renderer's (has_local is true on a loop device: its
+    workgroups are loops too); vector widths: 1 to 16 when the renderer declares vector types (supports_float4), else 1;
+  - how a program is launched: with global_size / local_size when its runtime's program takes them (tinygrad's GPU,
+    WEBGPU, CUDA), else with the buffers and vals only (tinygrad's CPUProgram);
+  - its compiler: refimpl's disk cache holds a compiled binary only when tinygrad's compiler declares a cachekey (tinygrad's
+    own rule for caching it on disk), keyed by that cachekey, the compiler's class and the toolchain found; tinygrad's
+    PYTHON and WEBGPU compilers declare none (PYTHON's binary is a pickle: nothing of it is ever read back from disk).
+Only how the toolchains of the in-tree CLANG, LLVM and GPU are found here is per device (refimpl.tinygrad.toolchain,
+`prepare_tinygrad`), and the install hint of a device that does not open (INSTALL).
 
-The devices are opt-in: they are never the default device and the suite and the fuzzer run them only when named
+The devices are opt-in: never the default device; the suite and the fuzzer run them only when named
 (`--backend TINYGRAD:CLANG`). Two guarantees:
   - Inputs the spec leaves undefined are never sent to tinygrad's code: every launch first runs the program on refimpl's
     emulator (strict) on the same buffers and raises `UndefinedBehavior` instead of launching when any lane is
     undefined (tinygrad's CLANG and LLVM kernels trap with SIGFPE on 7 // 0).
   - A dtype is supported when it exists in tinygrad 0.10.1 (no fp8) and a probe kernel of it renders, compiles and runs
-    on the tinygrad device (fp16 on a PoCL without cl_khr_fp16 does not compile: unsupported). A dtype that compiles
-    and computes garbage is a failure, not unsupported. `unsupported_reasons` says why each refused dtype is refused;
-    `tinygrad_declares(dtype)` is tinygrad's own `is_dtype_supported`, shown beside it in the conformance report.
-
-CLANG and LLVM have no grid in tinygrad; programs reach this device in grid form (so the emulator check is fast) and are
-lowered to loops by `refimpl.lower.lower_for` before export (the renderer's `grid_as_loops`), as refimpl's own CLANG's
-are; every other op goes to tinygrad as it is (the renderer declares it renders each natively). tinygrad's PYTHON
-device keeps its compiled form in-process only (tinygrad's renderer pickles the uop list; the disk cache is off for it,
-so nothing of it is ever read back from disk).
+    on the tinygrad device (fp16 on a PoCL without cl_khr_fp16 does not compile; WEBGPU's WGSL renderer has no half,
+    int64 or float64: unsupported). A dtype that compiles and computes garbage is a failure, not unsupported.
+    `unsupported_reasons` says why each refused dtype is refused; `tinygrad_declares(dtype)` is tinygrad's own
+    `is_dtype_supported`.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata
+import inspect
+import pkgutil
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,38 +53,120 @@ from typing import Any
 import numpy as np
 
 from refimpl import spec
-from refimpl.device import Allocator, Compiled, CompileError, Compiler, DeviceUnavailable
+from refimpl.device import Allocator, Compiled, CompileError, Compiler, DeviceUnavailable, load_object
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
 from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
 from refimpl.renderer import Renderer
 
-BACKENDS = ("CLANG", "LLVM", "GPU", "PYTHON")
-NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # CLANG / LLVM: any grid, lowered to loops here
 KIND = "TINYGRAD"
+NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # a loop device: any grid, lowered to loops here
+VECTOR_WIDTHS = (1, 2, 3, 4, 8, 16)
+# What to install when tinygrad's in-tree device does not open here (the message only: nothing else reads a name).
+INSTALL = {
+  "CLANG": "pip install 'refimpl[clang]' (pip's zig) or put a clang on PATH",
+  "LLVM": "apt-get install libllvm15 (tinygrad loads the LLVM C library with ctypes)",
+  "GPU": "pip install 'refimpl[gpu]' (pyopencl and PoCL) or install an OpenCL driver",
+  "WEBGPU": "pip install 'refimpl[webgpu]' (wgpu) and a Vulkan driver (apt-get install mesa-vulkan-drivers)",
+  "CUDA": "an NVIDIA GPU and its driver (libcuda.so); tinygrad compiles with NVRTC (pip install nvidia-cuda-nvrtc-cu12)",
+  "NV": "an NVIDIA GPU and its kernel driver (/dev/nvidiactl)",
+  "AMD": "an AMD GPU and the amdgpu kernel driver (/dev/kfd) with ROCm's comgr",
+  "HIP": "an AMD GPU and ROCm (libamdhip64)",
+  "METAL": "macOS (Metal)",
+  "QCOM": "a Qualcomm Adreno GPU (/dev/kgsl-3d0)",
+  "DSP": "a Qualcomm Hexagon DSP (/dev/adsprpc-smd)",
+  "CLOUD": "a running tinygrad cloud server (CLOUDDEV=host:port)",
+}
 
 
 def kernel_name(name: str) -> str:
-  """A C / OpenCL / LLVM identifier for a refimpl program name."""
+  """A C / OpenCL / LLVM / WGSL identifier for a refimpl program name."""
   s = re.sub(r"[^A-Za-z0-9_]", "_", name)
   return s if s and not s[0].isdigit() else f"k_{s}"
 
 
-def backend_of(device: str) -> str:
-  """"TINYGRAD:CLANG" -> "CLANG"; DeviceUnavailable naming the choices otherwise."""
-  kind, _, rest = device.partition(":")
-  rest = rest.upper()
-  if kind.upper() != KIND or rest not in BACKENDS:
-    raise DeviceUnavailable(f"{device}: name a tinygrad backend: {', '.join(f'{KIND}:{b}' for b in BACKENDS)}")
-  return rest
+def in_tree_devices() -> list[str]:
+  """The devices tinygrad ships (its tinygrad/runtime/ops_<name>.py modules), without importing any of them."""
+  import tinygrad.runtime
+  return sorted(m.name.removeprefix("ops_").upper() for m in pkgutil.iter_modules(tinygrad.runtime.__path__)
+                if m.name.startswith("ops_"))
+
+
+@dataclass(frozen=True)
+class Target:
+  """What follows "TINYGRAD:" in a device name: tinygrad's device NAME, or a porter's `module:Class`."""
+  label: str              # CLANG, or my_pkg.ops_mydev:MyDevice
+  spec: str | None = None  # module:Class of an out-of-tree device, None for tinygrad's own
+
+  @property
+  def device(self) -> str: return f"{KIND}:{self.label}"
+
+  @staticmethod
+  def parse(device: str) -> Target:
+    """"TINYGRAD:webgpu" -> WEBGPU; "TINYGRAD:my_pkg.ops_mydev:MyDevice" -> that class (the part after the first colon
+    holds a colon); DeviceUnavailable for anything else, naming the choices."""
+    kind, _, rest = device.partition(":")
+    if kind.upper() != KIND or not rest:
+      raise DeviceUnavailable(f"{device}: name a tinygrad device, {KIND}:<NAME> or {KIND}:<module>:<Class>")
+    if ":" in rest: return Target(rest, rest)
+    return Target(rest.upper())
+
+  def tinygrad_class(self) -> type:
+    """The tinygrad Compiled subclass: imported by module:Class, or found in tinygrad.runtime.ops_<name> as tinygrad's
+    Device finds it (the member named <name>device, any case)."""
+    if self.spec is not None:
+      try: return load_object(self.spec)
+      except (ImportError, ValueError) as e:
+        raise DeviceUnavailable(f"{self.device}: cannot import {self.spec}: {type(e).__name__}: {e}") from None
+    names = in_tree_devices()
+    if self.label not in names:
+      raise DeviceUnavailable(f"{self.device}: tinygrad {importlib.metadata.version('tinygrad')} has no device "
+                              f"{self.label}; its devices: {', '.join(names)}; or a tinygrad device class of your own: "
+                              f"{KIND}:<module>:<Class>")
+    try: module = importlib.import_module(f"tinygrad.runtime.ops_{self.label.lower()}")
+    except Exception as e: raise self.unavailable(f"tinygrad.runtime.ops_{self.label.lower()} does not import", e) from None
+    found = [c for n, c in inspect.getmembers(module) if n.lower() == self.label.lower() + "device" and inspect.isclass(c)]
+    if not found: raise DeviceUnavailable(f"{self.device}: tinygrad.runtime.ops_{self.label.lower()} has no class "
+                                          f"{self.label.capitalize()}Device")
+    return found[0]
+
+  def tinygrad_name(self, cls: type) -> str:
+    """The device string tinygrad's class is built with: NAME, or the class name without its Device suffix."""
+    return self.label if self.spec is None else cls.__name__.removesuffix("Device").upper()
+
+  def unavailable(self, what: str, e: BaseException) -> DeviceUnavailable:
+    """DeviceUnavailable: what failed, tinygrad's error and what to install."""
+    hint = INSTALL.get(self.label, "see the device's own documentation") if self.spec is None else "its package's"
+    msg = f"{self.device}: {what} here: {type(e).__name__}: {e}"[:400]
+    return DeviceUnavailable(" ".join(f"{msg}; needs {hint}".split()) if self.spec is None else " ".join(msg.split()))
+
+
+def open_tinygrad(target: Target) -> Any:
+  """The tinygrad device, built as tinygrad.device.Device builds it, minus its main-process-only assert (refimpl's fuzzer
+  opens devices in spawned workers). The in-tree CLANG, LLVM and GPU toolchains are prepared first
+  (refimpl.tinygrad.toolchain); a device without a renderer, compiler and runtime (DISK, NPY) is not one to test."""
+  from tinygrad.device import Compiled as TinygradCompiled
+  from tinygrad.renderer import Renderer as TinygradRenderer
+
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  why = prepare_tinygrad().get(target.label)
+  if target.spec is None and why is not None: raise DeviceUnavailable(f"{target.device}: {why}")
+  cls = target.tinygrad_class()
+  if not (inspect.isclass(cls) and issubclass(cls, TinygradCompiled)):
+    raise DeviceUnavailable(f"{target.device}: {cls!r} is not a subclass of tinygrad.device.Compiled")
+  try: tg = cls(target.tinygrad_name(cls))
+  except Exception as e: raise target.unavailable(f"tinygrad's {cls.__name__} does not open", e) from None
+  if tg.runtime is None or type(tg.renderer).render is TinygradRenderer.render:
+    raise DeviceUnavailable(f"{target.device}: {cls.__name__} is not a compute device (it has no renderer or runtime)")
+  return tg
 
 
 @dataclass(frozen=True)
 class TinygradRenderer(Renderer):
-  """Exports a Program to tinygrad UOps and renders them with tinygrad's renderer (`tg`). Remembers each source's
-  program (for the undefined-behaviour check at launch)."""
+  """Exports a Program to tinygrad UOps and renders them with the tinygrad device's renderer (`tg`). Remembers each
+  source's program (for the undefined-behaviour check at launch)."""
   tg: Any = field(default=None, compare=False, repr=False)
-  loops: bool = False  # lower the grid to loops first (tinygrad's CLANG and LLVM have no grid)
+  loops: bool = False  # lower the grid to loops first (a tinygrad renderer without a grid)
   sources: dict = field(default_factory=dict, compare=False, repr=False)
 
   @property
@@ -82,21 +178,32 @@ class TinygradRenderer(Renderer):
     self.sources[src] = program
     return src
 
+  @staticmethod
+  def of(device: str, tgr: Any, sources: dict) -> TinygradRenderer:
+    """refimpl's description of tinygrad's renderer `tgr`, read from it (module docstring)."""
+    loops = tgr.global_max is None
+    return TinygradRenderer(
+      device=device, has_local=loops or bool(tgr.has_local), has_shared=bool(tgr.has_shared),
+      global_max=NATIVE_GRID if loops else tuple(tgr.global_max),
+      local_max=NATIVE_GRID if loops else (tuple(tgr.local_max) if tgr.local_max else None),
+      vector_widths=VECTOR_WIDTHS if tgr.supports_float4 else (1,), tg=tgr, loops=loops, sources=sources)
+
 
 class TinygradCompiler(Compiler):
-  """tinygrad's compiler of the device, through refimpl's disk cache (None for PYTHON: nothing of it goes to disk).
-  Remembers which program each binary is (for the check at launch)."""
-  def __init__(self, tg: Any, backend: str, sources: dict, identity: str):
-    self.tg, self.backend, self.sources, self.programs = tg, backend, sources, {}
-    key = f"{backend} {importlib.metadata.version('tinygrad')} {getattr(tg, 'cachekey', '')} {identity}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    super().__init__(None if backend == "PYTHON" else f"tinygrad-{backend.lower()}-{digest}")
+  """The tinygrad device's compiler, through refimpl's disk cache when tinygrad's compiler declares a cachekey (module
+  docstring). Remembers which program each binary is (for the check at launch)."""
+  def __init__(self, tg: Any, device: str, sources: dict, identity: str):
+    self.tg, self.device, self.sources, self.programs = tg, device, sources, {}
+    key = None
+    if getattr(tg, "cachekey", None) is not None:
+      what = f"{importlib.metadata.version('tinygrad')} {type(tg).__module__}.{type(tg).__qualname__} {tg.cachekey} {identity}"
+      key = f"tinygrad-{kernel_name(device.partition(':')[2]).lower()[:40]}-{hashlib.sha256(what.encode()).hexdigest()[:20]}"
+    super().__init__(key)
 
   def compile(self, src: str) -> bytes:
     try: return self.tg.compile(src)
     except Exception as e:  # tinygrad's CompileError, subprocess errors, LLVM's RuntimeError
-      raise CompileError(f"TINYGRAD:{self.backend}: tinygrad's compiler failed: {type(e).__name__}: {e}\n"
-                         f"--- source ---\n{src}") from e
+      raise CompileError(f"{self.device}: tinygrad's compiler failed: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
 
   def compile_cached(self, src: str) -> bytes:
     lib = super().compile_cached(src)
@@ -116,17 +223,25 @@ class TinygradAllocator(Allocator):
   def _copyout(self, dest: memoryview, src: Any) -> None: self.tg._copyout(dest, src)
 
 
+def takes_grid(prg: Any) -> bool:
+  """Whether a tinygrad program is launched with global_size / local_size (a grid runtime) or without (CPUProgram)."""
+  try: params = inspect.signature(prg).parameters
+  except (TypeError, ValueError): return True
+  return "global_size" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class CheckedProgram:
   """tinygrad's program, launched only after refimpl's emulator (strict) found every lane of this launch defined."""
   def __init__(self, device: TinygradDevice, name: str, lib: bytes):
     self.device, self.name = device, name
     self.program: Program | None = device.compiler.programs.get(hashlib.sha256(lib).digest())
-    self.prg = device.tg_runtime(kernel_name(name), lib)
+    self.prg = device.tg.runtime(kernel_name(name), lib)
+    self.grid = takes_grid(self.prg)
 
   def __call__(self, *bufs: Any, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
     from refimpl.emulator.machine import emulate
     if self.program is None:
-      raise RuntimeError(f"TINYGRAD:{self.device.backend}: {self.name}: unknown binary (not compiled by this device), "
+      raise RuntimeError(f"{self.device.device}: {self.name}: unknown binary (not compiled by this device), "
                          "so its inputs cannot be checked for undefined behaviour")
     p = self.program
     arrays = []
@@ -136,65 +251,41 @@ class CheckedProgram:
       self.device.allocator._copyout(memoryview(raw), b)
       arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
     emulate(p, arrays, vals=tuple(vals), strict=True)  # raises UndefinedBehavior: nothing is launched
-    if self.device.backend in ("CLANG", "LLVM"): return self.prg(*bufs, vals=tuple(vals), wait=wait)
+    if not self.grid: return self.prg(*bufs, vals=tuple(vals), wait=wait)
     return self.prg(*bufs, global_size=tuple(global_size), local_size=tuple(local_size), vals=tuple(vals), wait=wait)
 
 
-TINYGRAD_CLASSES = {"CLANG": "ClangDevice", "LLVM": "LLVMDevice", "GPU": "CLDevice", "PYTHON": "PythonDevice"}
-
-
-def _open_tinygrad(backend: str) -> Any:
-  """tinygrad's device `backend`, built as tinygrad.device.Device[backend] builds it, minus its main-process-only assert
-  (refimpl's fuzzer opens devices in spawned workers)."""
-  import importlib
-  module = importlib.import_module(f"tinygrad.runtime.ops_{backend.lower()}")
-  return getattr(module, TINYGRAD_CLASSES[backend])(backend)
-
-
 class TinygradDevice(Compiled):
-  """TINYGRAD:<backend>: tinygrad 0.10.1's own renderer, compiler, runtime and allocator (module docstring)."""
+  """TINYGRAD:<NAME> or TINYGRAD:<module>:<Class>: a tinygrad 0.10.1 device's renderer, compiler, runtime and allocator
+  (module docstring)."""
   device_name = KIND
   subprocess_safe = True
 
   def __init__(self, device: str = "TINYGRAD:CLANG"):
-    self.backend = backend_of(device)
+    self.target = Target.parse(device)
     try: importlib.metadata.version("tinygrad")
     except importlib.metadata.PackageNotFoundError:
       raise DeviceUnavailable(f"{device}: tinygrad is not installed; pip install 'refimpl[tinygrad]'") from None
-    identity = ""
-    if self.backend != "PYTHON":
-      from refimpl.tinygrad.toolchain import prepare_tinygrad
-      why = prepare_tinygrad().get(self.backend)
-      if why is not None: raise DeviceUnavailable(f"{KIND}:{self.backend}: {why}")
-      if self.backend == "CLANG":
-        from refimpl.backends.ops_clang import find_clang
-        identity = " ".join(find_clang()[0])
-    self.tg = _open_tinygrad(self.backend)
-    if self.backend == "GPU": identity = f"{self.tg.device_name} {self.tg.driver_version}"
-    tgr = self.tg.renderer
-    grid = self.backend in ("GPU", "PYTHON")
+    self.tg = open_tinygrad(self.target)
+    self.backend = self.target.label
+    self.tinygrad_device = self.tg.device
+    from refimpl.tinygrad.toolchain import toolchain_identity
     sources: dict = {}
-    renderer = TinygradRenderer(
-      device=f"{KIND}:{self.backend}", has_local=True if not grid else bool(tgr.has_local),
-      has_shared=self.backend == "CLANG" if not grid else bool(tgr.has_shared),  # tinygrad's LLVM renders no DEFINE_LOCAL
-      global_max=tuple(tgr.global_max) if grid and tgr.global_max else NATIVE_GRID,
-      local_max=tuple(tgr.local_max) if grid and tgr.local_max else (NATIVE_GRID if not grid else None),
-      tg=tgr, loops=not grid, sources=sources)
-    self.tg_runtime = self.tg.runtime
+    renderer = TinygradRenderer.of(self.target.device, self.tg.renderer, sources)
     self.unsupported_reasons: dict[DType, str] = {}
     self._supported: dict[DType, bool] = {}
-    super().__init__(f"{KIND}:{self.backend}", TinygradAllocator(self.tg.allocator), renderer,
-                     TinygradCompiler(self.tg.compiler, self.backend, sources, identity),
+    super().__init__(self.target.device, TinygradAllocator(self.tg.allocator), renderer,
+                     TinygradCompiler(self.tg.compiler, self.target.device, sources, toolchain_identity()),
                      lambda name, lib: CheckedProgram(self, name, lib))
 
   def synchronize(self) -> None: self.tg.synchronize()
 
   def tinygrad_declares(self, dtype: DType) -> bool:
-    """tinygrad's own answer: tinygrad.device.is_dtype_supported(dtype, backend)."""
+    """tinygrad's own answer: tinygrad.device.is_dtype_supported(dtype, its device name)."""
     from tinygrad.device import is_dtype_supported
 
     from refimpl.tinygrad.exporter import tinygrad_dtype
-    try: return bool(is_dtype_supported(tinygrad_dtype(dtype), self.backend))
+    try: return bool(is_dtype_supported(tinygrad_dtype(dtype), self.tinygrad_device))
     except ValueError: return False
 
   def supports_dtype(self, dtype: DType) -> bool:

@@ -232,3 +232,11 @@ def _first_device(cl: Any, plat: Any) -> Any:
     except cl.Error: devices = []
     if devices: return devices[0]
   return None
+
+
+def toolchain_identity() -> str:
+  """Which toolchains prepare_tinygrad found (the clang command), for the key of refimpl's compile cache."""
+  from refimpl.backends import ops_clang
+  from refimpl.device import DeviceUnavailable
+  try: return " ".join(ops_clang.find_clang()[0])
+  except DeviceUnavailable: return ""

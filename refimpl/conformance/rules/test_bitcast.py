@@ -11,7 +11,7 @@ from refimpl.conformance.rules.common import ALL, bf16, bl, f16, f32, f64, i32, 
 from refimpl.device import Device
 from refimpl.dtype import dtypes, to_np
 from refimpl.ir import Ops, dtype_to_str
-from refimpl.testing.differential import OpCase
+from refimpl.testing.differential import OpCase, local_size_for
 from refimpl.testing.programs import ew, ops_kernel, require, run
 from refimpl.testing.values import from_bits, to_bits
 
@@ -47,6 +47,7 @@ def test_every_bitcast_pair_keeps_every_bit(backend):
              8: rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n, dtype=np.uint64)}
   arrays = []
   for s, d in pairs: arrays += [np.zeros(n, to_np(d)), from_bits(pattern[s.itemsize], s)]
-  got = run(backend, ops_kernel("bitcasts", [OpCase(Ops.BITCAST, s, d) for s, d in pairs], n), *arrays)
+  got = run(backend, ops_kernel("bitcasts", [OpCase(Ops.BITCAST, s, d) for s, d in pairs], n,
+                                     local_size=local_size_for(backend, n)), *arrays)
   for (s, d), g in zip(pairs, got[0::2]):
     assert (to_bits(g).astype(np.uint64) == pattern[s.itemsize].astype(np.uint64)).all(), f"BITCAST {s.name} -> {d.name}"

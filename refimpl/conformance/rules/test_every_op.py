@@ -18,7 +18,7 @@ from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.alu import exec_cast
 from refimpl.ir import GroupOp, Ops, dtype_to_str
 from refimpl.runner import Kernel
-from refimpl.testing.differential import OpCase
+from refimpl.testing.differential import OpCase, local_size_for
 from refimpl.testing.programs import (
   assert_allowed,
   assert_same,
@@ -92,7 +92,8 @@ def test_every_cast_from_a_dtype_matches_the_emulator(backend, src):
     xd = x if out.undefined is None else np.where(out.undefined, np.zeros(1, x.dtype), x)
     arrays += [np.zeros(len(x), to_np(d)), xd]
     wants.append(exec_cast(xd, src, d).values)
-  p = ops_kernel(f"casts_{src.name.replace(' ', '_')}", [OpCase(Ops.CAST, src, d) for d in targets], len(x))
+  p = ops_kernel(f"casts_{src.name.replace(' ', '_')}", [OpCase(Ops.CAST, src, d) for d in targets], len(x),
+                 local_size=local_size_for(backend, len(x)))
   got = run(backend, p, *arrays)
   for d, g, w in zip(targets, got[0::2], wants): assert_same(g, w, f"CAST {src.name} -> {d.name}")
 
