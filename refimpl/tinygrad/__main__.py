@@ -13,6 +13,9 @@
       campaign and every disagreement class's reproducer on each TINYGRAD:<backend> (a tinygrad device name, or a
       porter's module:Class); writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers
       over the saved .json
+  python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out docs/conformance]
+      tinygrad's own tests (its sdist, fetched into a cache) on each device, and the compatibility table
+      tinygrad-selftest.md / .html (refimpl.tinygrad.selftest)
 
 Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
 """
@@ -42,7 +45,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="rerun only the disagreement classes' reproducers over the saved report (tinygrad-0.10.1.json)")
   rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
                    help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
+  st = sub.add_parser("selftest", help="tinygrad's own tests on REFIMPL and tinygrad's devices: a compatibility table")
+  st.add_argument("--files", help="comma-separated test files of tinygrad's test/ (default: refimpl.tinygrad.selftest.FILES)")
+  st.add_argument("--devices", default="REFIMPL,CLANG,PYTHON", help="comma-separated (default REFIMPL,CLANG,PYTHON)")
+  st.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
   return ap
+
+
+def selftest_main(args: argparse.Namespace) -> int:
+  from refimpl.tinygrad.selftest import FILES, refimpl_only, selftest
+  files = [f.strip() for f in args.files.split(",")] if args.files else list(FILES)
+  devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()]
+  runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True))
+  print(f"wrote {args.out / 'tinygrad-selftest.md'} and .html; {len(refimpl_only(runs))} tests fail on REFIMPL only",
+        file=sys.stderr)
+  return 0
 
 
 def _script(args: argparse.Namespace, ap: argparse.ArgumentParser) -> list[str]:
@@ -127,6 +144,7 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
   ap = _parser()
   args = ap.parse_args(argv)
+  if args.command == "selftest": return selftest_main(args)
   if args.command == "report":
     from refimpl.tinygrad.conformance_report import main as report_main
     from refimpl.tinygrad.conformance_report import rerun_classes

@@ -1,5 +1,7 @@
 """What tinygrad 0.10.1's kernels rely on that some of its own renderers do not promise: two classes of the report.
 
+  report_classes(...)       both, over the corpus, a training step and the edge cases: the report's data
+
   barrier_reliance(cases)   kernels that are defined by the spec's BARRIER (it orders the workgroup's locals and
                             globals) but not when a barrier orders locals only (emulate's barrier_scope="local"), which is
                             how tinygrad's OpenCL, Metal and WGSL renderers fence (barrier(CLK_LOCAL_MEM_FENCE),
@@ -118,3 +120,28 @@ def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
     with capture() as kernels: getattr(Tensor([x], dtype=getattr(dtypes, dt), device=device), fn)().realize()
     for k in kernels:
       if k.program is not None: yield f"{dt} {fn}({x!r}) {k.name}", Case(k.program, k.inputs, k.vals)
+
+
+CHECKOUT_CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"  # present in a checkout
+
+def report_classes(reference_device: str, clang: bool) -> dict[str, list[dict]]:
+  """Both classes over what this machine can capture: the checkout's corpus (when there is one), a training step on
+  `reference_device` and, when tinygrad's CLANG runs (`clang`), the edge cases on it; as {"barrier": [...], "casts":
+  [...]} of Reliance fields (the report's data)."""
+  def cases() -> Iterator[tuple[str, Case]]:
+    if CHECKOUT_CORPUS.is_dir(): yield from corpus_cases(CHECKOUT_CORPUS)
+    yield from training_step_cases(reference_device)
+    if clang: yield from edge_cases("CLANG")
+  captured = list(cases())
+  return {"barrier": [vars(r) for r in barrier_reliance(captured)], "casts": [vars(r) for r in discarded_casts(captured)]}
+
+
+RELIANCE_TEXT = {
+  "barrier": ("Kernels that need a BARRIER to order global memory",
+              "Defined by the spec (a BARRIER orders its workgroup's locals and globals) but a race when a barrier orders "
+              "locals only, which is how tinygrad's OpenCL, Metal and WGSL renderers fence: a portability hazard under "
+              "those memory models, not a wrong answer on the CPUs here. Found by emulate(barrier_scope=\"local\")."),
+  "casts": ("Kernels whose C casts out of range on lanes a WHERE discards",
+            "Defined by the spec (an out-of-range float->int CAST gives an undefined value, which WHERE drops) but C "
+            "undefined behaviour in the C source tinygrad's CLANG renders, (int)x of a float out of range, which clang may "
+            "exploit. refimpl's own C renderer guards these casts (refimpl.lower.guard_poison).")}
