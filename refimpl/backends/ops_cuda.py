@@ -77,9 +77,10 @@ class NVRTC:
     self.lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
                                             ctypes.c_void_p, ctypes.c_void_p]
     self.lib.nvrtcCompileProgram.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    for fn in ("nvrtcGetProgramLogSize", "nvrtcGetCUBINSize"):
+    for fn in ("nvrtcGetProgramLogSize", "nvrtcGetCUBINSize", "nvrtcGetPTXSize"):
       getattr(self.lib, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-    for fn in ("nvrtcGetProgramLog", "nvrtcGetCUBIN"): getattr(self.lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    for fn in ("nvrtcGetProgramLog", "nvrtcGetCUBIN", "nvrtcGetPTX"):
+      getattr(self.lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     self.lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
 
   def _check(self, status: int, what: str) -> None:
@@ -97,8 +98,9 @@ class NVRTC:
     self._check(getattr(self.lib, read_fn)(prog, buf), read_fn)
     return buf.raw[:n.value]
 
-  def compile(self, src: str, options: tuple[str, ...]) -> tuple[bytes | None, str]:
-    """(the cubin, or None when the source does not compile; NVRTC's log)."""
+  def compile(self, src: str, options: tuple[str, ...], output: str = "CUBIN") -> tuple[bytes | None, str]:
+    """(the cubin, or with output="PTX" the PTX, or None when the source does not compile; NVRTC's log). A cubin needs
+    an sm_XX architecture among the options, PTX a compute_XX one."""
     prog = ctypes.c_void_p()
     self._check(self.lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"refimpl.cu", 0, None, None),
                 "nvrtcCreateProgram")
@@ -107,7 +109,7 @@ class NVRTC:
       status = self.lib.nvrtcCompileProgram(prog, len(options), opts)
       log = self._read(prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog").rstrip(b"\0").decode(errors="replace")
       if status != 0: return None, log or self.lib.nvrtcGetErrorString(status).decode()
-      return self._read(prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN"), log
+      return self._read(prog, f"nvrtcGet{output}Size", f"nvrtcGet{output}"), log
     finally: self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 @functools.cache
@@ -202,7 +204,8 @@ class CUDAProgram:
     self.image = ctypes.create_string_buffer(lib)
     device.call("cuModuleLoadData", ctypes.byref(self.module), self.image)
     try: device.call("cuModuleGetFunction", ctypes.byref(self.fn), self.module, kernel_symbol(name).encode())
-    except RuntimeError as e: raise CompileError(f"{device.device}: the cubin has no kernel {kernel_symbol(name)!r}: {e}") from None
+    except RuntimeError as e:
+      raise CompileError(f"{device.device}: the cubin has no kernel {kernel_symbol(name)!r}: {e}") from None
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
