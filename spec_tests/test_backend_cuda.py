@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -241,3 +242,41 @@ def test_tinygrad_nvidia_toolchains_compile_the_conformance_kernels(kind, confor
   gone = [p for p in known if not any(re.search(p, why) for why in failed.values())]
   assert not gone, f"tinygrad's {kind} no longer fails with {gone}: remove them from KNOWN_TINYGRAD_FAILURES"
   assert compiled > len(conformance_programs) // 2 and no_form + compiled + len(failed) == len(conformance_programs)
+
+
+# ***** bench/gpu_check.py's float32 sweep, on a CPU device and a small range *****
+
+def _gpu_check():
+  """bench/gpu_check.py as a module (bench/ is not a package); registered before it runs, as its dataclass needs."""
+  import importlib.util
+  if "gpu_check" in sys.modules: return sys.modules["gpu_check"]
+  path = Path(__file__).resolve().parent.parent / "bench" / "gpu_check.py"
+  spec = importlib.util.spec_from_file_location("gpu_check", path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules["gpu_check"] = module
+  spec.loader.exec_module(module)
+  return module
+
+# chunks of 2^12 inputs (bits >> 12): around 1.0, 2^-126 (the smallest normals), -pi, +inf and the NaNs after it, -0
+SWEEP_CHUNKS = [0x3F800, 0x00800, 0xC0490, 0x7F800, 0x80000]
+
+@pytest.mark.parametrize("op", [Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP])
+def test_gpu_check_sweep_chunks_and_checks_a_cpu_device(op):
+  """The sweep of bench/gpu_check.py on CLANG (a correct backend): each chunk's lanes are the float32s with those bits,
+  and every one is within the spec's rule (SQRT, RECIP correctly rounded; EXP2, LOG2, SIN within their ULP bound)."""
+  if Device.open_error("CLANG") is not None: pytest.skip(f"CLANG does not open: {Device.open_error('CLANG')}")
+  gc = _gpu_check()
+  r = gc.sweep(op, "CLANG", bits=32, chunk_bits=12, threads=2, chunks=SWEEP_CHUNKS)
+  assert (r.checked, r.failures, r.examples) == (len(SWEEP_CHUNKS) << 12, 0, [])
+
+def test_gpu_check_sweep_reports_a_wrong_result_as_a_failure_with_its_input():
+  """The check can fail: a SQRT one ulp off at one input, and an EXP2 beyond the bound, are failures naming the input."""
+  gc = _gpu_check()
+  x = (np.arange(4096, dtype=np.uint32) + 0x3F800000).view(np.float32)
+  got = np.sqrt(x.astype(np.float64)).astype(np.float32)
+  got[7] = np.nextafter(got[7], np.float32(np.inf))
+  assert gc._check_slice(Ops.SQRT, 0x3F800000, got)[0::2] == (1, [0x3F800007])
+  got = np.exp2(x.astype(np.float64)).astype(np.float32)
+  got[5] = got[5] * np.float32(1 + 2**-20)
+  failures, worst, examples = gc._check_slice(Ops.EXP2, 0x3F800000, got)
+  assert (failures, examples) == (1, [0x3F800005]) and worst > 4
