@@ -68,7 +68,8 @@ def _check_slice(op: Ops, first_bits: int, got: np.ndarray) -> tuple[int, int, l
   SQRT and RECIP: the float64 result rounded to float32 is the correctly rounded one (53 >= 2*24+2), compared bit for
   bit. EXP2, LOG2, SIN: that fast reference is within 1 ulp of the correctly rounded one, so a lane within bound-1 ulps
   of it, away from 0, the subnormals and the overflow threshold, is within the bound of the exact reference; where it
-  is NaN the exact one is NaN too (the result must be NaN); every other lane is checked against refimpl.emulator.reference.correctly_rounded (extended precision, slow) with the tolerance
+  is NaN the exact one is NaN too (the result must be NaN); every other lane is checked against
+  refimpl.emulator.reference.correctly_rounded (extended precision, slow) with the tolerance
   rule (special values exact)."""
   x = (np.arange(got.size, dtype=np.uint64) + first_bits).astype(np.uint32).view(np.float32)
   with np.errstate(all="ignore"):
@@ -125,7 +126,8 @@ def sweep(op: Ops, device: str, bits: int = 32, chunk_bits: int = CHUNK_BITS, th
 
 def sweep_report(results: list[SweepResult], device: str) -> str:
   """The markdown of the sweep: one row per op, then the reproducers (input bits, value, the device's result)."""
-  lines = [f"# float32 sweep on {device}", "", "| op | inputs | failures | worst ULP from the f64 result (finite) | bound | seconds |",
+  lines = [f"# float32 sweep on {device}", "",
+           "| op | inputs | failures | worst ULP from the f64 result (finite) | bound | seconds |",
            "|---|---|---|---|---|---|"]
   for r in results:
     bound = spec.ulp_bound(r.op, F32)
