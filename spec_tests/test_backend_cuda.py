@@ -3,13 +3,14 @@ where there is no GPU: every kernel the conformance suite launches is rendered a
 the PyPI wheels; the rendering rules are checked in the source and in NVRTC's PTX. The launch tests need an NVIDIA GPU
 and driver and skip with the reason where there is none (bench/gpu_check.py runs the whole suite on one).
 
-The kernels are recorded once per test session: the packaged conformance suite runs on RECORDING (refimpl.testing.recording:
-the emulator, which writes down every program it is given), in a subprocess, with the `dev` hypothesis profile (the
-programs are the same kernels with fewer inputs)."""
+The kernels are recorded by one test: the packaged conformance suite runs on RECORDING (refimpl.testing.recording: the
+emulator, which writes down every program it is given), in a subprocess, with the `dev` hypothesis profile (the programs
+are the same kernels with fewer inputs)."""
 from __future__ import annotations
 
 import ctypes
-import fcntl
+import functools
+import importlib.util
 import os
 import re
 import subprocess
@@ -35,38 +36,42 @@ except CompileError as e: pytest.skip(str(e), allow_module_level=True)
 F32 = dtypes.float32
 
 
-@pytest.fixture(scope="session")
-def conformance_programs(tmp_path_factory) -> list[Program]:
-  """Every distinct program the packaged conformance suite launches, recorded once per session (xdist workers share
-  the recording through a lock in pytest's shared temporary directory)."""
-  root = tmp_path_factory.getbasetemp().parent
-  path, lock = root / "cuda-conformance-programs.jsonl", root / "cuda-conformance-programs.lock"
-  with open(lock, "w") as held:
-    fcntl.flock(held, fcntl.LOCK_EX)
-    if not path.exists():
-      partial = path.with_suffix(".partial")
-      partial.unlink(missing_ok=True)
-      env = {**os.environ, ENV: str(partial), "REFIMPL_HYPOTHESIS_PROFILE": "dev"}
-      cmd = [sys.executable, "-m", "pytest", "--pyargs", "refimpl.conformance", "-q", "-p", "no:cacheprovider", "-p",
-             "no:xdist", "--backend", "refimpl.testing.recording:RecordingDevice"]
-      done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root)
-      assert done.returncode == 0, f"the conformance suite failed on RECORDING:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
-      partial.rename(path)
+def _record_conformance_programs(where: Path) -> list[Program]:
+  """Every distinct program the packaged conformance suite launches: the suite on RECORDING in a subprocess."""
+  path = where / "conformance-programs.jsonl"
+  env = {**os.environ, ENV: str(path), "REFIMPL_HYPOTHESIS_PROFILE": "dev"}
+  cmd = [sys.executable, "-m", "pytest", "--pyargs", "refimpl.conformance", "-q", "-p", "no:cacheprovider", "-p",
+         "no:xdist", "--backend", "refimpl.testing.recording:RecordingDevice"]
+  done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=where)
+  assert done.returncode == 0, f"the conformance suite failed on RECORDING:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
   return list(recorded(path))
 
 
-# ***** every conformance kernel compiles *****
-
-def test_every_conformance_kernel_renders_for_cuda_and_compiles_with_nvrtc(conformance_programs):
-  """CUDA takes every program the suite launches (every dtype, local sizes up to 1024 threads), and each one's CUDA C
-  compiles with NVRTC and FLAGS, many kernels per translation unit (unique kernel names; the prelude is guarded)."""
+def _cuda_compiles(programs: list[Program]) -> None:
+  """CUDA takes every program (every dtype, local sizes up to 1024 threads), and each one's CUDA C compiles with NVRTC
+  and FLAGS, 200 kernels per translation unit (unique kernel names; the prelude is include-guarded)."""
   r = CUDARenderer()
-  srcs = [r.render(f"{p.name}_{k}", lower_for(p, r)) for k, p in enumerate(conformance_programs)]
-  dts = {u.dtype.scalar() if not isinstance(u.dtype, PtrDType) else u.dtype.base for p in conformance_programs for u in p.uops}
+  srcs = [r.render(f"{p.name}_{k}", lower_for(p, r)) for k, p in enumerate(programs)]
+  dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for p in programs for u in p.uops}
   assert dts >= ALL_SCALARS, f"the recording lacks {sorted(d.name for d in ALL_SCALARS - dts)}"
   compiler = ops_cuda.NVRTCCompiler()
   for start in range(0, len(srcs), 200):
     for cubin in compiler.compile_batch(srcs[start:start + 200]): assert cubin[:4] == b"\x7fELF"
+
+
+def test_every_conformance_kernel_compiles_for_cuda_and_for_tinygrads_cuda_and_ptx(tmp_path):
+  """Every kernel the conformance suite launches compiles for CUDA (NVRTC) and, where tinygrad 0.10.1 has a form for
+  it, with tinygrad's CUDA and PTX toolchains (_tinygrad_compiles; those parts need tinygrad, in the dev extra). One
+  test, so that one xdist worker records the suite once; every part runs and the failures are reported together."""
+  programs = _record_conformance_programs(tmp_path)
+  parts = {"CUDA": _cuda_compiles}
+  if importlib.util.find_spec("tinygrad") is not None:
+    parts |= {f"TINYGRAD:{kind}": functools.partial(_tinygrad_compiles, kind) for kind in ("CUDA", "PTX")}
+  failures = []
+  for name, check in parts.items():
+    try: check(programs)
+    except (AssertionError, CompileError) as e: failures.append(f"{name}: {e}")
+  assert not failures, "\n\n".join(failures)
 
 
 # ***** the rendering rules, in the source and in NVRTC's PTX *****
@@ -215,7 +220,7 @@ KNOWN_TINYGRAD_FAILURES: dict[str, dict[str, str]] = {
 
 def _tinygrad_compile_results(kind: str, programs: list[Program]) -> tuple[int, int, dict[int, str]]:
   """(how many programs tinygrad has no form for, how many compiled, {program: failure}) for TINYGRAD:<kind>."""
-  nvidia = pytest.importorskip("refimpl.tinygrad.nvidia")
+  from refimpl.tinygrad import nvidia
   from refimpl.tinygrad.exporter import ExportError
   tg_renderer, tg_compiler = nvidia.toolchain(kind)
   srcs, which, failed, no_form = [], [], {}, 0
@@ -224,31 +229,28 @@ def _tinygrad_compile_results(kind: str, programs: list[Program]) -> tuple[int, 
     except ExportError: no_form += 1
     except Exception as e: failed[k] = f"{type(e).__name__}: {e}"
     else: which.append(k)
-  if kind == "CUDA": many = lambda s: tg_compiler.compile(nvidia.one_translation_unit(s))
-  else: many = lambda s: [tg_compiler.compile(x) for x in s]  # nvJitLink starts fast: no batching needed
+  join = nvidia.one_translation_unit if kind == "CUDA" else nvidia.one_ptx_module
+  many = lambda s: tg_compiler.compile(join(s))
   not_compiled = nvidia.failures(many, tg_compiler.compile, srcs)
   for j, why in not_compiled.items(): failed[which[j]] = why
   return no_form, len(srcs) - len(not_compiled), failed
 
-@pytest.mark.parametrize("kind", ["CUDA", "PTX"])
-def test_tinygrad_nvidia_toolchains_compile_the_conformance_kernels(kind, conformance_programs):
-  """TINYGRAD:<kind>: every conformance kernel tinygrad has a form for renders and compiles with tinygrad's own
-  renderer and compiler (sm_80), except tinygrad 0.10.1's known failures, each of which is still there."""
-  pytest.importorskip("tinygrad")
-  no_form, compiled, failed = _tinygrad_compile_results(kind, conformance_programs)
+def _tinygrad_compiles(kind: str, programs: list[Program]) -> None:
+  """TINYGRAD:<kind>: every program tinygrad has a form for renders and compiles with tinygrad's own renderer and
+  compiler (sm_80), except tinygrad 0.10.1's known failures, each of which is still there."""
+  no_form, compiled, failed = _tinygrad_compile_results(kind, programs)
   known = KNOWN_TINYGRAD_FAILURES[kind]
   unknown = {k: why for k, why in failed.items() if not any(re.search(p, why) for p in known)}
-  assert not unknown, "\n\n".join(f"{conformance_programs[k].name}: {why[:1500]}" for k, why in list(unknown.items())[:3])
+  assert not unknown, "\n\n".join(f"{programs[k].name}: {why[:1500]}" for k, why in list(unknown.items())[:3])
   gone = [p for p in known if not any(re.search(p, why) for why in failed.values())]
   assert not gone, f"tinygrad's {kind} no longer fails with {gone}: remove them from KNOWN_TINYGRAD_FAILURES"
-  assert compiled > len(conformance_programs) // 2 and no_form + compiled + len(failed) == len(conformance_programs)
+  assert compiled > len(programs) // 2 and no_form + compiled + len(failed) == len(programs)
 
 
 # ***** bench/gpu_check.py's float32 sweep, on a CPU device and a small range *****
 
 def _gpu_check():
   """bench/gpu_check.py as a module (bench/ is not a package); registered before it runs, as its dataclass needs."""
-  import importlib.util
   if "gpu_check" in sys.modules: return sys.modules["gpu_check"]
   path = Path(__file__).resolve().parent.parent / "bench" / "gpu_check.py"
   spec = importlib.util.spec_from_file_location("gpu_check", path)

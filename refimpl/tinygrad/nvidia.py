@@ -107,6 +107,17 @@ def one_translation_unit(sources: list[str]) -> str:
   return "\n".join([*head, *bodies]) + "\n"
 
 
+PTX_HEADER = (".version", ".target", ".address_size")
+
+def one_ptx_module(sources: list[str]) -> str:
+  """tinygrad PTX sources as one module (one nvJitLink run for many kernels): the first one's header (.version,
+  .target, .address_size), then every source's entries (their names must differ; tinygrad declares nothing at module
+  scope)."""
+  lines = [ln for ln in sources[0].splitlines() if ln.startswith(PTX_HEADER)]
+  for src in sources: lines += [ln for ln in src.splitlines() if not ln.startswith(PTX_HEADER)]
+  return "\n".join(lines) + "\n"
+
+
 def failures(compile_many: Any, compile_one: Any, sources: list[str], batch: int = 200) -> dict[int, str]:
   """{index: error text} of the sources that do not compile by themselves (compile_one(source)): compile_many(list of
   sources) compiles them together; a batch that fails is halved until each failing source stands alone, which is then
