@@ -3,7 +3,7 @@
 Toolchain. NVRTC is the PyPI wheel nvidia-cuda-nvrtc-cu12 (pip install 'refimpl[cuda]', in the dev extra): its
 libnvrtc.so.12 is found inside the installed package (importlib finds `nvidia.cuda_nvrtc`; no root, no system CUDA, no
 LD_LIBRARY_PATH), and libnvrtc-builtins.so.12.x, which NVRTC opens itself, sits beside it (libnvrtc's RUNPATH is
-$ORIGIN). The compiler works without a GPU or a driver: NVRTCCompiler can be made on its own (the CI compile tests).
+$ORIGIN; it is also loaded first, so NVRTC's dlopen of its soname finds it loaded). The compiler works without a GPU or a driver: NVRTCCompiler can be made on its own (the CI compile tests).
 
 Flags (FLAGS), the ones that make the spec hold, whatever NVRTC's defaults:
   --fmad=false        no contraction of a*b+c into an FMA (NVRTC's default contracts; MULACC is rendered unfused)
@@ -71,7 +71,10 @@ class NVRTC:
   def __init__(self) -> None:
     lib = nvrtc_dir()
     path = min(p for p in lib.glob("libnvrtc.so.*") if ".alt." not in p.name)
-    try: self.lib = ctypes.CDLL(str(path))
+    builtins = min(p for p in lib.glob("libnvrtc-builtins.so.*") if ".alt." not in p.name)
+    try:
+      ctypes.CDLL(str(builtins))  # loaded first, so NVRTC's own dlopen of it by soname finds it whatever the search path
+      self.lib = ctypes.CDLL(str(path))
     except OSError as e: raise CompileError(f"{NO_NVRTC} ({path} does not load: {e})") from None
     self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     self.lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
@@ -212,7 +215,7 @@ class CUDAProgram:
     grid = tuple(global_size) + (1,) * (3 - len(global_size))
     block = tuple(local_size) + (1,) * (3 - len(local_size))
     args = [ctypes.c_uint64(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
-    params = (ctypes.c_void_p * max(len(args), 1))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args))
+    params = (ctypes.c_void_p * max(len(args), 1))(*(ctypes.addressof(a) for a in args))  # args outlive the call
     start = time.perf_counter()
     self.device.call("cuLaunchKernel", self.fn, *(ctypes.c_uint(g) for g in grid), *(ctypes.c_uint(b) for b in block),
                      ctypes.c_uint(0), ctypes.c_void_p(0), params, ctypes.c_void_p(0))
