@@ -3,7 +3,8 @@
 Toolchain. NVRTC is the PyPI wheel nvidia-cuda-nvrtc-cu12 (pip install 'refimpl[cuda]', in the dev extra): its
 libnvrtc.so.12 is found inside the installed package (importlib finds `nvidia.cuda_nvrtc`; no root, no system CUDA, no
 LD_LIBRARY_PATH), and libnvrtc-builtins.so.12.x, which NVRTC opens itself, sits beside it (libnvrtc's RUNPATH is
-$ORIGIN; it is also loaded first, so NVRTC's dlopen of its soname finds it loaded). The compiler works without a GPU or a driver: NVRTCCompiler can be made on its own (the CI compile tests).
+$ORIGIN; it is also loaded first, so NVRTC's dlopen of its soname finds it loaded).
+The compiler works without a GPU or a driver: NVRTCCompiler can be made on its own (the CI compile tests).
 
 Flags (FLAGS), the ones that make the spec hold, whatever NVRTC's defaults:
   --fmad=false        no contraction of a*b+c into an FMA (NVRTC's default contracts; MULACC is rendered unfused)
