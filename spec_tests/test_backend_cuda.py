@@ -22,7 +22,8 @@ import pytest
 
 from refimpl.backends.cuda import ALL_SCALARS, CUDARenderer
 from refimpl.device import ALL_DEVICES, Device
-from refimpl.dtype import PtrDType, dtypes
+from refimpl.dtype import PtrDType, dtypes, to_np
+from refimpl.emulator.machine import emulate
 from refimpl.errors import CompileError
 from refimpl.ir import Ops, Program, ProgramBuilder, ProgramError
 from refimpl.lower import lower_for
@@ -197,6 +198,72 @@ def test_kernels_launch_on_the_gpu_and_match_the_emulator():
   half = _binary(Ops.FDIV, dtypes.float16)
   xs = [np.zeros(4, np.float16), np.array([1, 3, -0.0, 65504], np.float16), np.array([3, 7, 2, 0.5], np.float16)]
   assert check_against_emulator(dev, half, xs) > 0
+
+
+class FakeDriver:
+  """The libcuda calls the CUDA device makes, on host memory, for testing the launch path without a GPU: memory is
+  ctypes arrays, a module is the cubin NVRTC made (checked to be an ELF), and cuLaunchKernel decodes the grid, the
+  block and kernelParams (each a pointer to a CUdeviceptr or an int32) and runs `program` (what the cubin was
+  compiled from) on the emulator over that memory. The calls are recorded."""
+  ATTRIBUTES = {"max_threads": 1024, "block_x": 1024, "block_y": 1024, "block_z": 64, "grid_x": 2**31 - 1,
+                "grid_y": 65535, "grid_z": 65535, "shared_bytes": 49152, "major": 8, "minor": 0}
+  def __init__(self, program: Program):
+    self.program, self.calls, self.memory, self.functions = program, [], {}, []
+  def attribute(self, dev, name: str) -> int: return self.ATTRIBUTES[name]
+  def __call__(self, fn: str, *args) -> None:
+    self.calls.append(fn)
+    getattr(self, fn, lambda *a: None)(*args)
+  def cuDeviceGetCount(self, count): count._obj.value = 1
+  def cuDeviceGetName(self, buf, size, dev): buf.value = b"fake GPU"
+  def cuDevicePrimaryCtxRetain(self, ctx, dev): ctx._obj.value = 1
+  def cuMemAlloc_v2(self, ptr, size):
+    mem = (ctypes.c_uint8 * size.value)()
+    self.memory[ctypes.addressof(mem)] = mem
+    ptr._obj.value = ctypes.addressof(mem)
+  def cuMemFree_v2(self, ptr): del self.memory[ptr.value]
+  def cuMemcpyHtoD_v2(self, dst, src, size): ctypes.memmove(dst.value, src, size.value)
+  def cuMemcpyDtoH_v2(self, dst, src, size): ctypes.memmove(dst, src.value, size.value)
+  def cuModuleLoadData(self, module, image):
+    assert image.raw[:4] == b"\x7fELF"
+    module._obj.value = 1
+  def cuModuleGetFunction(self, fn, module, name):
+    self.functions.append(name.decode())
+    fn._obj.value = 2
+  def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    p = self.program
+    assert (gx.value, gy.value, gz.value) == p.global_size and (bx.value, by.value, bz.value) == p.local_size
+    signature = [p.buffers[i] for i in sorted(p.buffers)]
+    ptrs = [ctypes.c_uint64.from_address(params[k]).value for k in range(len(signature))]
+    vals = [ctypes.c_int32.from_address(params[len(signature) + k]).value for k in range(len(p.vars))]
+    views = [np.frombuffer(self.memory[a], dtype=to_np(ptr.base)) for a, ptr in zip(ptrs, signature)]
+    emulate(p, views, vals=vals, inplace=True)
+
+def test_the_driver_api_path_allocates_copies_and_launches_as_cuda_would(monkeypatch):
+  """The launch path without a GPU, on FakeDriver: the device's limits and architecture come from the driver, the
+  kernel is found by its extern "C" name in the NVRTC cubin, the buffers then the int vars are passed in kernelParams,
+  the grid is global_size blocks of local_size threads, and the copies move the bytes both ways (the results are
+  the emulator's, as the fake runs the program: what is checked is the plumbing)."""
+  b = ProgramBuilder("fake_launch")
+  out, x = b.global_buf(F32, 64), b.global_buf(F32, 64)
+  n = b.var("n", 0, 64)
+  g, t = b.gidx(0, 4), b.lidx(0, 16)
+  i = b.alu(Ops.ADD, b.alu(Ops.MUL, g, b.const(16, dtypes.int32)), t)
+  b.store(out, i, b.alu(Ops.ADD, b.load(x, i), b.cast(n, F32)))
+  program = b.build()
+  r = CUDARenderer()
+  fake = FakeDriver(lower_for(program, r))
+  monkeypatch.setattr(ops_cuda, "Driver", lambda: fake)
+  dev = ops_cuda.CUDADevice("CUDA")
+  assert dev.arch == "sm_80" and dev.renderer.local_max == (1024, 1024, 64) and "fake GPU" in dev.describe()
+  prg = dev.runtime(program.name, dev.compiler.compile(dev.renderer.render(program.name, fake.program)))
+  xs = np.arange(64, dtype=np.float32)
+  bufs = [dev.allocator.alloc(256) for _ in range(2)]
+  dev.allocator._copyin(bufs[1], memoryview(xs.tobytes()))
+  prg(*bufs, global_size=program.global_size, local_size=program.local_size, vals=(5,), wait=True)
+  got = np.zeros(64, np.float32)
+  dev.allocator._copyout(memoryview(got).cast("B"), bufs[0])
+  assert fake.functions == ["k_fake_launch"] and "cuCtxSynchronize" in fake.calls
+  np.testing.assert_array_equal(got, xs + 5)
 
 
 # ***** tinygrad's CUDA and PTX toolchains (TINYGRAD:CUDA, TINYGRAD:PTX) *****
