@@ -103,7 +103,7 @@ class CStyleRenderer(Renderer):
   buffer_suffix: ClassVar[str] = " restrict"       # after the '*': distinct buffers never alias
   local_prefix: ClassVar[str] = ""                 # DEFINE_LOCAL arrays, e.g. "__local "
   barrier_statement: ClassVar[str | None] = ""               # "" renders nothing (C runs one thread); None refuses
-  special_spelling: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", "lidx": ...}; None: no grid
+  special_spelling: ClassVar[dict[str, str] | None] = None  # {"gidx": "get_group_id({d})", ...} ({xyz}: x y z); None: no grid
   types: ClassVar[dict[DType, str]] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
     dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -256,7 +256,8 @@ class _Render(ScalarRender):
   def special(self, name: str, result: str) -> str:
     if self.r.special_spelling is None:
       raise CompileError(f"{self.r.device}: SPECIAL {name}: no grid here (lower_grid_to_loops first)")
-    return self.r.special_spelling[name[:-1]].format(d=name[-1])
+    d = name[-1]  # the dimension, as a digit ({d}) or as CUDA's x/y/z ({xyz})
+    return self.r.special_spelling[name[:-1]].format(d=d, xyz="xyz"[int(d)])
   def barrier(self) -> None:
     if self.r.barrier_statement is None: raise CompileError(f"{self.r.device}: BARRIER is not supported")
     if self.r.barrier_statement: self.emit(self.r.barrier_statement)
