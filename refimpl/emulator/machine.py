@@ -562,11 +562,13 @@ class Machine:
     real = self.control.real
     return undef if real is None else np.broadcast_to(undef, real.shape) & real
 
-  def use(self, i: int, use: str, undefined: np.ndarray | None, operands: Callable[[int], tuple], value: int) -> None:
+  def use(self, i: int, use: str, undefined: np.ndarray | None, operands: Callable[[int], tuple], value: int,
+          where: Callable[[int], str] | None = None) -> None:
     """Uop i uses the value of uop `value` as `use` (a word of refimpl.emulator.ub.USES) where `undefined` (a mask of
     the lanes that really run and whose value is undefined) is set: undefined behaviour there, reported with the op
     that made the value undefined (`defer`): one finding per such op, on the lanes of the threads it happened on (a
-    value computed from two of them has two), the earliest op first. operands(lane) -> what the report lists. A lane
+    value computed from two of them has two), the earliest op first. operands(lane) -> what the report lists;
+    where(lane) -> what the use touches there, for the reason (a STORE: the element and its memory). A lane
     whose value no deferred op made undefined (permissive mode: the damage of undefined behaviour reported already) is
     not reported again."""
     if undefined is None: return
@@ -581,7 +583,8 @@ class Machine:
       hit = lanes[origin.threads[tids]]
       if len(hit) == 0: continue
       def describe(k: int, hit=hit, origin=origin) -> tuple:
-        return origin.event.kind, f"{what} is undefined", operands(int(hit[k])), {"use": use, "origin": origin.event}
+        at = "" if where is None else f" ({where(int(hit[k]))})"
+        return origin.event.kind, f"{what} is undefined{at}", operands(int(hit[k])), {"use": use, "origin": origin.event}
       self.ub(i, f"use {use} of {o}", hit, describe)
 
   def spoil(self, block: int, ctl: np.ndarray | None) -> None:
@@ -961,7 +964,8 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   live = m.gated(gate)
   stored = m.undefined_here(value)
   if stored is not None and live is not None: stored = stored & live
-  m.use(i, "stored", stored, lambda lane: (_index_at(m, ref, lane),), u.src[1])
+  m.use(i, "stored", stored, lambda lane: (_index_at(m, ref, lane),), u.src[1],
+        lambda lane: m.element_name(ref.mem, _index_at(m, ref, lane)))
   ctl = m.uncertain(gate)
   shaky = ctl if ref.idx in m.plan.forms else join(ctl, _carried_levels(m.value_of(ref.idx)))  # + an uncertain index
   if shaky is not None: value = _with_levels(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))

@@ -46,11 +46,17 @@ DEVICE = "REFIMPL"
 
 
 class KernelUndefinedBehavior(UndefinedBehavior):
-  """Undefined behaviour in a tinygrad kernel run on the reference: UndefinedBehavior's fields plus the kernel name."""
+  """Undefined behaviour in a tinygrad kernel run on the reference: UndefinedBehavior's fields plus the kernel name and,
+  where tinygrad's metadata says, the Tensor ops the kernel computes (`tensor_ops`)."""
   def __init__(self, kernel: str, ub: UndefinedBehavior):
-    self.kernel = kernel
+    self.kernel, self.tensor_ops, self.ub = kernel, (), ub
     super().__init__(ub.op, ub.uop_index, ub.lane, ub.operands, ub.reason, ub.count, ub.kind, ub.use, ub.origin)
     self.args = (f"tinygrad kernel {kernel}: {ub}",)
+
+  def name_tensor_ops(self, ops: tuple[str, ...]) -> None:
+    """Adds the Tensor ops the kernel came from (tinygrad's ExecItem metadata) to the message."""
+    self.tensor_ops = ops
+    self.args = (f"tinygrad kernel {self.kernel} (Tensor ops: {', '.join(ops)}): {self.ub}",)
 
   def __str__(self) -> str: return self.args[0]
 
@@ -150,6 +156,23 @@ class ReferenceProgram:
     return time.perf_counter() - start if wait else None
 
 
+def _name_tensor_ops() -> None:
+  """Makes undefined behaviour in a kernel run name the tinygrad Tensor ops the kernel computes, from the ExecItem's
+  metadata (tinygrad records it by default): tinygrad's ExecItem.run is wrapped once."""
+  from tinygrad.engine.realize import ExecItem
+  if getattr(ExecItem.run, "names_tensor_ops", False): return
+  original = ExecItem.run
+
+  def run(self, *args, **kwargs):
+    try: return original(self, *args, **kwargs)
+    except KernelUndefinedBehavior as e:
+      if self.metadata and not e.tensor_ops: e.name_tensor_ops(tuple(str(m) for m in self.metadata))
+      raise
+
+  run.names_tensor_ops = True  # type: ignore[attr-defined]
+  ExecItem.run = run
+
+
 def _device_class() -> type:
   """The tinygrad Compiled subclass of the REFIMPL device (built on first use: tinygrad is imported only then)."""
   from tinygrad.device import Compiled, Compiler
@@ -191,6 +214,7 @@ def install_reference_device(default: bool = False) -> str:
     module.RefimplDevice = _device_class()
     sys.modules[name] = module
   if DEVICE not in Device._devices: Device._devices.append(DEVICE)
+  _name_tensor_ops()
   if default: Device.DEFAULT = DEVICE
   return DEVICE
 
