@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
   st.add_argument("--files", help="comma-separated test files of tinygrad's test/ (default: refimpl.tinygrad.selftest.FILES)")
   st.add_argument("--devices", default="REFIMPL,CLANG,PYTHON", help="comma-separated (default REFIMPL,CLANG,PYTHON)")
   st.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
+  st.add_argument("--timeout", type=float, default=1200, help="seconds per test file and device (default 1200)")
   return ap
 
 
@@ -56,7 +57,7 @@ def selftest_main(args: argparse.Namespace) -> int:
   from refimpl.tinygrad.selftest import FILES, refimpl_only, selftest
   files = [f.strip() for f in args.files.split(",")] if args.files else list(FILES)
   devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()]
-  runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True))
+  runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True), timeout=args.timeout)
   print(f"wrote {args.out / 'tinygrad-selftest.md'} and .html; {len(refimpl_only(runs))} tests fail on REFIMPL only",
         file=sys.stderr)
   return 0

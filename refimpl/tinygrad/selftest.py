@@ -185,8 +185,9 @@ td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:t
 """
 
 
-def selftest(files: list[str], devices: list[str], out: Path, log=print) -> list[FileRun]:
-  """Fetch, run every (file, device), write the table to out; returns the runs."""
+def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200) -> list[FileRun]:
+  """Fetch, run every (file, device) (each for at most `timeout` seconds: then its cell says so), write the table to
+  out; returns the runs."""
   root = fetch_sdist()
   out.mkdir(parents=True, exist_ok=True)
   runs = []
@@ -194,12 +195,13 @@ def selftest(files: list[str], devices: list[str], out: Path, log=print) -> list
     for d in devices:
       xml = out / f".selftest-{Path(f).stem}-{d}.xml"
       xml.unlink(missing_ok=True)
-      run = run_file(root, f, d, xml)
+      run = run_file(root, f, d, xml, timeout)
       xml.unlink(missing_ok=True)
       log(f"{f} on {d}: {run.count('passed')} passed, {run.count('failed')} failed, {run.count('skipped')} skipped "
           f"({run.seconds:.0f} s){' ' + run.crashed if run.crashed else ''}")
       runs.append(run)
-  command = f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)}"
+  command = (f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)} "
+             f"--timeout {timeout:.0f}")
   (out / "tinygrad-selftest.md").write_text(markdown(runs, devices, command))
   (out / "tinygrad-selftest.html").write_text(html_page(runs, devices, command))
   return runs
