@@ -188,7 +188,7 @@ td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:t
 def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200) -> list[FileRun]:
   """Fetch, run every (file, device) (each for at most `timeout` seconds: then its cell says so), write the table to
   out; returns the runs."""
-  root = fetch_sdist()
+  root, out = fetch_sdist(), out.resolve()  # the test processes run in the sdist's folder
   out.mkdir(parents=True, exist_ok=True)
   runs = []
   for f in files:
