@@ -26,7 +26,8 @@ def test_the_table_lists_exactly_the_failures_clang_and_python_both_pass():
   assert [(f, t) for f, t, _ in only] == [("test_a.py", "T::y")]
   assert failure_class(only[0][2]).startswith("undefined behaviour") and failure_class("TranslationError: x").startswith("not")
   md = markdown(_runs(), ["REFIMPL", "CLANG", "PYTHON"], "cmd")
-  assert "| test_a.py | 1 passed, 2 failed, 0 skipped, 1 s |" in md and "| test_a.py | T::y | undefined" in md
+  assert "| test_a.py | 1 passed, 2 failed, 0 skipped, 1 s |" in md and "(1 of them pass on both CLANG and PYTHON)" in md
+  assert "| test_a.py | T::y | undefined" in md and "| test_a.py | T::z | not translatable by refimpl's importer | failed |" in md
   cells: list[str] = []
   class Cells(html.parser.HTMLParser):
     def handle_data(self, data): cells.append(data)

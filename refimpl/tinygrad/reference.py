@@ -48,15 +48,15 @@ DEVICE = "REFIMPL"
 class KernelUndefinedBehavior(UndefinedBehavior):
   """Undefined behaviour in a tinygrad kernel run on the reference: UndefinedBehavior's fields plus the kernel name and,
   where tinygrad's metadata says, the Tensor ops the kernel computes (`tensor_ops`)."""
-  def __init__(self, kernel: str, ub: UndefinedBehavior):
-    self.kernel, self.tensor_ops, self.ub = kernel, (), ub
+  def __init__(self, kernel: str, ub: UndefinedBehavior, saved: str = ""):
+    self.kernel, self.tensor_ops, self.ub, self.saved = kernel, (), ub, saved
     super().__init__(ub.op, ub.uop_index, ub.lane, ub.operands, ub.reason, ub.count, ub.kind, ub.use, ub.origin)
-    self.args = (f"tinygrad kernel {kernel}: {ub}",)
+    self.args = (f"tinygrad kernel {kernel}: {ub}{saved}",)
 
   def name_tensor_ops(self, ops: tuple[str, ...]) -> None:
     """Adds the Tensor ops the kernel came from (tinygrad's ExecItem metadata) to the message."""
     self.tensor_ops = ops
-    self.args = (f"tinygrad kernel {self.kernel} (Tensor ops: {', '.join(ops)}): {self.ub}",)
+    self.args = (f"tinygrad kernel {self.kernel} (Tensor ops: {', '.join(ops)}): {self.ub}{self.saved}",)
 
   def __str__(self) -> str: return self.args[0]
 
@@ -73,6 +73,7 @@ class Session:
   disagreements: list[str] = field(default_factory=list)
   undefined: list[str] = field(default_factory=list)
   untranslatable: dict[str, str] = field(default_factory=dict)
+  save_undefined: Path | None = None  # where the REFIMPL device saves a reproducer of each kernel with undefined behaviour
   started: float = field(default_factory=time.perf_counter)
   last_progress: float = field(default_factory=time.perf_counter)
 
@@ -148,10 +149,16 @@ class ReferenceProgram:
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
     start = time.perf_counter()
     p = self.launched(bufs, tuple(global_size), tuple(local_size))
-    try: emulate(p, _arrays(p, bufs), vals=tuple(vals), strict=True, inplace=True)
+    arrays = _arrays(p, bufs)
+    before = [a.copy() for a in arrays] if SESSION.save_undefined is not None else None
+    try: emulate(p, arrays, vals=tuple(vals), strict=True, inplace=True)
     except UndefinedBehavior as e:
-      SESSION.undefined.append(f"{self.name}: {e}")
-      raise KernelUndefinedBehavior(self.name, e) from None
+      saved = ""
+      if before is not None:
+        path = save_case(SESSION.save_undefined, case_finding(p, before, tuple(vals), DEVICE, self.name, detail=str(e)))
+        saved = f" (reproducer: python -m refimpl.fuzz replay {path})"
+      SESSION.undefined.append(f"{self.name}: {e}{saved}")
+      raise KernelUndefinedBehavior(self.name, e, saved) from None
     SESSION.ran(self.name)
     return time.perf_counter() - start if wait else None
 

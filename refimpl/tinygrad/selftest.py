@@ -31,6 +31,7 @@ FILES = ("test_tiny.py", "test_uops.py", "test_dtype_alu.py", "test_const_foldin
          "test_assign.py", "test_symbolic_ops.py", "test_tensor_variable.py", "test_masked_st.py", "test_uop_graph.py")
 DEVICES = ("REFIMPL", "CLANG", "PYTHON")
 DEVICE_ENV = "REFIMPL_SELFTEST_DEVICE"  # the device the plugin makes tinygrad's default in a test process
+SAVE_ENV = "REFIMPL_SELFTEST_SAVE"  # where the REFIMPL device saves a reproducer of each kernel with undefined behaviour
 
 
 def cache_dir() -> Path:
@@ -65,8 +66,9 @@ def pytest_configure(config) -> None:
   if not device: return
   from tinygrad import Device
   if device == "REFIMPL":
-    from refimpl.tinygrad.reference import install_reference_device
+    from refimpl.tinygrad.reference import SESSION, install_reference_device
     install_reference_device(default=True)
+    if os.environ.get(SAVE_ENV): SESSION.save_undefined = Path(os.environ[SAVE_ENV])
     return
   if device == "CLANG":
     from refimpl.tinygrad.toolchain import prepare_tinygrad
@@ -90,9 +92,10 @@ class FileRun:
   def count(self, outcome: str) -> int: return sum(1 for o in self.outcomes.values() if o == outcome)
 
 
-def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 3600) -> FileRun:
-  """pytest on test/<file> with `device` as tinygrad's default (in the sdist's root, so its test package imports)."""
-  env = {**os.environ, DEVICE_ENV: device}
+def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 3600, save: Path | None = None) -> FileRun:
+  """pytest on test/<file> with `device` as tinygrad's default (in the sdist's root, so its test package imports);
+  save: where REFIMPL saves a reproducer of each kernel with undefined behaviour."""
+  env = {**os.environ, DEVICE_ENV: device, **({SAVE_ENV: str(save)} if save is not None else {})}
   cmd = [sys.executable, "-m", "pytest", f"test/{file}", "-q", "-p", "no:cacheprovider", "-p", "refimpl.tinygrad.selftest",
          "-p", "no:randomly", f"--junitxml={xml}", "-o", "addopts="]
   start = time.perf_counter()
@@ -124,6 +127,14 @@ def failure_class(message: str) -> str:
   return next((what for key, what in CLASSES if key in message), "other")
 
 
+def refimpl_failures(runs: list[FileRun]) -> list[tuple[str, str, str, dict[str, str]]]:
+  """(file, test, error, {other device: its outcome}) of every test that fails on REFIMPL."""
+  by = {(r.file, r.device): r for r in runs}
+  return [(r.file, t, r.errors.get(t, ""), {d: by[(r.file, d)].outcomes.get(t, "not run") for d in ("CLANG", "PYTHON")
+                                            if (r.file, d) in by})
+          for r in runs if r.device == "REFIMPL" for t, o in r.outcomes.items() if o == "failed"]
+
+
 def refimpl_only(runs: list[FileRun]) -> list[tuple[str, str, str]]:
   """(file, test, error) of every test that fails on REFIMPL and passes on both CLANG and PYTHON (when they ran)."""
   by = {(r.file, r.device): r for r in runs}
@@ -151,12 +162,15 @@ def markdown(runs: list[FileRun], devices: list[str], command: str) -> str:
   out += [f"| {f} | " + " | ".join(cell(by.get((f, d))) for d in devices) + " |" for f in files]
   totals = [sum(by[(f, d)].count("passed") for f in files if (f, d) in by) for d in devices]
   out += ["| **total passed** | " + " | ".join(str(t) for t in totals) + " |", ""]
-  only = refimpl_only(runs)
-  out += ["## Failing on REFIMPL only (CLANG and PYTHON pass them)", ""]
-  if not only: out += ["None.", ""]
+  fails = refimpl_failures(runs)
+  out += [f"## Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)", "",
+          "An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the "
+          "lane, and the reproducer saved in tinygrad-selftest-undefined/ reruns with `python -m refimpl.fuzz replay`.", ""]
+  if not fails: out += ["None.", ""]
   else:
-    out += ["| file | test | class | error |", "|---|---|---|---|"]
-    out += [f"| {f} | {t} | {failure_class(e)} | {e.replace('|', '/')} |" for f, t, e in only] + [""]
+    out += ["| file | test | class | CLANG | PYTHON | error |", "|---|---|---|---|---|---|"]
+    out += [f"| {f} | {t} | {failure_class(e)} | {o.get('CLANG', 'not run')} | {o.get('PYTHON', 'not run')} | "
+            f"{e.replace('|', '/')} |" for f, t, e, o in fails] + [""]
   return "\n".join(out)
 
 
@@ -171,17 +185,19 @@ def html_page(runs: list[FileRun], devices: list[str], command: str) -> str:
     return (f"<td class={cls}>{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped"
             f"<br><small>{r.seconds:.0f} s</small></td>")
   rows = "".join(f"<tr><th>{esc(f)}</th>{''.join(cell(by.get((f, d))) for d in devices)}</tr>" for f in files)
-  only = refimpl_only(runs)
-  fails = "".join(f"<tr><td>{esc(f)}</td><td>{esc(t)}</td><td>{esc(failure_class(e))}</td><td><code>{esc(e)}</code></td></tr>"
-                  for f, t, e in only) or "<tr><td colspan=4>None.</td></tr>"
+  fails = "".join(f"<tr><td>{esc(f)}</td><td>{esc(t)}</td><td>{esc(failure_class(e))}</td>"
+                  f"<td>{esc(o.get('CLANG', 'not run'))}</td><td>{esc(o.get('PYTHON', 'not run'))}</td><td><code>{esc(e)}</code>"
+                  f"</td></tr>" for f, t, e, o in refimpl_failures(runs)) or "<tr><td colspan=6>None.</td></tr>"
   return f"""<!doctype html><html><head><meta charset="utf-8"><title>tinygrad {VERSION} tests on refimpl</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:top}}.ok{{background:#e6f4e6}}
 .bad{{background:#fbe3e3}}.na{{color:#888}}code{{font-size:.85em}}</style></head><body>
 <h1>tinygrad {VERSION}'s own tests on refimpl's reference device</h1><p>Made by <code>{esc(command)}</code>.</p>
 <table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}</table>
-<h2>Failing on REFIMPL only (CLANG and PYTHON pass them)</h2>
-<table><tr><th>file</th><th>test</th><th>class</th><th>error</th></tr>{fails}</table></body></html>
+<h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)</h2>
+<p>An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the lane, and
+the reproducer saved in tinygrad-selftest-undefined/ reruns with <code>python -m refimpl.fuzz replay</code>.</p>
+<table><tr><th>file</th><th>test</th><th>class</th><th>CLANG</th><th>PYTHON</th><th>error</th></tr>{fails}</table></body></html>
 """
 
 
@@ -195,7 +211,7 @@ def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout
     for d in devices:
       xml = out / f".selftest-{Path(f).stem}-{d}.xml"
       xml.unlink(missing_ok=True)
-      run = run_file(root, f, d, xml, timeout)
+      run = run_file(root, f, d, xml, timeout, out / "tinygrad-selftest-undefined")
       xml.unlink(missing_ok=True)
       log(f"{f} on {d}: {run.count('passed')} passed, {run.count('failed')} failed, {run.count('skipped')} skipped "
           f"({run.seconds:.0f} s){' ' + run.crashed if run.crashed else ''}")
