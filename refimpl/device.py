@@ -55,6 +55,7 @@ BUILTIN_DEVICES: dict[str, str] = {
   "CLANG": "refimpl.backends.ops_clang:ClangDevice",
   "LLVM": "refimpl.backends.ops_llvm:LLVMDevice",
   "GPU": "refimpl.backends.ops_gpu:GPUDevice",
+  "WEBGPU": "refimpl.backends.ops_webgpu:WebGPUDevice",
 }
 # Opt-in devices: opened only when named (TINYGRAD:CLANG ...), never the default nor among the devices a run tries
 # when none is named. Lazy like the table above: importing refimpl does not import tinygrad.

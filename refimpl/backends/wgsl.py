@@ -1,0 +1,320 @@
+"""WGSL: the scalar renderer core (scalar.py) with WGSL's spellings, for the WEBGPU device (ops_webgpu.py).
+
+WGSL defines less than the spec, and a WebGPU shader compiler may assume that no float is NaN or infinity (WGSL allows
+it: lavapipe folds `x - x` to 0 for x = inf, `x * 0` to 0 and `x != x` to false). Every rule below is how a spec rule
+is made to hold in WGSL by rendering, never by relaxing a comparison:
+
+  storage     every buffer is an array of 32-bit words (`array<u32>`; int32 and float32 are bitcast on LOAD/STORE, so a
+              NaN's payload is moved as bits). bool, 8- and 16-bit ints are packed into their words
+              (`array<atomic<u32>>`, element i of a 1-byte dtype in byte i%4 of word i/4): a LOAD is atomicLoad plus a
+              shift and mask, a STORE is atomicAnd (clear the element's bits) then atomicOr (set them), so a store never
+              races with a neighbour's in the same word. DEFINE_LOCAL arrays are packed the same way (`var<workgroup>`).
+  registers   bool is `bool`; int8/int16/int32 are `i32`, uint8/uint16/uint32 `u32`, kept normalized (sign- or
+              zero-extended from their width): ADD SUB MUL NEG MULACC SHL IDIV re-normalize their result
+              (`(x << 24u) >> 24u` on i32 for int8, `x & 0xffu` for uint8), the other int ops keep it.
+  constants   no WGSL const-expression is ever formed (WGSL makes an overflowing, dividing-by-zero, over-shifting or
+              NaN-producing const-expression a shader-creation error): an int constant is a function-scope `var`
+              (rf_c...), so `2147483647 + 1` wraps at run time as the spec says; a float constant is its bits XORed with
+              a zero the compiler cannot see (`rf_z0`, read from the parameter buffer), so it cannot be folded either.
+  ints        ADD SUB MUL MULACC wrap (WGSL's run-time i32/u32 arithmetic is two's complement); NEG is 0 - x; SHL/SHR
+              shift by u32(count) (SHR is arithmetic on i32, logical on u32; WGSL takes the count modulo 32, and a count
+              outside [0, bits) is undefined in the spec); IDIV/MOD are WGSL's / and %, which truncate (the spec's
+              undefined divisions are never sent); MAX is max().
+  bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&b, CMPNE=XOR=a!=b (the spec's table); WHERE is select.
+  floats      the compiler's no-NaN/no-infinity algebra is kept out by opacity: the second operand of ADD SUB MUL FDIV
+              MULACC passes through rf_o (XOR of its bits with the hidden zero rf_z0) and every result through rf_r (the
+              hidden zero rf_z1), so no identity (x-x, x*0, x+0 with x=-0, a*b+c fused) can be applied. NaN and
+              infinity are tested on the bits (rf_isnan): CMPLT = a<b and neither is NaN, CMPNE = !(a==b) or either is
+              NaN, MAX = select(b, a, a > b || isnan(a)) (NaN-propagating, as cstyle's), WHERE selects the bits.
+              RECIP is 1/x, SQRT sqrt(); EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental (WGSL's built-ins
+              are outside the spec's ulp bounds).
+  casts       to bool: x != 0 (a float by its bits: (bits & 0x7fffffff) != 0); from bool: select(0, 1, b); int->int: the
+              32-bit pattern re-normalized to the destination's width; int->float32: f32(); float32->int: i32()/u32()
+              (truncation; WGSL saturates out-of-range values, which the spec leaves undefined), then normalized.
+  BITCAST     bitcast<T> between the 32-bit types; int8<->uint8, int16<->uint16 re-normalize the bits.
+  memory      gated LOAD: a var holding the alternative, overwritten inside `if (gate)` (no access when false); gated
+              STORE: `if (gate) { ... }`.
+  grid        SPECIAL gidx{d} = workgroup_id, lidx{d} = local_invocation_id (tinygrad's convention: global_size[d]
+              workgroups of local_size[d] invocations); @workgroup_size is the program's local_size.
+  BARRIER     `workgroupBarrier(); storageBarrier();`: orders the workgroup's local and storage-buffer accesses.
+  vars        DEFINE_VAR values and the two hidden zeros come in one read-only storage buffer bound after the buffers
+              (binding n: var k is word k, then rf_z0, rf_z1).
+  dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule). No int64/uint64/float64
+              (core WGSL has no 64-bit types), no float16 (lower_narrow computes through float64) and none of the other
+              narrow floats; SIN on float32 is refused by name (its decomposition reduces large arguments in uint64).
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from refimpl.backends import scalar
+from refimpl.backends.scalar import Lane, ScalarRender
+from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.errors import CompileError
+from refimpl.ir import Ops, Program, ProgramError, UOp
+from refimpl.renderer import Renderer
+
+SUPPORTED = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                       dtypes.float32})
+UNSUPPORTED_REASONS: dict[DType, str] = {
+  **dict.fromkeys((dtypes.int64, dtypes.uint64, dtypes.float64), "core WGSL has no 64-bit types"),
+  **dict.fromkeys((dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2),
+                  "narrow floats are lowered through float64 (refimpl.lower.narrow), which WGSL lacks"),
+}
+HIDDEN_ZEROS = 2  # rf_z0, rf_z1: words after the DEFINE_VAR values in the parameter buffer, always 0
+
+REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
+                         **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32"}
+AXES = "xyz"
+
+def packed(dt: DType) -> bool:
+  """Whether elements of dt share a 32-bit storage word (bool, 8- and 16-bit ints)."""
+  return dt.itemsize < 4
+
+def words(dt: DType, n: int) -> int:
+  """The 32-bit words n elements of dt take."""
+  return (n * dt.itemsize + 3) // 4
+
+def norm(x: str, dt: DType) -> str:
+  """Register x (i32 or u32 arithmetic result) normalized to dt's width: sign-extended or zero-extended."""
+  if dt.itemsize >= 4 or dt == dtypes.bool: return x
+  bits = dt.itemsize * 8
+  if dtypes.is_unsigned(dt): return f"({x} & {hex((1 << bits) - 1)}u)"
+  return f"(({x} << {32 - bits}u) >> {32 - bits}u)"
+
+def from_bits(bits: str, dt: DType) -> str:
+  """A register of int dt from the u32 `bits` whose low dt.itemsize bytes hold it."""
+  if dtypes.is_unsigned(dt): return norm(bits, dt)
+  return norm(f"bitcast<i32>({bits})", dt)
+
+def to_bits(x: str, dt: DType) -> str:
+  """The u32 pattern of register x of scalar dt (bool: 0/1)."""
+  if dt == dtypes.bool: return f"select(0u, 1u, {x})"
+  return x if REG[dt] == "u32" else f"bitcast<u32>({x})"
+
+# the per-op rules, by operand kind. {0} {1} {2}: operands; {T}: the register type; {Z}: its zero; {N}: the result
+# normalized ("{N}" wraps the expression given as {E}).
+INT_RULES: dict[Ops, str] = {
+  Ops.ADD: "N({0} + {1})", Ops.SUB: "N({0} - {1})", Ops.MUL: "N({0} * {1})", Ops.NEG: "N({Z} - {0})",
+  Ops.MULACC: "N({0} * {1} + {2})", Ops.SHL: "N({0} << u32({1}))", Ops.SHR: "({0} >> u32({1}))",
+  Ops.IDIV: "N({0} / {1})", Ops.MOD: "({0} % {1})", Ops.MAX: "max({0}, {1})", Ops.CMPLT: "({0} < {1})",
+  Ops.CMPNE: "({0} != {1})", Ops.XOR: "({0} ^ {1})", Ops.OR: "({0} | {1})", Ops.AND: "({0} & {1})",
+  Ops.WHERE: "select({2}, {1}, {0})"}
+BOOL_RULES: dict[Ops, str] = {
+  Ops.ADD: "({0} | {1})", Ops.MUL: "({0} & {1})", Ops.MAX: "({0} | {1})", Ops.MULACC: "(({0} & {1}) | {2})",
+  Ops.CMPLT: "(!{0} & {1})", Ops.CMPNE: "({0} != {1})", Ops.XOR: "({0} != {1})", Ops.OR: "({0} | {1})",
+  Ops.AND: "({0} & {1})", Ops.WHERE: "select({2}, {1}, {0})"}
+FLOAT_RULES: dict[Ops, str] = {
+  Ops.ADD: "rf_r({0} + rf_o({1}))", Ops.SUB: "rf_r({0} - rf_o({1}))", Ops.MUL: "rf_r({0} * rf_o({1}))",
+  Ops.FDIV: "rf_r({0} / rf_o({1}))", Ops.NEG: "(-{0})", Ops.RECIP: "rf_r({one} / {0})", Ops.SQRT: "rf_r(sqrt({0}))",
+  Ops.MULACC: "rf_r(rf_r({0} * rf_o({1})) + rf_o({2}))",
+  Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan({0}))",
+  Ops.CMPLT: "(({0} < {1}) && !(rf_isnan({0}) || rf_isnan({1})))",
+  Ops.CMPNE: "(!({0} == {1}) || rf_isnan({0}) || rf_isnan({1}))",
+  Ops.WHERE: "bitcast<f32>(select(bitcast<u32>({2}), bitcast<u32>({1}), {0}))"}
+ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
+
+PRELUDE = """var<private> rf_z0: u32;
+var<private> rf_z1: u32;
+fn rf_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn rf_o(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z0); }
+fn rf_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z1); }
+"""
+
+def kernel_symbol(name: str) -> str:
+  """The entry point of kernel `name`: k_ + name (no WGSL keyword or built-in starts with k_)."""
+  return f"k_{name}"
+
+
+@dataclass(frozen=True)
+class WGSLRenderer(Renderer):
+  """WGSL for one WebGPU adapter (see the module docstring). Beyond Renderer's fields (set from the adapter's limits by
+  ops_webgpu.WebGPUDevice):
+    max_invocations       maxComputeInvocationsPerWorkgroup: the product of local_size must not exceed it
+    workgroup_bytes       maxComputeWorkgroupStorageSize: the DEFINE_LOCALs (in 32-bit words) must fit in it
+    max_buffers           maxStorageBuffersPerShaderStage: the DEFINE_GLOBALs plus the parameter buffer"""
+  native_transcendentals: bool = False
+  native_threefry: bool = False
+  native_narrow: bool = False
+  native_wmma: bool = False
+  max_invocations: int | None = None
+  workgroup_bytes: int | None = None
+  max_buffers: int | None = None
+
+  def check_program(self, program: Program) -> None:
+    """ProgramError (rule "capability") for a workgroup, local memory or buffer count beyond the adapter's limits;
+    CompileError for SIN on float32 (its decomposition reduces large arguments in uint64, which WGSL lacks)."""
+    threads = program.local_size[0] * program.local_size[1] * program.local_size[2]
+    if self.max_invocations is not None and threads > self.max_invocations:
+      raise ProgramError("capability", f"{self.device}: local_size {program.local_size} has {threads} invocations, the "
+                         f"adapter's maximum per workgroup is {self.max_invocations}")
+    used = sum(4 * words(p.base, p.size) for p in program.locals.values() if isinstance(p, PtrDType))
+    if self.workgroup_bytes is not None and used > self.workgroup_bytes:
+      raise ProgramError("capability", f"{self.device}: the DEFINE_LOCALs take {used} bytes, the adapter has "
+                         f"{self.workgroup_bytes} bytes of workgroup memory")
+    nbufs = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL) + 1
+    if self.max_buffers is not None and nbufs > self.max_buffers:
+      raise ProgramError("capability", f"{self.device}: {nbufs - 1} buffers and the parameter buffer exceed the "
+                         f"adapter's {self.max_buffers} storage buffers per shader stage")
+    for i, u in enumerate(program.uops):
+      if u.op is Ops.SIN:
+        raise CompileError(f"{self.device}: uop {i} SIN on {u.dtype.scalar().name}: refimpl's decomposition reduces large "
+                           f"arguments in uint64, which WGSL lacks, and WGSL's sin() is outside the spec's bound")
+
+  def render(self, name: str, program: Program) -> str:
+    """WGSL source of entry point kernel_symbol(name); the program is lowered (refimpl.lower.lower_for)."""
+    return _Render(self, program).module(name)
+
+
+class _Render(ScalarRender):
+  """The state of one rendering: ScalarRender's, with WGSL's spellings."""
+  var_type = "i32"
+  unsupported_hint = " in WGSL"
+
+  def __init__(self, r: WGSLRenderer, program: Program):
+    super().__init__(r, program)
+    self.program = program
+    self.consts: dict[tuple[DType, int], str] = {}  # (dtype, value) -> the function-scope var holding an int constant
+    self.packed: dict[str, DType] = {}              # buffer or local name -> its packed element dtype
+    self.globals: list[str] = []                    # module-scope declarations (workgroup arrays)
+
+  def module(self, name: str) -> str:
+    self.render_uops(HANDLERS)
+    nbuf = max(self.params, default=-1) + 1
+    params = f"@group(0) @binding({nbuf}) var<storage, read> rf_params: array<u32>;"
+    head = [f"@group(0) @binding({k}) {decl}" for k, decl in sorted(self.params.items())] + [params] + self.globals
+    nvars = len(self.vars)
+    start = [f"rf_z0 = rf_params[{nvars}];", f"rf_z1 = rf_params[{nvars + 1}];"]
+    start += [f"let {v.split()[1]} = bitcast<i32>(rf_params[{k}]);" for k, v in enumerate(self.vars)]
+    body = "\n".join("  " + line for line in start + self.decls) + "\n" + "\n".join(self.lines)
+    lx, ly, lz = self.program.local_size
+    sig = "@builtin(workgroup_id) rf_gid: vec3<u32>, @builtin(local_invocation_id) rf_lid: vec3<u32>"
+    return (PRELUDE + "\n".join(head) + f"\n@compute @workgroup_size({lx}, {ly}, {lz})\nfn {kernel_symbol(name)}({sig}) {{\n"
+            + body + "\n}\n")
+
+  # ---- values: a lane is an expression bound by `let`; int constants live in vars ----
+  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
+  def literal(self, v: bool | int | float, dt: DType) -> str:
+    if dt == dtypes.bool: return "true" if v else "false"
+    if dt == dtypes.float32:
+      return f"bitcast<f32>({struct.unpack('<I', struct.pack('<f', float(v)))[0]:#010x}u ^ rf_z0)"
+    if dt not in REG: raise CompileError(f"{self.r.device}: no WGSL register type for {dt.name}")
+    key = (dt, int(v))
+    if key not in self.consts:
+      name = f"rf_c{len(self.consts)}"
+      text = f"{int(v)}u" if REG[dt] == "u32" else ("(-2147483647i - 1i)" if v == -2**31 else f"{int(v)}i")
+      self.decls.append(f"var {name}: {REG[dt]} = {text};")
+      self.consts[key] = name
+    return self.consts[key]
+  def bind_lane(self, dt: DType, name: str, value: str) -> str:
+    self.emit(f"let {name}: {self.reg(dt)} = {value};")
+    return name
+  def reg(self, dt: DType) -> str:
+    if dt not in REG: raise CompileError(f"{self.r.device}: {dt.name} is not supported in WGSL ({UNSUPPORTED_REASONS.get(dt, '')})")
+    return REG[dt]
+
+  def alu_lane(self, op: Ops, dt: DType, src_dt: DType, operands: list[str], result: str) -> str:
+    if op in (Ops.EXP2, Ops.LOG2, Ops.SIN):
+      raise CompileError(f"{self.r.device}: {op.name} on {src_dt.name} must be decomposed before rendering "
+                         f"(refimpl.lower.transcendental)")
+    kind, rule = scalar.alu_rule(self.r.device, ALU_TABLES, op, src_dt)
+    fields: dict[str, str] = {}
+    if kind == "int": fields = {"Z": "0u" if REG[src_dt] == "u32" else "0i"}
+    if kind == "float": fields = {"one": self.literal(1.0, dtypes.float32)}
+    expr = rule.format(*operands, **fields)
+    return norm(expr[1:], dt) if expr.startswith("N(") else expr
+
+  def cast(self, x: str, src: DType, dst: DType, result: str) -> str:
+    if src == dst: return x
+    self.reg(dst)
+    if dst == dtypes.bool:
+      if src == dtypes.float32: return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"
+      return f"({x} != {'0u' if REG[src] == 'u32' else '0i'})"
+    if src == dtypes.bool:
+      one, zero = ("1.0f", "0.0f") if dst == dtypes.float32 else (("1u", "0u") if REG[dst] == "u32" else ("1i", "0i"))
+      return f"select({zero}, {one}, {x})"
+    if dst == dtypes.float32: return f"f32({x})"
+    if src == dtypes.float32: return norm(f"{REG[dst]}({x})", dst)
+    return from_bits(to_bits(x, src), dst)
+
+  def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str:
+    if dst == dtypes.float32: return f"bitcast<f32>({to_bits(x, src)})"
+    return from_bits(to_bits(x, src), dst)
+
+  # ---- memory: 32-bit words; packed dtypes through atomics on their word ----
+  def storage(self, dt: DType) -> str: return "array<atomic<u32>>" if packed(dt) else "array<u32>"
+  def buffer_param(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    if packed(u.dtype.base): self.packed[name] = u.dtype.base
+    return f"var<storage, read_write> {name}: {self.storage(u.dtype.base)};"
+  def local_decl(self, u: UOp, name: str) -> str:
+    assert isinstance(u.dtype, PtrDType)
+    dt, n = u.dtype.base, words(u.dtype.base, u.dtype.size)
+    if packed(dt): self.packed[name] = dt
+    self.globals.append(f"var<workgroup> {name}: array<{'atomic<u32>' if packed(dt) else 'u32'}, {n}>;")
+    return f"// {name}: {u.dtype.size} x {dt.name} in {n} words (workgroup)"
+  def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]: return buf, idx
+
+  @staticmethod
+  def element(index: tuple[str, str], k: int) -> str:
+    buf, idx = index
+    return idx if k == 0 else f"({idx} + {k}i)"
+
+  def word(self, index: tuple[str, str], dt: DType, k: int) -> tuple[str, str]:
+    """(the pointer to the word holding element k, the element's bit offset in it) of a packed buffer."""
+    buf, e = index[0], f"u32({self.element(index, k)})"
+    per = 4 // dt.itemsize
+    return f"&{buf}[{e} / {per}u]", f"(({e} % {per}u) * {dt.itemsize * 8}u)"
+
+  def load_element(self, index: tuple[str, str], dt: DType, k: int, result: str) -> str:
+    buf = index[0]
+    if buf in self.packed:
+      ptr, shift = self.word(index, dt, k)
+      bits = f"(atomicLoad({ptr}) >> {shift})"
+      if dt == dtypes.bool: return f"(({bits} & 0xffu) != 0u)"
+      return from_bits(bits, dt)
+    w = f"{buf}[{self.element(index, k)}]"
+    return w if REG[dt] == "u32" else f"bitcast<{REG[dt]}>({w})"
+
+  def store_element(self, index: tuple[str, str], dt: DType, k: int, value: str) -> str:
+    buf = index[0]
+    if buf in self.packed:
+      ptr, shift = self.word(index, dt, k)
+      mask = hex((1 << (8 * dt.itemsize)) - 1)
+      return (f"atomicAnd({ptr}, ~({mask}u << {shift})); "
+              f"atomicOr({ptr}, ({to_bits(value, dt)} & {mask}u) << {shift});")
+    return f"{buf}[{self.element(index, k)}] = {to_bits(value, dt)};"
+
+  def gated_load(self, label: str, gate: str, alts: list[str], dt: DType, names: list[str], load: Lane) -> list[str]:
+    out = []
+    for k, (name, alt) in enumerate(zip(names, alts)):
+      self.emit(f"var {name}_g: {self.reg(dt)} = {alt};")
+      out.append(f"{name}_g")
+    self.emit(f"if ({gate}) {{ {' '.join(f'{g} = {load(k, n)};' for k, (g, n) in enumerate(zip(out, names)))} }}")
+    return out
+  def guarded(self, gate: str, label: str, stmts: Iterable[str]) -> None: self.emit(f"if ({gate}) {{ {' '.join(stmts)} }}")
+
+  # ---- accumulators: vars ----
+  def declare_acc(self, dt: DType, name: str, init: str) -> None: self.emit(f"var {name}: {self.reg(dt)} = {init};")
+  def read_acc(self, dt: DType, name: str) -> str: return name
+  def assign_acc(self, dt: DType, name: str, value: str) -> str: return f"{name} = {value};"
+
+  # ---- blocks ----
+  def open_loop(self, i: int, counter: str, start: str, end: str) -> None:
+    self.emit(f"let {counter}_end: i32 = {end};")
+    self.emit(f"for (var {counter}: i32 = {start}; {counter} < {counter}_end; {counter}++) {{")
+  def close_loop(self, i: int, counter: str) -> None: self.emit("}")
+  def open_if(self, i: int, cond: str) -> None: self.emit(f"if ({cond}) {{")
+  def close_if(self, i: int) -> None: self.emit("}")
+
+  # ---- the grid ----
+  def special(self, name: str, result: str) -> str:
+    src = {"g": "rf_gid", "l": "rf_lid"}[name[0]]
+    return f"bitcast<i32>({src}.{AXES[int(name[-1])]})"
+  def barrier(self) -> None: self.emit("workgroupBarrier(); storageBarrier();")
+
+
+HANDLERS: dict[Ops, Callable[..., None]] = {**scalar.HANDLERS, **scalar.GRID_HANDLERS}
+"""Every handler is the shared core's (refimpl.backends.scalar)."""
