@@ -15,8 +15,9 @@ Buffers. One GPUBuffer per refimpl buffer (STORAGE | COPY_SRC | COPY_DST), its s
 copies out through queue.read_buffer (which waits for the work submitted before it).
 
 Launch. prg(*bufs, global_size=, local_size=, vals=, wait=): binding k is buffer k, binding len(bufs) the parameter
-buffer (the DEFINE_VAR values as int32 words, then the renderer's two hidden zeros); one compute pass dispatches
-global_size workgroups (@workgroup_size in the shader is the program's local_size). The bind group layout is explicit,
+buffer (the DEFINE_VAR values as int32 words, the renderer's two hidden zeros, the dispatch's workgroup offset); one
+compute pass dispatches global_size workgroups (@workgroup_size in the shader is the program's local_size), as several
+dispatches of at most max-compute-workgroups-per-dimension per dimension, each with its offset. The bind group layout is explicit,
 so a buffer the shader does not use is still bound. With wait=True it waits for the queue and returns the wall time.
 """
 from __future__ import annotations
@@ -66,10 +67,11 @@ def open_adapter() -> tuple[Any, Any]:
   return adapter, device
 
 
+GLOBAL_MAX = (2**31 - 1,) * 3  # the index dtype is int32; wider than the adapter's dispatch limit runs as several
+
 def renderer_for(name: str, limits: Any) -> WGSLRenderer:
-  """The renderer, its grid and workgroup capabilities from the device's limits."""
-  per_dim = limits["max-compute-workgroups-per-dimension"]
-  return WGSLRenderer(name, has_local=True, has_shared=True, global_max=(per_dim,) * 3,
+  """The renderer, its workgroup capabilities from the device's limits."""
+  return WGSLRenderer(name, has_local=True, has_shared=True, global_max=GLOBAL_MAX,
                       local_max=tuple(limits[f"max-compute-workgroup-size-{a}"] for a in "xyz"),
                       supported_dtypes=SUPPORTED, max_invocations=limits["max-compute-invocations-per-workgroup"],
                       workgroup_bytes=limits["max-compute-workgroup-storage-size"],
@@ -137,18 +139,18 @@ class WebGPUProgram:
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     wgpu, gpu = _wgpu(), self.device.gpu
     layout, pipe = self.pipeline(len(bufs))
-    words = np.array([v & 0xFFFFFFFF for v in vals] + [0] * HIDDEN_ZEROS, np.uint32)
-    params = gpu.create_buffer_with_data(data=words.tobytes(), usage=wgpu.BufferUsage.STORAGE)
-    entries = [{"binding": k, "resource": {"buffer": b[0]}} for k, b in enumerate(bufs)]
-    entries.append({"binding": len(bufs), "resource": {"buffer": params}})
-    group = gpu.create_bind_group(layout=layout, entries=entries)
     grid = tuple(global_size) + (1,) * (3 - len(global_size))
     start = time.perf_counter()
     enc = gpu.create_command_encoder()
     cpass = enc.begin_compute_pass()
     cpass.set_pipeline(pipe)
-    cpass.set_bind_group(0, group)
-    cpass.dispatch_workgroups(*grid)
+    for offset, count in self.device.dispatches(grid):
+      words = np.array([v & 0xFFFFFFFF for v in vals] + [0] * HIDDEN_ZEROS + list(offset), np.uint32)
+      params = gpu.create_buffer_with_data(data=words.tobytes(), usage=wgpu.BufferUsage.STORAGE)
+      entries = [{"binding": k, "resource": {"buffer": b[0]}} for k, b in enumerate(bufs)]
+      entries.append({"binding": len(bufs), "resource": {"buffer": params}})
+      cpass.set_bind_group(0, gpu.create_bind_group(layout=layout, entries=entries))
+      cpass.dispatch_workgroups(*count)
     cpass.end()
     gpu.queue.submit([enc.finish()])
     GlobalCounters.kernel_count += 1
@@ -184,6 +186,13 @@ class WebGPUDevice(Compiled):
     self._modules[lib] = module
     while len(self._modules) > KEEP_MODULES: self._modules.popitem(last=False)
     return module
+
+  def dispatches(self, grid: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(workgroup offset, workgroup count) of each dispatch that together cover `grid`, none wider per dimension than
+    the adapter's max-compute-workgroups-per-dimension."""
+    per_dim = self.gpu.limits["max-compute-workgroups-per-dimension"]
+    spans = [[(o, min(per_dim, g - o)) for o in range(0, g, per_dim)] for g in grid]
+    return [((x[0], y[0], z[0]), (x[1], y[1], z[1])) for z in spans[2] for y in spans[1] for x in spans[0]]
 
   def synchronize(self) -> None:
     """Waits for the queue: a read of a 4-byte buffer returns after the work submitted before it (wgpu 0.32's

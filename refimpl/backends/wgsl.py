@@ -37,8 +37,9 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
   grid        SPECIAL gidx{d} = workgroup_id, lidx{d} = local_invocation_id (tinygrad's convention: global_size[d]
               workgroups of local_size[d] invocations); @workgroup_size is the program's local_size.
   BARRIER     `workgroupBarrier(); storageBarrier();`: orders the workgroup's local and storage-buffer accesses.
-  vars        DEFINE_VAR values and the two hidden zeros come in one read-only storage buffer bound after the buffers
-              (binding n: var k is word k, then rf_z0, rf_z1).
+  vars        DEFINE_VAR values, the two hidden zeros and the dispatch's workgroup offset come in one read-only storage
+              buffer bound after the buffers (binding n: var k is word k, then rf_z0, rf_z1, then the offset x, y, z
+              added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
   dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule). No int64/uint64/float64
               (core WGSL has no 64-bit types), no float16 (lower_narrow computes through float64) and none of the other
               narrow floats; SIN on float32 is refused by name (its decomposition reduces large arguments in uint64).
@@ -64,6 +65,7 @@ UNSUPPORTED_REASONS: dict[DType, str] = {
                   "narrow floats are lowered through float64 (refimpl.lower.narrow), which WGSL lacks"),
 }
 HIDDEN_ZEROS = 2  # rf_z0, rf_z1: words after the DEFINE_VAR values in the parameter buffer, always 0
+# then the launch's workgroup offset (x, y, z): a grid wider than the adapter's dispatch limit runs as several dispatches
 
 REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
                          **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32"}
@@ -311,8 +313,9 @@ class _Render(ScalarRender):
 
   # ---- the grid ----
   def special(self, name: str, result: str) -> str:
-    src = {"g": "rf_gid", "l": "rf_lid"}[name[0]]
-    return f"bitcast<i32>({src}.{AXES[int(name[-1])]})"
+    d = int(name[-1])
+    if name[0] == "l": return f"bitcast<i32>(rf_lid.{AXES[d]})"
+    return f"bitcast<i32>(rf_gid.{AXES[d]} + rf_params[{len(self.vars) + HIDDEN_ZEROS + d}])"
   def barrier(self) -> None: self.emit("workgroupBarrier(); storageBarrier();")
 
 
