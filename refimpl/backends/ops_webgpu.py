@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.backends.wgsl import HIDDEN_ZEROS, SUPPORTED, UNSUPPORTED_REASONS, WGSLRenderer, kernel_symbol
+from refimpl.backends.wgsl import ARENA_TAG, HIDDEN_ZEROS, SUPPORTED, UNSUPPORTED_REASONS, WGSLRenderer, kernel_symbol
 from refimpl.device import BufferSpec, Compiled, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.errors import CompileError
@@ -117,6 +117,8 @@ class WebGPUProgram:
     self.device, self.name, self.lib = device, name, lib
     self.module = device.shader_module(lib)
     self.pipelines: dict[int, tuple[Any, Any]] = {}  # buffer count -> (bind group layout, pipeline)
+    tags = [line[len(ARENA_TAG):] for line in lib.decode().splitlines() if line.startswith(ARENA_TAG)]
+    self.arena: str | None = tags[0] if tags else None  # arena mode: each buffer's arena, "w" or "p" (wgsl.py)
 
   def pipeline(self, nbufs: int) -> tuple[Any, Any]:
     """(bind group layout, compute pipeline) for nbufs buffers and the parameter buffer, made on first use."""
@@ -135,23 +137,41 @@ class WebGPUProgram:
       self.pipelines[nbufs] = (layout, pipe)
     return self.pipelines[nbufs]
 
+  def arenas(self, bufs: tuple[Any, ...]) -> tuple[list[Any], list[int], list[tuple[Any, Any, int]]]:
+    """Arena mode: ([the 32-bit arena, the packed arena], each buffer's word base in its arena, (buffer, arena, byte
+    offset) of each copy in before the dispatch and out after it)."""
+    assert self.arena is not None and len(self.arena) == len(bufs), "the buffers do not match the kernel's arena tag"
+    wgpu, gpu = _wgpu(), self.device.gpu
+    used, bases, places = {"w": 0, "p": 0}, [], []
+    for kind, b in zip(self.arena, bufs):
+      bases.append(used[kind])
+      places.append((b[0], kind, used[kind] * 4))
+      used[kind] += b[0].size // 4
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    arena = {kind: gpu.create_buffer(size=max(4, n * 4), usage=usage) for kind, n in used.items()}
+    return [arena["w"], arena["p"]], bases, [(b, arena[kind], at) for b, kind, at in places]
+
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     wgpu, gpu = _wgpu(), self.device.gpu
-    layout, pipe = self.pipeline(len(bufs))
     grid = tuple(global_size) + (1,) * (3 - len(global_size))
     start = time.perf_counter()
     enc = gpu.create_command_encoder()
+    if self.arena is None: bound, bases, copies = [b[0] for b in bufs], [], []
+    else: bound, bases, copies = self.arenas(bufs)
+    for src, dst, at in copies: enc.copy_buffer_to_buffer(src, 0, dst, at, src.size)
+    layout, pipe = self.pipeline(len(bound))
     cpass = enc.begin_compute_pass()
     cpass.set_pipeline(pipe)
     for offset, count in self.device.dispatches(grid):
-      words = np.array([v & 0xFFFFFFFF for v in vals] + [0] * HIDDEN_ZEROS + list(offset), np.uint32)
+      words = np.array([v & 0xFFFFFFFF for v in vals] + [0] * HIDDEN_ZEROS + list(offset) + bases, np.uint32)
       params = gpu.create_buffer_with_data(data=words.tobytes(), usage=wgpu.BufferUsage.STORAGE)
-      entries = [{"binding": k, "resource": {"buffer": b[0]}} for k, b in enumerate(bufs)]
-      entries.append({"binding": len(bufs), "resource": {"buffer": params}})
+      entries = [{"binding": k, "resource": {"buffer": b}} for k, b in enumerate(bound)]
+      entries.append({"binding": len(bound), "resource": {"buffer": params}})
       cpass.set_bind_group(0, gpu.create_bind_group(layout=layout, entries=entries))
       cpass.dispatch_workgroups(*count)
     cpass.end()
+    for src, dst, at in copies: enc.copy_buffer_to_buffer(dst, at, src, 0, src.size)
     gpu.queue.submit([enc.finish()])
     GlobalCounters.kernel_count += 1
     if not wait: return None

@@ -37,6 +37,10 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
   grid        SPECIAL gidx{d} = workgroup_id, lidx{d} = local_invocation_id (tinygrad's convention: global_size[d]
               workgroups of local_size[d] invocations); @workgroup_size is the program's local_size.
   BARRIER     `workgroupBarrier(); storageBarrier();`: orders the workgroup's local and storage-buffer accesses.
+  arena       a program with more buffers than the adapter binds (max_buffers, the parameter buffer included) gets two
+              arenas instead: every 32-bit buffer lives in `rf_arena_w`, every packed one in `rf_arena_p`, each from a
+              word base that the parameter buffer gives (after the offsets); the source's first line (ARENA_TAG) says which
+              buffer lives where, and the runtime copies the buffers in and out around the dispatch.
   vars        DEFINE_VAR values, the two hidden zeros and the dispatch's workgroup offset come in one read-only storage
               buffer bound after the buffers (binding n: var k is word k, then rf_z0, rf_z1, then the offset x, y, z
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
@@ -70,6 +74,7 @@ HIDDEN_ZEROS = 2  # rf_z0, rf_z1: words after the DEFINE_VAR values in the param
 REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
                          **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32"}
 AXES = "xyz"
+ARENA_TAG = "// rf_arena: "  # arena mode's first line: each buffer's arena, "w" (32-bit words) or "p" (packed)
 
 def packed(dt: DType) -> bool:
   """Whether elements of dt share a 32-bit storage word (bool, 8- and 16-bit ints)."""
@@ -136,7 +141,8 @@ class WGSLRenderer(Renderer):
   ops_webgpu.WebGPUDevice):
     max_invocations       maxComputeInvocationsPerWorkgroup: the product of local_size must not exceed it
     workgroup_bytes       maxComputeWorkgroupStorageSize: the DEFINE_LOCALs (in 32-bit words) must fit in it
-    max_buffers           maxStorageBuffersPerShaderStage: the DEFINE_GLOBALs plus the parameter buffer"""
+    max_buffers           maxStorageBuffersPerShaderStage: more DEFINE_GLOBALs (plus the parameter buffer) than this are
+                          rendered in arena mode (module docstring)"""
   native_transcendentals: bool = False
   native_threefry: bool = False
   native_narrow: bool = False
@@ -146,7 +152,7 @@ class WGSLRenderer(Renderer):
   max_buffers: int | None = None
 
   def check_program(self, program: Program) -> None:
-    """ProgramError (rule "capability") for a workgroup, local memory or buffer count beyond the adapter's limits;
+    """ProgramError (rule "capability") for a workgroup or local memory beyond the adapter's limits;
     CompileError for SIN on float32 (its decomposition reduces large arguments in uint64, which WGSL lacks)."""
     threads = program.local_size[0] * program.local_size[1] * program.local_size[2]
     if self.max_invocations is not None and threads > self.max_invocations:
@@ -156,10 +162,6 @@ class WGSLRenderer(Renderer):
     if self.workgroup_bytes is not None and used > self.workgroup_bytes:
       raise ProgramError("capability", f"{self.device}: the DEFINE_LOCALs take {used} bytes, the adapter has "
                          f"{self.workgroup_bytes} bytes of workgroup memory")
-    nbufs = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL) + 1
-    if self.max_buffers is not None and nbufs > self.max_buffers:
-      raise ProgramError("capability", f"{self.device}: {nbufs - 1} buffers and the parameter buffer exceed the "
-                         f"adapter's {self.max_buffers} storage buffers per shader stage")
     for i, u in enumerate(program.uops):
       if u.op is Ops.SIN:
         raise CompileError(f"{self.device}: uop {i} SIN on {u.dtype.scalar().name}: refimpl's decomposition reduces large "
@@ -181,13 +183,24 @@ class _Render(ScalarRender):
     self.consts: dict[tuple[DType, int], str] = {}  # (dtype, value) -> the function-scope var holding an int constant
     self.packed: dict[str, DType] = {}              # buffer or local name -> its packed element dtype
     self.globals: list[str] = []                    # module-scope declarations (workgroup arrays)
+    self.buffer_dtypes: dict[int, DType] = {}       # DEFINE_GLOBAL number -> its element dtype
+    nbufs = sum(1 for u in program.uops if u.op is Ops.DEFINE_GLOBAL)
+    self.arena = r.max_buffers is not None and nbufs + 1 > r.max_buffers  # more buffers than bindings: two arenas
+    self.packed["rf_arena_p"] = dtypes.uint8  # (only its membership matters: the arena of packed buffers uses atomics)
 
   def module(self, name: str) -> str:
     self.render_uops(HANDLERS)
-    nbuf = max(self.params, default=-1) + 1
-    params = f"@group(0) @binding({nbuf}) var<storage, read> rf_params: array<u32>;"
-    head = [f"@group(0) @binding({k}) {decl}" for k, decl in sorted(self.params.items())] + [params] + self.globals
     nvars = len(self.vars)
+    if self.arena:
+      kinds = "".join("p" if packed(self.buffer_dtypes[k]) else "w" for k in sorted(self.buffer_dtypes))
+      head = [f"{ARENA_TAG}{kinds}", "const rf_nvars: u32 = " + f"{nvars}u;",
+              "@group(0) @binding(0) var<storage, read_write> rf_arena_w: array<u32>;",
+              "@group(0) @binding(1) var<storage, read_write> rf_arena_p: array<atomic<u32>>;",
+              "@group(0) @binding(2) var<storage, read> rf_params: array<u32>;"] + self.globals
+    else:
+      nbuf = max(self.params, default=-1) + 1
+      params = f"@group(0) @binding({nbuf}) var<storage, read> rf_params: array<u32>;"
+      head = [f"@group(0) @binding({k}) {decl}" for k, decl in sorted(self.params.items())] + [params] + self.globals
     start = [f"rf_z0 = rf_params[{nvars}];", f"rf_z1 = rf_params[{nvars + 1}];"]
     start += [f"let {v.split()[1]} = bitcast<i32>(rf_params[{k}]);" for k, v in enumerate(self.vars)]
     body = "\n".join("  " + line for line in start + self.decls) + "\n" + "\n".join(self.lines)
@@ -250,6 +263,7 @@ class _Render(ScalarRender):
   def buffer_param(self, u: UOp, name: str) -> str:
     assert isinstance(u.dtype, PtrDType)
     if packed(u.dtype.base): self.packed[name] = u.dtype.base
+    self.buffer_dtypes[u.arg] = u.dtype.base
     return f"var<storage, read_write> {name}: {self.storage(u.dtype.base)};"
   def local_decl(self, u: UOp, name: str) -> str:
     assert isinstance(u.dtype, PtrDType)
@@ -257,7 +271,13 @@ class _Render(ScalarRender):
     if packed(dt): self.packed[name] = dt
     self.globals.append(f"var<workgroup> {name}: array<{'atomic<u32>' if packed(dt) else 'u32'}, {n}>;")
     return f"// {name}: {u.dtype.size} x {dt.name} in {n} words (workgroup)"
-  def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]: return buf, idx
+  def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]:
+    """(the array, the element index): in arena mode a buffer's elements start at its word base (a parameter word)."""
+    if not self.arena or not buf.startswith("data"): return buf, idx
+    k = int(buf[4:])
+    base = f"bitcast<i32>(rf_params[rf_nvars + {HIDDEN_ZEROS + 3 + k}u])"
+    if packed(self.buffer_dtypes[k]): return "rf_arena_p", f"({base} * {4 // self.buffer_dtypes[k].itemsize}i + {idx})"
+    return "rf_arena_w", f"({base} + {idx})"
 
   @staticmethod
   def element(index: tuple[str, str], k: int) -> str:
