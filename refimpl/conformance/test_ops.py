@@ -24,7 +24,10 @@ def _run_sweep(backend: str, case: OpCase, conformance) -> None:
   if not supported(backend, case):
     conformance.record(backend, case.id, "unsupported", f"{backend} does not support the dtypes of {case.id}")
     pytest.skip(f"{backend} does not support {case.id}")
-  h = harness(backend, case)
+  try: h = harness(backend, case)
+  except Exception as e:  # refused or not built for a dtype the device supports: a FAIL of the case, with the reason
+    conformance.record(backend, case.id, "fail", f"{type(e).__name__}: {e}")
+    raise
   inputs = sweep_inputs(case)
   verdict = h.check(inputs)
   report = "" if verdict.ok else h.failure_report(inputs, verdict)
