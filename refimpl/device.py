@@ -46,8 +46,8 @@ class UnknownDevice(DeviceError):
 class DeviceUnavailable(DeviceError):
   """A known device that cannot be opened here (missing toolchain, not built yet, refused in this process)."""
 
-# The order in which devices are tried for the default: native CPU compilers first, then OpenCL, then the emulator.
-ALL_DEVICES = ["CLANG", "LLVM", "GPU", "PYTHON"]
+# The order in which devices are tried for the default: native CPU compilers first, then OpenCL, WebGPU, the emulator.
+ALL_DEVICES = ["CLANG", "LLVM", "GPU", "WEBGPU", "PYTHON"]
 
 # Built-in devices: name -> "module:Class". A module that does not exist yet means the backend is not built yet.
 BUILTIN_DEVICES: dict[str, str] = {

@@ -46,7 +46,8 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
   dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule). No int64/uint64/float64
               (core WGSL has no 64-bit types), no float16 (lower_narrow computes through float64) and none of the other
-              narrow floats; SIN on float32 is refused by name (its decomposition reduces large arguments in uint64).
+              narrow floats; SIN on float32 (its decomposition reduces large arguments in uint64) and WMMA (decomposed
+              in float64) are refused as capabilities (ProgramError "capability"); SIN is a declared known failure.
 """
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ class WGSLRenderer(Renderer):
 
   def check_program(self, program: Program) -> None:
     """ProgramError (rule "capability") for a workgroup or local memory beyond the adapter's limits;
-    and for SIN (SIN_REFUSED)."""
+    and for SIN (SIN_REFUSED) and WMMA (its decomposition accumulates in float64)."""
     threads = program.local_size[0] * program.local_size[1] * program.local_size[2]
     if self.max_invocations is not None and threads > self.max_invocations:
       raise ProgramError("capability", f"{self.device}: local_size {program.local_size} has {threads} invocations, the "
@@ -170,6 +171,9 @@ class WGSLRenderer(Renderer):
                          f"{self.workgroup_bytes} bytes of workgroup memory")
     for i, u in enumerate(program.uops):
       if u.op is Ops.SIN: raise ProgramError("capability", f"{self.device}: {SIN_REFUSED}", i, u.op)
+      if u.op is Ops.WMMA:
+        raise ProgramError("capability", f"{self.device}: WMMA accumulates in float64 (refimpl.lower.wmma), which WGSL lacks",
+                           i, u.op)
 
   def render(self, name: str, program: Program) -> str:
     """WGSL source of entry point kernel_symbol(name); the program is lowered (refimpl.lower.lower_for)."""
