@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.backends.wgsl import ARENA_TAG, HIDDEN_ZEROS, KNOWN_FAILURES, SUPPORTED, UNSUPPORTED_REASONS, WGSLRenderer, kernel_symbol
+from refimpl.backends import wgsl
+from refimpl.backends.wgsl import ARENA_TAG, HIDDEN_ZEROS, SUPPORTED, WGSLRenderer, kernel_symbol
 from refimpl.device import BufferSpec, Compiled, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.errors import CompileError
@@ -184,13 +185,13 @@ class WebGPUProgram:
 class WebGPUDevice(Compiled):
   """WGSL through wgpu-py; see the module docstring."""
   subprocess_safe = True
-  known_failures: dict[str, str] = KNOWN_FAILURES  # the suite marks these xfail with the reason; the report shows FAIL
+  known_failures: dict[str, str] = wgsl.KNOWN_FAILURES  # the suite marks these xfail with the reason; the report shows FAIL
   def __init__(self, device: str = "WEBGPU"):
     self.adapter, self.gpu = open_adapter()
     self._modules: OrderedDict[bytes, Any] = OrderedDict()
     wgpu = _wgpu()
     self._fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
-    self.unsupported_reasons: dict[DType, str] = dict(UNSUPPORTED_REASONS)
+    self.unsupported_reasons: dict[DType, str] = dict(wgsl.UNSUPPORTED_REASONS)
     super().__init__(device, WebGPUAllocator(self), renderer_for(device, self.gpu.limits), WGSLCompiler(self),
                      functools.partial(WebGPUProgram, self))
 

@@ -235,7 +235,8 @@ class _Render(ScalarRender):
     self.emit(f"let {name}: {self.reg(dt)} = {value};")
     return name
   def reg(self, dt: DType) -> str:
-    if dt not in REG: raise CompileError(f"{self.r.device}: {dt.name} is not supported in WGSL ({UNSUPPORTED_REASONS.get(dt, '')})")
+    if dt not in REG:
+      raise CompileError(f"{self.r.device}: {dt.name} is not supported in WGSL ({UNSUPPORTED_REASONS.get(dt, 'no type')})")
     return REG[dt]
 
   def alu_lane(self, op: Ops, dt: DType, src_dt: DType, operands: list[str], result: str) -> str:
@@ -289,7 +290,7 @@ class _Render(ScalarRender):
 
   @staticmethod
   def element(index: tuple[str, str], k: int) -> str:
-    buf, idx = index
+    idx = index[1]
     return idx if k == 0 else f"({idx} + {k}i)"
 
   def word(self, index: tuple[str, str], dt: DType, k: int) -> tuple[str, str]:
@@ -319,7 +320,7 @@ class _Render(ScalarRender):
 
   def gated_load(self, label: str, gate: str, alts: list[str], dt: DType, names: list[str], load: Lane) -> list[str]:
     out = []
-    for k, (name, alt) in enumerate(zip(names, alts)):
+    for name, alt in zip(names, alts):
       self.emit(f"var {name}_g: {self.reg(dt)} = {alt};")
       out.append(f"{name}_g")
     self.emit(f"if ({gate}) {{ {' '.join(f'{g} = {load(k, n)};' for k, (g, n) in enumerate(zip(out, names)))} }}")

@@ -115,7 +115,8 @@ class _Gen:
     if self.ch.int(0, 1):
       to = self.ch.pick(self.scalars).vec(src_dt.count)
       self.add(to, self.b.cast(x, to))
-    elif (same := [d for d in self.scalars if d.itemsize == src_dt.scalar().itemsize and dtypes.bool not in (d, src_dt.scalar())]):
+    elif (same := [d for d in self.scalars
+                   if d.itemsize == src_dt.scalar().itemsize and dtypes.bool not in (d, src_dt.scalar())]):
       to = self.ch.pick(same).vec(src_dt.count)
       self.add(to, self.b.bitcast(x, to))
   def step_vec(self):
