@@ -15,7 +15,7 @@ Buffers. One GPUBuffer per refimpl buffer (STORAGE | COPY_SRC | COPY_DST), its s
 copies out through queue.read_buffer (which waits for the work submitted before it).
 
 Launch. prg(*bufs, global_size=, local_size=, vals=, wait=): binding k is buffer k, binding len(bufs) the parameter
-buffer (the DEFINE_VAR values as int32 words, the renderer's two hidden zeros, the dispatch's workgroup offset); one
+buffer (the DEFINE_VAR values as int32 words, the renderer's hidden zeros, the dispatch's workgroup offset); one
 compute pass dispatches global_size workgroups (@workgroup_size in the shader is the program's local_size), as several
 dispatches of at most max-compute-workgroups-per-dimension per dimension, each with its offset. The bind group layout is explicit,
 so a buffer the shader does not use is still bound. With wait=True it waits for the queue and returns the wall time.

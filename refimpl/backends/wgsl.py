@@ -21,9 +21,11 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               outside [0, bits) is undefined in the spec); IDIV/MOD are WGSL's / and %, which truncate (the spec's
               undefined divisions are never sent); MAX is max().
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&b, CMPNE=XOR=a!=b (the spec's table); WHERE is select.
-  floats      the compiler's no-NaN/no-infinity algebra is kept out by opacity: the second operand of ADD SUB MUL FDIV
-              MULACC passes through rf_o (XOR of its bits with the hidden zero rf_z0) and every result through rf_r (the
-              hidden zero rf_z1), so no identity (x-x, x*0, x+0 with x=-0, a*b+c fused) can be applied. NaN and
+  floats      the compiler's no-NaN/no-infinity/no-signed-zero algebra is kept out by opacity: every operand of ADD SUB
+              MUL FDIV MULACC RECIP SQRT passes through an XOR of its bits with a zero the compiler cannot see (rf_a for
+              the first, rf_b for the others) and every result through rf_r, each with its own hidden zero (rf_z1,
+              rf_z2, rf_z3; float constants rf_z0), so no two XORs cancel, no operand is a known constant and no
+              identity (x-x, x*0, 0*x, x+0 with x=-0, 1/0, a*b+c fused) can be applied. NaN and
               infinity are tested on the bits (rf_isnan): CMPLT = a<b and neither is NaN, CMPNE = !(a==b) or either is
               NaN, MAX = select(b, a, a > b || isnan(a)) (NaN-propagating, as cstyle's), WHERE selects the bits.
               RECIP is 1/x, SQRT sqrt(); EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental (WGSL's built-ins
@@ -41,8 +43,8 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               arenas instead: every 32-bit buffer lives in `rf_arena_w`, every packed one in `rf_arena_p`, each from a
               word base that the parameter buffer gives (after the offsets); the source's first line (ARENA_TAG) says which
               buffer lives where, and the runtime copies the buffers in and out around the dispatch.
-  vars        DEFINE_VAR values, the two hidden zeros and the dispatch's workgroup offset come in one read-only storage
-              buffer bound after the buffers (binding n: var k is word k, then rf_z0, rf_z1, then the offset x, y, z
+  vars        DEFINE_VAR values, the four hidden zeros and the dispatch's workgroup offset come in one read-only storage
+              buffer bound after the buffers (binding n: var k is word k, then rf_z0..rf_z3, then the offset x, y, z
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
   dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule). No int64/uint64/float64
               (core WGSL has no 64-bit types), no float16 (lower_narrow computes through float64) and none of the other
@@ -69,7 +71,7 @@ UNSUPPORTED_REASONS: dict[DType, str] = {
   **dict.fromkeys((dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2),
                   "narrow floats are lowered through float64 (refimpl.lower.narrow), which WGSL lacks"),
 }
-HIDDEN_ZEROS = 2  # rf_z0, rf_z1: words after the DEFINE_VAR values in the parameter buffer, always 0
+HIDDEN_ZEROS = 4  # rf_z0..rf_z3: words after the DEFINE_VAR values in the parameter buffer, always 0
 # then the launch's workgroup offset (x, y, z): a grid wider than the adapter's dispatch limit runs as several dispatches
 
 REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
@@ -121,9 +123,9 @@ BOOL_RULES: dict[Ops, str] = {
   Ops.CMPLT: "(!{0} & {1})", Ops.CMPNE: "({0} != {1})", Ops.XOR: "({0} != {1})", Ops.OR: "({0} | {1})",
   Ops.AND: "({0} & {1})", Ops.WHERE: "select({2}, {1}, {0})"}
 FLOAT_RULES: dict[Ops, str] = {
-  Ops.ADD: "rf_r({0} + rf_o({1}))", Ops.SUB: "rf_r({0} - rf_o({1}))", Ops.MUL: "rf_r({0} * rf_o({1}))",
-  Ops.FDIV: "rf_r({0} / rf_o({1}))", Ops.NEG: "(-{0})", Ops.RECIP: "rf_r({one} / {0})", Ops.SQRT: "rf_r(sqrt({0}))",
-  Ops.MULACC: "rf_r(rf_r({0} * rf_o({1})) + rf_o({2}))",
+  Ops.ADD: "rf_r(rf_a({0}) + rf_b({1}))", Ops.SUB: "rf_r(rf_a({0}) - rf_b({1}))", Ops.MUL: "rf_r(rf_a({0}) * rf_b({1}))",
+  Ops.FDIV: "rf_r(rf_a({0}) / rf_b({1}))", Ops.NEG: "(-{0})", Ops.RECIP: "rf_r({one} / rf_b({0}))",
+  Ops.SQRT: "rf_r(sqrt(rf_a({0})))", Ops.MULACC: "rf_r(rf_r(rf_a({0}) * rf_b({1})) + rf_b({2}))",
   Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan({0}))",
   Ops.CMPLT: "(({0} < {1}) && !(rf_isnan({0}) || rf_isnan({1})))",
   Ops.CMPNE: "(!({0} == {1}) || rf_isnan({0}) || rf_isnan({1}))",
@@ -132,9 +134,12 @@ ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by 
 
 PRELUDE = """var<private> rf_z0: u32;
 var<private> rf_z1: u32;
+var<private> rf_z2: u32;
+var<private> rf_z3: u32;
 fn rf_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn rf_o(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z0); }
-fn rf_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z1); }
+fn rf_a(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z1); }
+fn rf_b(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z2); }
+fn rf_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z3); }
 """
 
 def kernel_symbol(name: str) -> str:
@@ -209,7 +214,7 @@ class _Render(ScalarRender):
       nbuf = max(self.params, default=-1) + 1
       params = f"@group(0) @binding({nbuf}) var<storage, read> rf_params: array<u32>;"
       head = [f"@group(0) @binding({k}) {decl}" for k, decl in sorted(self.params.items())] + [params] + self.globals
-    start = [f"rf_z0 = rf_params[{nvars}];", f"rf_z1 = rf_params[{nvars + 1}];"]
+    start = [f"rf_z{k} = rf_params[{nvars + k}];" for k in range(HIDDEN_ZEROS)]
     start += [f"let {v.split()[1]} = bitcast<i32>(rf_params[{k}]);" for k, v in enumerate(self.vars)]
     body = "\n".join("  " + line for line in start + self.decls) + "\n" + "\n".join(self.lines)
     lx, ly, lz = self.program.local_size
