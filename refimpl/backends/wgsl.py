@@ -32,7 +32,8 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               are outside the spec's ulp bounds).
   casts       to bool: x != 0 (a float by its bits: (bits & 0x7fffffff) != 0); from bool: select(0, 1, b); int->int: the
               32-bit pattern re-normalized to the destination's width; int->float32: f32(); float32->int: i32()/u32()
-              (truncation; WGSL saturates out-of-range values, which the spec leaves undefined), then normalized.
+              (truncation; WGSL saturates out-of-range values, which the spec leaves undefined) XORed with a hidden
+              zero (else f32(i32(x)) folds to trunc(x), which keeps the sign of -0.5 -> -0), then normalized.
   BITCAST     bitcast<T> between the 32-bit types; int8<->uint8, int16<->uint16 re-normalize the bits.
   memory      gated LOAD: a var holding the alternative, overwritten inside `if (gate)` (no access when false); gated
               STORE: `if (gate) { ... }`.
@@ -265,7 +266,8 @@ class _Render(ScalarRender):
       one, zero = ("1.0f", "0.0f") if dst == dtypes.float32 else (("1u", "0u") if REG[dst] == "u32" else ("1i", "0i"))
       return f"select({zero}, {one}, {x})"
     if dst == dtypes.float32: return f"f32({x})"
-    if src == dtypes.float32: return norm(f"{REG[dst]}({x})", dst)
+    if src == dtypes.float32:  # opaque: f32(i32(x)) would fold to trunc(x), which keeps -0 (lavapipe)
+      return norm(f"({REG[dst]}({x}) ^ {'rf_z0' if REG[dst] == 'u32' else 'bitcast<i32>(rf_z0)'})", dst)
     return from_bits(to_bits(x, src), dst)
 
   def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str:
