@@ -7,6 +7,7 @@ every backend in refimpl/conformance/rules/.
 
 The missing-wgpu test runs without an adapter; every other test needs the WEBGPU device to open.
 """
+import dataclasses
 import sys
 
 import numpy as np
@@ -42,12 +43,13 @@ def test_without_wgpu_the_device_is_unavailable_with_the_install_line(monkeypatc
   with pytest.raises(DeviceUnavailable, match=r"pip install 'refimpl\[webgpu\]'.*mesa-vulkan-drivers"):
     ops_webgpu.WebGPUDevice()
 
-def test_supported_dtypes_are_tinygrads_webgpu_rule_and_each_refusal_has_a_reason():
+def test_supported_dtypes_are_tinygrads_webgpu_rule_plus_int64_with_shader_int64_and_each_refusal_has_a_reason():
   dev = Device["WEBGPU"]
   every = {bl, *dtypes.ints, *dtypes.floats}
-  assert {dt for dt in every if dev.supports_dtype(dt)} == {bl, i8, u8, i16, dtypes.uint16, i32, u32, f32}
-  refused = {dtypes.int64, dtypes.uint64, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2}
-  assert refused <= set(dev.unsupported_reasons) and all(dev.unsupported_reasons[dt] for dt in refused)
+  int64 = {dtypes.int64, dtypes.uint64}
+  want = {bl, i8, u8, i16, dtypes.uint16, i32, u32, f32} | (int64 if "shader-int64" in dev.gpu.features else set())
+  assert {dt for dt in every if dev.supports_dtype(dt)} == want
+  assert every - want == set(dev.unsupported_reasons) and all(dev.unsupported_reasons.values())
 
 
 # ***** packed storage: 8/16-bit ints and bool share 32-bit words *****
@@ -109,14 +111,15 @@ def test_more_buffers_than_the_adapter_binds_run_through_the_arenas():
   limit = Device["WEBGPU"].renderer.max_buffers
   nbuf = limit + 3
   b = ProgramBuilder("many_buffers")
-  kinds = [i32] + [u8 if k % 2 else i32 for k in range(1, nbuf)]
+  wide = dtypes.int64 if Device["WEBGPU"].supports_dtype(dtypes.int64) else i16  # all three arenas where int64 exists
+  kinds = [i32] + [(u8, i32, wide)[k % 3] for k in range(1, nbuf)]
   bufs = [b.global_buf(dt, 4) for dt in kinds]
   i = b.gidx(0, 4)
   x = b.cast(b.load(bufs[0], i), u32)
   for k in range(1, nbuf): b.store(bufs[k], i, b.cast(b.alu(Ops.ADD, x, b.const(k, u32)), kinds[k]))
   p = b.build()
   assert wgsl.ARENA_TAG in Device["WEBGPU"].renderer.render("many_buffers", lower_for(p, Device["WEBGPU"].renderer))
-  arrays = [np.array([5, 6, 7, 8], np.int32)] + [np.zeros(4, np.uint8 if k % 2 else np.int32) for k in range(1, nbuf)]
+  arrays = [np.array([5, 6, 7, 8], np.int32)] + [np.zeros(4, np.dtype(dt.fmt)) for dt in kinds[1:]]
   got = run("WEBGPU", p, *[x.copy() for x in arrays])
   want = emulate(p, [x.copy() for x in arrays]).buffers
   for k in range(nbuf): assert_same(got[k], want[k], f"buffer {k}")
@@ -124,10 +127,16 @@ def test_more_buffers_than_the_adapter_binds_run_through_the_arenas():
 
 # ***** what cannot be made to hold is declared *****
 
-def test_sin_is_refused_as_a_capability_and_declared_a_known_failure():
+def test_sin_without_shader_int64_is_refused_as_a_capability_and_declared_a_known_failure():
+  """SIN on float32 is decomposed with uint64 arithmetic: with shader-int64 it renders (and the conformance rule tests
+  hold it to the spec); without, it is refused by capability, and the device declares the failing tests."""
   b = ProgramBuilder("sin")
   out = b.global_buf(f32, 1)
   b.store(out, b.const(0, i32), b.alu(Ops.SIN, b.const(1.0, f32)))
+  p = b.build()
   with pytest.raises(ProgramError, match="uint64"):
-    lower_for(b.build(), Device["WEBGPU"].renderer)
-  assert "WEBGPU-SIN-f32" in Device["WEBGPU"].known_failures
+    lower_for(p, dataclasses.replace(Device["WEBGPU"].renderer, has_int64=False, supported_dtypes=wgsl.SUPPORTED))
+  assert "WEBGPU-SIN-f32" in wgsl.KNOWN_FAILURES
+  if Device["WEBGPU"].renderer.has_int64:
+    assert Device["WEBGPU"].known_failures == {}
+    assert run("WEBGPU", p, np.zeros(1, np.float32))[0].dtype == np.float32

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from refimpl.backends import wgsl
-from refimpl.backends.wgsl import ARENA_TAG, HIDDEN_ZEROS, SUPPORTED, WGSLRenderer, kernel_symbol
+from refimpl.backends.wgsl import ARENA_TAG, ARENAS, HIDDEN_ZEROS, INT64, SUPPORTED, WGSLRenderer, kernel_symbol
 from refimpl.device import BufferSpec, Compiled, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.errors import CompileError
@@ -63,18 +63,21 @@ def open_adapter() -> tuple[Any, Any]:
             "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
             "max-compute-workgroup-size-y", "max-compute-workgroup-size-z", "max-compute-workgroups-per-dimension")
   limits = {k: adapter.limits[k] for k in wanted if k in adapter.limits}
-  try: device = adapter.request_device_sync(required_limits=limits)
+  features = [f for f in ("shader-int64",) if f in adapter.features]
+  try: device = adapter.request_device_sync(required_features=features, required_limits=limits)
   except Exception as e: raise DeviceUnavailable(f"WEBGPU: the adapter gives no device ({type(e).__name__}: {e})") from None
   return adapter, device
 
 
 GLOBAL_MAX = (2**31 - 1,) * 3  # the index dtype is int32; wider than the adapter's dispatch limit runs as several
 
-def renderer_for(name: str, limits: Any) -> WGSLRenderer:
-  """The renderer, its workgroup capabilities from the device's limits."""
-  return WGSLRenderer(name, has_local=True, has_shared=True, global_max=GLOBAL_MAX,
+def renderer_for(name: str, limits: Any, features: Any) -> WGSLRenderer:
+  """The renderer, its workgroup capabilities from the device's limits, int64 from its features."""
+  int64 = "shader-int64" in features
+  dts = SUPPORTED | INT64 if int64 else SUPPORTED
+  return WGSLRenderer(name, has_int64=int64, has_local=True, has_shared=True, global_max=GLOBAL_MAX,
                       local_max=tuple(limits[f"max-compute-workgroup-size-{a}"] for a in "xyz"),
-                      supported_dtypes=SUPPORTED, max_invocations=limits["max-compute-invocations-per-workgroup"],
+                      supported_dtypes=dts, max_invocations=limits["max-compute-invocations-per-workgroup"],
                       workgroup_bytes=limits["max-compute-workgroup-storage-size"],
                       max_buffers=limits["max-storage-buffers-per-shader-stage"])
 
@@ -119,7 +122,7 @@ class WebGPUProgram:
     self.module = device.shader_module(lib)
     self.pipelines: dict[int, tuple[Any, Any]] = {}  # buffer count -> (bind group layout, pipeline)
     tags = [line[len(ARENA_TAG):] for line in lib.decode().splitlines() if line.startswith(ARENA_TAG)]
-    self.arena: str | None = tags[0] if tags else None  # arena mode: each buffer's arena, "w" or "p" (wgsl.py)
+    self.arena: str | None = tags[0] if tags else None  # arena mode: each buffer's arena kind (wgsl.ARENAS)
 
   def pipeline(self, nbufs: int) -> tuple[Any, Any]:
     """(bind group layout, compute pipeline) for nbufs buffers and the parameter buffer, made on first use."""
@@ -139,18 +142,20 @@ class WebGPUProgram:
     return self.pipelines[nbufs]
 
   def arenas(self, bufs: tuple[Any, ...]) -> tuple[list[Any], list[int], list[tuple[Any, Any, int]]]:
-    """Arena mode: ([the 32-bit arena, the packed arena], each buffer's word base in its arena, (buffer, arena, byte
-    offset) of each copy in before the dispatch and out after it)."""
+    """Arena mode: (the arenas the kernel uses, in wgsl.ARENAS order; each buffer's base in its arena, in the arena's
+    elements; (buffer, arena, byte offset) of each copy in before the dispatch and out after it)."""
     assert self.arena is not None and len(self.arena) == len(bufs), "the buffers do not match the kernel's arena tag"
     wgpu, gpu = _wgpu(), self.device.gpu
-    used, bases, places = {"w": 0, "p": 0}, [], []
+    used, bases, places = dict.fromkeys(ARENAS, 0), [], []
     for kind, b in zip(self.arena, bufs):
+      unit = ARENAS[kind][2]
       bases.append(used[kind])
-      places.append((b[0], kind, used[kind] * 4))
-      used[kind] += b[0].size // 4
+      places.append((b[0], kind, used[kind] * unit))
+      used[kind] += (b[0].size + unit - 1) // unit
     usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-    arena = {kind: gpu.create_buffer(size=max(4, n * 4), usage=usage) for kind, n in used.items()}
-    return [arena["w"], arena["p"]], bases, [(b, arena[kind], at) for b, kind, at in places]
+    arena = {kind: gpu.create_buffer(size=max(8, n * ARENAS[kind][2]), usage=usage)
+             for kind, n in used.items() if kind in self.arena}
+    return list(arena.values()), bases, [(b, arena[kind], at) for b, kind, at in places]
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -185,15 +190,17 @@ class WebGPUProgram:
 class WebGPUDevice(Compiled):
   """WGSL through wgpu-py; see the module docstring."""
   subprocess_safe = True
-  known_failures: dict[str, str] = wgsl.KNOWN_FAILURES  # the suite marks these xfail with the reason; the report shows FAIL
   def __init__(self, device: str = "WEBGPU"):
     self.adapter, self.gpu = open_adapter()
     self._modules: OrderedDict[bytes, Any] = OrderedDict()
     wgpu = _wgpu()
     self._fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
-    self.unsupported_reasons: dict[DType, str] = dict(wgsl.UNSUPPORTED_REASONS)
-    super().__init__(device, WebGPUAllocator(self), renderer_for(device, self.gpu.limits), WGSLCompiler(self),
-                     functools.partial(WebGPUProgram, self))
+    renderer = renderer_for(device, self.gpu.limits, self.gpu.features)
+    self.unsupported_reasons: dict[DType, str] = {dt: why for dt, why in wgsl.UNSUPPORTED_REASONS.items()
+                                                  if not (renderer.has_int64 and dt in INT64)}
+    # the suite marks these xfail with their reason (the report still shows FAIL): SIN without int64
+    self.known_failures: dict[str, str] = {} if renderer.has_int64 else dict(wgsl.KNOWN_FAILURES)
+    super().__init__(device, WebGPUAllocator(self), renderer, WGSLCompiler(self), functools.partial(WebGPUProgram, self))
 
   def shader_module(self, lib: bytes) -> Any:
     """The validated shader module of a lib (the last KEEP_MODULES are kept); CompileError with the numbered source when
@@ -222,12 +229,12 @@ class WebGPUDevice(Compiled):
     self.gpu.queue.read_buffer(self._fence, 0, 4)
 
   def supports_dtype(self, dtype: DType) -> bool:
-    """tinygrad's WEBGPU rule: bool, int8, uint8, int16, uint16, int32, uint32, float32 (unsupported_reasons says why
-    each other dtype is refused). Scalars only."""
+    """tinygrad's WEBGPU rule: bool, int8, uint8, int16, uint16, int32, uint32, float32; plus int64 and uint64 where the
+    adapter offers shader-int64 (unsupported_reasons says why each other dtype is refused). Scalars only."""
     if isinstance(dtype, (PtrDType, ImageDType)) or dtype.count != 1 or dtype == dtypes.void: return False
-    return dtype in SUPPORTED
+    return dtype in (self.renderer.supported_dtypes or SUPPORTED)
 
   def describe(self) -> str:
     info = self.adapter.info
     return (f"{info.get('device', '?')} ({info.get('description', '')}) via {info.get('backend_type', '?')}; "
-            f"wgpu {_wgpu().__version__}; dtypes {', '.join(sorted(d.name for d in SUPPORTED))}")
+            f"wgpu {_wgpu().__version__}; dtypes {', '.join(sorted(d.name for d in self.renderer.supported_dtypes or ()))}")

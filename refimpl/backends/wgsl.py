@@ -40,17 +40,20 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
   grid        SPECIAL gidx{d} = workgroup_id, lidx{d} = local_invocation_id (tinygrad's convention: global_size[d]
               workgroups of local_size[d] invocations); @workgroup_size is the program's local_size.
   BARRIER     `workgroupBarrier(); storageBarrier();`: orders the workgroup's local and storage-buffer accesses.
-  arena       a program with more buffers than the adapter binds (max_buffers, the parameter buffer included) gets two
-              arenas instead: every 32-bit buffer lives in `rf_arena_w`, every packed one in `rf_arena_p`, each from a
-              word base that the parameter buffer gives (after the offsets); the source's first line (ARENA_TAG) says which
-              buffer lives where, and the runtime copies the buffers in and out around the dispatch.
+  arena       a program with more buffers than the adapter binds (max_buffers, the parameter buffer included) gets arenas
+              instead: every 32-bit buffer lives in `rf_arena_w`, every packed one in `rf_arena_p`, every 64-bit one in
+              `rf_arena_d` (ARENAS), each from a base that the parameter buffer gives (after the offsets); a tag line
+              (ARENA_TAG) says which buffer lives where, and the runtime copies the buffers in and out around the dispatch.
   vars        DEFINE_VAR values, the four hidden zeros and the dispatch's workgroup offset come in one read-only storage
               buffer bound after the buffers (binding n: var k is word k, then rf_z0..rf_z3, then the offset x, y, z
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
-  dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule). No int64/uint64/float64
-              (core WGSL has no 64-bit types), no float16 (lower_narrow computes through float64) and none of the other
-              narrow floats; SIN on float32 (its decomposition reduces large arguments in uint64) and WMMA (decomposed
-              in float64) are refused as capabilities (ProgramError "capability"); SIN is a declared known failure.
+  dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule), and int64/uint64 as
+              WGSL's i64/u64 where the adapter offers shader-int64 (wgpu-native; lavapipe does): 64-bit buffers are
+              array<u64>, literals li/lu, widening through i64()/u64() of the signed/unsigned value, narrowing through
+              the low 32 bits. No float64 (core WGSL has none), no float16 (lower_narrow computes through float64) and
+              none of the other narrow floats. WMMA (decomposed in float64) is refused as a capability; so is SIN on
+              float32 without shader-int64 (its decomposition reduces large arguments in uint64), then a declared known
+              failure.
 """
 from __future__ import annotations
 
@@ -68,7 +71,8 @@ from refimpl.renderer import Renderer
 SUPPORTED = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
                        dtypes.float32})
 UNSUPPORTED_REASONS: dict[DType, str] = {
-  **dict.fromkeys((dtypes.int64, dtypes.uint64, dtypes.float64), "core WGSL has no 64-bit types"),
+  **dict.fromkeys((dtypes.int64, dtypes.uint64), "core WGSL has no 64-bit ints and the adapter lacks shader-int64"),
+  dtypes.float64: "core WGSL has no float64 (wgpu-native's shader-f64 is not used: float64 ops are not rendered yet)",
   **dict.fromkeys((dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2),
                   "narrow floats are lowered through float64 (refimpl.lower.narrow), which WGSL lacks"),
 }
@@ -76,15 +80,37 @@ HIDDEN_ZEROS = 4  # rf_z0..rf_z3: words after the DEFINE_VAR values in the param
 # then the launch's workgroup offset (x, y, z): a grid wider than the adapter's dispatch limit runs as several dispatches
 
 REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
-                         **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32"}
+                         **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32",
+                         dtypes.int64: "i64", dtypes.uint64: "u64"}  # the 64-bit ints with the adapter's shader-int64
+INT64 = frozenset({dtypes.int64, dtypes.uint64})
+WORD = {4: "u32", 8: "u64"}  # the storage word of a 4- or 8-byte element (narrower ones are packed into u32)
+SUFFIX = {"i32": "i", "u32": "u", "i64": "li", "u64": "lu"}  # WGSL's int literal suffixes
+
+def int_literal(v: int, reg: str) -> str:
+  """A WGSL literal of int register type `reg` (the most negative value as a subtraction: its magnitude has no literal)."""
+  bits = 64 if reg.endswith("64") else 32
+  if reg.startswith("i") and v == -2 ** (bits - 1): return f"({v + 1}{SUFFIX[reg]} - 1{SUFFIX[reg]})"
+  return f"{v}{SUFFIX[reg]}"
+
+def unsigned_reg(dt: DType) -> str:
+  """The unsigned register type of dt's width (u32 up to 4 bytes, u64 for 8)."""
+  return "u64" if dt.itemsize == 8 else "u32"
 AXES = "xyz"
-SIN_REFUSED = ("SIN on float32 cannot be made to hold: refimpl's decomposition (refimpl.lower.transcendental) reduces "
-               "large arguments in uint64, which WGSL lacks, and WGSL's sin() promises an absolute error, outside the spec's "
-               "4 ulp")
-KNOWN_FAILURES = {  # the suite's tests that fail on WEBGPU, by pattern (refimpl.testing.pytest_plugin applies them)
+SIN_REFUSED = ("SIN on float32 cannot be made to hold without the adapter's shader-int64: refimpl's decomposition "
+               "(refimpl.lower.transcendental) reduces large arguments in uint64, and WGSL's sin() promises an absolute "
+               "error, outside the spec's 4 ulp")
+KNOWN_FAILURES = {  # the suite's tests that fail on WEBGPU without int64, by pattern (the pytest plugin applies them)
   "WEBGPU-SIN-f32": SIN_REFUSED,
   "test_exp2_log2_sin_are_within_the_spec_bounds?WEBGPU-float32?": SIN_REFUSED}
-ARENA_TAG = "// rf_arena: "  # arena mode's first line: each buffer's arena, "w" (32-bit words) or "p" (packed)
+ARENA_TAG = "// rf_arena: "  # arena mode's tag line: each buffer's arena kind, in DEFINE_GLOBAL order
+# arena kind -> (its array, its element type, the bytes of one element): 32-bit words, packed words, 64-bit words. The
+# arenas a program uses are bound in this order, from binding 0; a buffer's base counts the arena's elements.
+ARENAS: dict[str, tuple[str, str, int]] = {"w": ("rf_arena_w", "array<u32>", 4), "p": ("rf_arena_p", "array<atomic<u32>>", 4),
+                                           "d": ("rf_arena_d", "array<u64>", 8)}
+
+def arena_kind(dt: DType) -> str:
+  """The arena a buffer of dt lives in (arena mode)."""
+  return "p" if packed(dt) else "d" if dt.itemsize == 8 else "w"
 
 def packed(dt: DType) -> bool:
   """Whether elements of dt share a 32-bit storage word (bool, 8- and 16-bit ints)."""
@@ -102,14 +128,22 @@ def norm(x: str, dt: DType) -> str:
   return f"(({x} << {32 - bits}u) >> {32 - bits}u)"
 
 def from_bits(bits: str, dt: DType) -> str:
-  """A register of int dt from the u32 `bits` whose low dt.itemsize bytes hold it."""
+  """A register of int dt from the unsigned `bits` (u32, or u64 for a 64-bit dt) whose low dt.itemsize bytes hold it."""
   if dtypes.is_unsigned(dt): return norm(bits, dt)
-  return norm(f"bitcast<i32>({bits})", dt)
+  return norm(f"bitcast<{REG[dt]}>({bits})", dt)
 
 def to_bits(x: str, dt: DType) -> str:
-  """The u32 pattern of register x of scalar dt (bool: 0/1)."""
+  """The unsigned pattern (u32, or u64 for 8 bytes) of register x of scalar dt (bool: 0/1)."""
   if dt == dtypes.bool: return f"select(0u, 1u, {x})"
-  return x if REG[dt] == "u32" else f"bitcast<u32>({x})"
+  return x if REG[dt] in ("u32", "u64") else f"bitcast<{unsigned_reg(dt)}>({x})"
+
+def int_to_int(x: str, src: DType, dst: DType) -> str:
+  """CAST between ints: the value's two's complement pattern, sign- or zero-extended from src, cut to dst's width."""
+  if src.itemsize < 8 and dst.itemsize == 8:  # widen: i64() of a signed value, u64() of an unsigned one
+    wide = f"i64({x})" if not dtypes.is_unsigned(src) else f"u64({x})"
+    return wide if REG[dst] == wide[:3] else f"bitcast<{REG[dst]}>({wide})"
+  if src.itemsize == 8 and dst.itemsize < 8: return from_bits(f"u32({to_bits(x, src)} & 0xfffffffflu)", dst)
+  return from_bits(to_bits(x, src), dst)
 
 # the per-op rules, by operand kind. {0} {1} {2}: operands; {T}: the register type; {Z}: its zero; {N}: the result
 # normalized ("{N}" wraps the expression given as {E}).
@@ -154,6 +188,8 @@ class WGSLRenderer(Renderer):
   ops_webgpu.WebGPUDevice):
     max_invocations       maxComputeInvocationsPerWorkgroup: the product of local_size must not exceed it
     workgroup_bytes       maxComputeWorkgroupStorageSize: the DEFINE_LOCALs (in 32-bit words) must fit in it
+    has_int64             the adapter's shader-int64 (wgpu-native's WGSL i64/u64): int64 and uint64 are supported, and
+                          SIN on float32 (its decomposition reduces large arguments in uint64) renders
     max_buffers           maxStorageBuffersPerShaderStage: more DEFINE_GLOBALs (plus the parameter buffer) than this are
                           rendered in arena mode (module docstring)"""
   native_transcendentals: bool = False
@@ -163,10 +199,11 @@ class WGSLRenderer(Renderer):
   max_invocations: int | None = None
   workgroup_bytes: int | None = None
   max_buffers: int | None = None
+  has_int64: bool = False
 
   def check_program(self, program: Program) -> None:
     """ProgramError (rule "capability") for a workgroup or local memory beyond the adapter's limits;
-    and for SIN (SIN_REFUSED) and WMMA (its decomposition accumulates in float64)."""
+    and for SIN without int64 (SIN_REFUSED) and WMMA (its decomposition accumulates in float64)."""
     threads = program.local_size[0] * program.local_size[1] * program.local_size[2]
     if self.max_invocations is not None and threads > self.max_invocations:
       raise ProgramError("capability", f"{self.device}: local_size {program.local_size} has {threads} invocations, the "
@@ -176,7 +213,7 @@ class WGSLRenderer(Renderer):
       raise ProgramError("capability", f"{self.device}: the DEFINE_LOCALs take {used} bytes, the adapter has "
                          f"{self.workgroup_bytes} bytes of workgroup memory")
     for i, u in enumerate(program.uops):
-      if u.op is Ops.SIN: raise ProgramError("capability", f"{self.device}: {SIN_REFUSED}", i, u.op)
+      if u.op is Ops.SIN and not self.has_int64: raise ProgramError("capability", f"{self.device}: {SIN_REFUSED}", i, u.op)
       if u.op is Ops.WMMA:
         raise ProgramError("capability", f"{self.device}: WMMA accumulates in float64 (refimpl.lower.wmma), which WGSL lacks",
                            i, u.op)
@@ -206,11 +243,12 @@ class _Render(ScalarRender):
     self.render_uops(HANDLERS)
     nvars = len(self.vars)
     if self.arena:
-      kinds = "".join("p" if packed(self.buffer_dtypes[k]) else "w" for k in sorted(self.buffer_dtypes))
-      head = [f"{ARENA_TAG}{kinds}", "const rf_nvars: u32 = " + f"{nvars}u;",
-              "@group(0) @binding(0) var<storage, read_write> rf_arena_w: array<u32>;",
-              "@group(0) @binding(1) var<storage, read_write> rf_arena_p: array<atomic<u32>>;",
-              "@group(0) @binding(2) var<storage, read> rf_params: array<u32>;"] + self.globals
+      kinds = "".join(arena_kind(self.buffer_dtypes[k]) for k in sorted(self.buffer_dtypes))
+      used = [kind for kind in ARENAS if kind in kinds]
+      head = [f"{ARENA_TAG}{kinds}", f"const rf_nvars: u32 = {nvars}u;"]
+      head += [f"@group(0) @binding({j}) var<storage, read_write> {ARENAS[kind][0]}: {ARENAS[kind][1]};"
+               for j, kind in enumerate(used)]
+      head += [f"@group(0) @binding({len(used)}) var<storage, read> rf_params: array<u32>;"] + self.globals
     else:
       nbuf = max(self.params, default=-1) + 1
       params = f"@group(0) @binding({nbuf}) var<storage, read> rf_params: array<u32>;"
@@ -233,7 +271,7 @@ class _Render(ScalarRender):
     key = (dt, int(v))
     if key not in self.consts:
       name = f"rf_c{len(self.consts)}"
-      text = f"{int(v)}u" if REG[dt] == "u32" else ("(-2147483647i - 1i)" if v == -2**31 else f"{int(v)}i")
+      text = int_literal(int(v), REG[dt])
       self.decls.append(f"var {name}: {REG[dt]} = {text};")
       self.consts[key] = name
     return self.consts[key]
@@ -251,7 +289,7 @@ class _Render(ScalarRender):
                          f"(refimpl.lower.transcendental)")
     kind, rule = scalar.alu_rule(self.r.device, ALU_TABLES, op, src_dt)
     fields: dict[str, str] = {}
-    if kind == "int": fields = {"Z": "0u" if REG[src_dt] == "u32" else "0i"}
+    if kind == "int": fields = {"Z": f"0{SUFFIX[REG[src_dt]]}"}
     if kind == "float": fields = {"one": self.literal(1.0, dtypes.float32)}
     expr = rule.format(*operands, **fields)
     return norm(expr[1:], dt) if expr.startswith("N(") else expr
@@ -261,21 +299,22 @@ class _Render(ScalarRender):
     self.reg(dst)
     if dst == dtypes.bool:
       if src == dtypes.float32: return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"
-      return f"({x} != {'0u' if REG[src] == 'u32' else '0i'})"
+      return f"({x} != 0{SUFFIX[REG[src]]})"
     if src == dtypes.bool:
-      one, zero = ("1.0f", "0.0f") if dst == dtypes.float32 else (("1u", "0u") if REG[dst] == "u32" else ("1i", "0i"))
+      one, zero = ("1.0f", "0.0f") if dst == dtypes.float32 else (f"1{SUFFIX[REG[dst]]}", f"0{SUFFIX[REG[dst]]}")
       return f"select({zero}, {one}, {x})"
     if dst == dtypes.float32: return f"f32({x})"
     if src == dtypes.float32:  # opaque: f32(i32(x)) would fold to trunc(x), which keeps -0 (lavapipe)
-      return norm(f"({REG[dst]}({x}) ^ {'rf_z0' if REG[dst] == 'u32' else 'bitcast<i32>(rf_z0)'})", dst)
-    return from_bits(to_bits(x, src), dst)
+      zero = "rf_z0" if REG[dst] == "u32" else f"{REG[dst]}(rf_z0)"
+      return norm(f"({REG[dst]}({x}) ^ {zero})", dst)
+    return int_to_int(x, src, dst)
 
   def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str:
     if dst == dtypes.float32: return f"bitcast<f32>({to_bits(x, src)})"
     return from_bits(to_bits(x, src), dst)
 
   # ---- memory: 32-bit words; packed dtypes through atomics on their word ----
-  def storage(self, dt: DType) -> str: return "array<atomic<u32>>" if packed(dt) else "array<u32>"
+  def storage(self, dt: DType) -> str: return "array<atomic<u32>>" if packed(dt) else f"array<{WORD[dt.itemsize]}>"
   def buffer_param(self, u: UOp, name: str) -> str:
     assert isinstance(u.dtype, PtrDType)
     if packed(u.dtype.base): self.packed[name] = u.dtype.base
@@ -283,17 +322,19 @@ class _Render(ScalarRender):
     return f"var<storage, read_write> {name}: {self.storage(u.dtype.base)};"
   def local_decl(self, u: UOp, name: str) -> str:
     assert isinstance(u.dtype, PtrDType)
-    dt, n = u.dtype.base, words(u.dtype.base, u.dtype.size)
+    dt = u.dtype.base
+    n = words(dt, u.dtype.size) if packed(dt) else u.dtype.size
     if packed(dt): self.packed[name] = dt
-    self.globals.append(f"var<workgroup> {name}: array<{'atomic<u32>' if packed(dt) else 'u32'}, {n}>;")
+    self.globals.append(f"var<workgroup> {name}: array<{'atomic<u32>' if packed(dt) else WORD[dt.itemsize]}, {n}>;")
     return f"// {name}: {u.dtype.size} x {dt.name} in {n} words (workgroup)"
   def address(self, i: int, buf: str, idx: str, dt: DType) -> tuple[str, str]:
     """(the array, the element index): in arena mode a buffer's elements start at its word base (a parameter word)."""
     if not self.arena or not buf.startswith("data"): return buf, idx
     k = int(buf[4:])
     base = f"bitcast<i32>(rf_params[rf_nvars + {HIDDEN_ZEROS + 3 + k}u])"
-    if packed(self.buffer_dtypes[k]): return "rf_arena_p", f"({base} * {4 // self.buffer_dtypes[k].itemsize}i + {idx})"
-    return "rf_arena_w", f"({base} + {idx})"
+    dt = self.buffer_dtypes[k]
+    if packed(dt): return "rf_arena_p", f"({base} * {4 // dt.itemsize}i + {idx})"
+    return ARENAS[arena_kind(dt)][0], f"({base} + {idx})"
 
   @staticmethod
   def element(index: tuple[str, str], k: int) -> str:
@@ -314,7 +355,7 @@ class _Render(ScalarRender):
       if dt == dtypes.bool: return f"(({bits} & 0xffu) != 0u)"
       return from_bits(bits, dt)
     w = f"{buf}[{self.element(index, k)}]"
-    return w if REG[dt] == "u32" else f"bitcast<{REG[dt]}>({w})"
+    return w if REG[dt] in ("u32", "u64") else f"bitcast<{REG[dt]}>({w})"
 
   def store_element(self, index: tuple[str, str], dt: DType, k: int, value: str) -> str:
     buf = index[0]
