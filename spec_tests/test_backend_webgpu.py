@@ -43,11 +43,14 @@ def test_without_wgpu_the_device_is_unavailable_with_the_install_line(monkeypatc
   with pytest.raises(DeviceUnavailable, match=r"pip install 'refimpl\[webgpu\]'.*mesa-vulkan-drivers"):
     ops_webgpu.WebGPUDevice()
 
-def test_supported_dtypes_are_tinygrads_webgpu_rule_plus_int64_with_shader_int64_and_each_refusal_has_a_reason():
+def test_supported_dtypes_are_tinygrads_webgpu_rule_plus_what_the_adapter_runs_and_each_refusal_has_a_reason():
+  """bool, int8..uint32, float32 always; int64/uint64 with shader-int64; float64 and the narrow floats (lowered through
+  float64 and int64) with shader-f64 as well."""
   dev = Device["WEBGPU"]
   every = {bl, *dtypes.ints, *dtypes.floats}
-  int64 = {dtypes.int64, dtypes.uint64}
-  want = {bl, i8, u8, i16, dtypes.uint16, i32, u32, f32} | (int64 if "shader-int64" in dev.gpu.features else set())
+  int64 = "shader-int64" in dev.gpu.features
+  want = {bl, i8, u8, i16, dtypes.uint16, i32, u32, f32} | (set(wgsl.INT64) if int64 else set())
+  if int64 and "shader-f64" in dev.gpu.features: want |= set(wgsl.WITH_F64)
   assert {dt for dt in every if dev.supports_dtype(dt)} == want
   assert every - want == set(dev.unsupported_reasons) and all(dev.unsupported_reasons.values())
 

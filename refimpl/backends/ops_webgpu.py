@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from refimpl.backends import wgsl
-from refimpl.backends.wgsl import ARENA_TAG, ARENAS, HIDDEN_ZEROS, INT64, SUPPORTED, WGSLRenderer, kernel_symbol
+from refimpl.backends.wgsl import ARENA_TAG, ARENAS, HIDDEN_ZEROS, INT64, SUPPORTED, WITH_F64, WGSLRenderer, kernel_symbol
 from refimpl.device import BufferSpec, Compiled, Compiler, DeviceUnavailable, LRUAllocator
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.errors import CompileError
@@ -63,7 +63,7 @@ def open_adapter() -> tuple[Any, Any]:
             "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
             "max-compute-workgroup-size-y", "max-compute-workgroup-size-z", "max-compute-workgroups-per-dimension")
   limits = {k: adapter.limits[k] for k in wanted if k in adapter.limits}
-  features = [f for f in ("shader-int64",) if f in adapter.features]
+  features = [f for f in ("shader-int64", "shader-f64") if f in adapter.features]
   try: device = adapter.request_device_sync(required_features=features, required_limits=limits)
   except Exception as e: raise DeviceUnavailable(f"WEBGPU: the adapter gives no device ({type(e).__name__}: {e})") from None
   return adapter, device
@@ -73,9 +73,9 @@ GLOBAL_MAX = (2**31 - 1,) * 3  # the index dtype is int32; wider than the adapte
 
 def renderer_for(name: str, limits: Any, features: Any) -> WGSLRenderer:
   """The renderer, its workgroup capabilities from the device's limits, int64 from its features."""
-  int64 = "shader-int64" in features
-  dts = SUPPORTED | INT64 if int64 else SUPPORTED
-  return WGSLRenderer(name, has_int64=int64, has_local=True, has_shared=True, global_max=GLOBAL_MAX,
+  int64, f64 = "shader-int64" in features, "shader-f64" in features
+  dts = SUPPORTED | (INT64 if int64 else frozenset()) | (WITH_F64 if f64 and int64 else frozenset())
+  return WGSLRenderer(name, has_int64=int64, has_f64=f64 and int64, has_local=True, has_shared=True, global_max=GLOBAL_MAX,
                       local_max=tuple(limits[f"max-compute-workgroup-size-{a}"] for a in "xyz"),
                       supported_dtypes=dts, max_invocations=limits["max-compute-invocations-per-workgroup"],
                       workgroup_bytes=limits["max-compute-workgroup-storage-size"],
@@ -197,7 +197,7 @@ class WebGPUDevice(Compiled):
     self._fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
     renderer = renderer_for(device, self.gpu.limits, self.gpu.features)
     self.unsupported_reasons: dict[DType, str] = {dt: why for dt, why in wgsl.UNSUPPORTED_REASONS.items()
-                                                  if not (renderer.has_int64 and dt in INT64)}
+                                                  if dt not in (renderer.supported_dtypes or ())}
     # the suite marks these xfail with their reason (the report still shows FAIL): SIN without int64
     self.known_failures: dict[str, str] = {} if renderer.has_int64 else dict(wgsl.KNOWN_FAILURES)
     super().__init__(device, WebGPUAllocator(self), renderer, WGSLCompiler(self), functools.partial(WebGPUProgram, self))

@@ -31,7 +31,8 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               RECIP is 1/x, SQRT sqrt(); EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental (WGSL's built-ins
               are outside the spec's ulp bounds).
   casts       to bool: x != 0 (a float by its bits: (bits & 0x7fffffff) != 0); from bool: select(0, 1, b); int->int: the
-              32-bit pattern re-normalized to the destination's width; int->float32: f32(); float32->int: i32()/u32()
+              32-bit pattern re-normalized to the destination's width; to a float: f32()/f64() through rf_r (else
+              f32(f64(i)) folds to f32(i), one rounding where the program asks for two); float->int: i32()/u32()
               (truncation; WGSL saturates out-of-range values, which the spec leaves undefined) XORed with a hidden
               zero (else f32(i32(x)) folds to trunc(x), which keeps the sign of -0.5 -> -0), then normalized.
   BITCAST     bitcast<T> between the 32-bit types; int8<->uint8, int16<->uint16 re-normalize the bits.
@@ -47,13 +48,14 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
   vars        DEFINE_VAR values, the four hidden zeros and the dispatch's workgroup offset come in one read-only storage
               buffer bound after the buffers (binding n: var k is word k, then rf_z0..rf_z3, then the offset x, y, z
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
-  dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule), and int64/uint64 as
-              WGSL's i64/u64 where the adapter offers shader-int64 (wgpu-native; lavapipe does): 64-bit buffers are
+  dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule); int64/uint64 as WGSL's
+              i64/u64 where the adapter offers shader-int64 (wgpu-native; lavapipe does): 64-bit buffers are
               array<u64>, literals li/lu, widening through i64()/u64() of the signed/unsigned value, narrowing through
-              the low 32 bits. No float64 (core WGSL has none), no float16 (lower_narrow computes through float64) and
-              none of the other narrow floats. WMMA (decomposed in float64) is refused as a capability; so is SIN on
-              float32 without shader-int64 (its decomposition reduces large arguments in uint64), then a declared known
-              failure.
+              the low 32 bits; float64 as f64 where it also offers shader-f64 (the float rules above with the rf_*64
+              helpers, literals as u64 bits), and with it float16, bfloat16 and the fp8s, which refimpl.lower.narrow
+              rewrites into their bits (u16/u8, packed) and float32/float64 ops. Without shader-f64, no float64, no
+              narrow floats and no WMMA (decomposed in float64: refused as a capability); without shader-int64 no SIN on
+              float32 (its decomposition reduces large arguments in uint64: refused, a declared known failure).
 """
 from __future__ import annotations
 
@@ -66,23 +68,28 @@ from refimpl.backends.scalar import Lane, ScalarRender
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import CompileError
 from refimpl.ir import Ops, Program, ProgramError, UOp
+from refimpl.lower.narrow import BITS
 from refimpl.renderer import Renderer
 
 SUPPORTED = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
                        dtypes.float32})
 UNSUPPORTED_REASONS: dict[DType, str] = {
   **dict.fromkeys((dtypes.int64, dtypes.uint64), "core WGSL has no 64-bit ints and the adapter lacks shader-int64"),
-  dtypes.float64: "core WGSL has no float64 (wgpu-native's shader-f64 is not used: float64 ops are not rendered yet)",
+  dtypes.float64: "core WGSL has no float64 and the adapter lacks shader-f64 (or shader-int64)",
   **dict.fromkeys((dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2),
-                  "narrow floats are lowered through float64 (refimpl.lower.narrow), which WGSL lacks"),
+                  "narrow floats are lowered through float64 and int64 (refimpl.lower.narrow), which the adapter lacks"),
 }
 HIDDEN_ZEROS = 4  # rf_z0..rf_z3: words after the DEFINE_VAR values in the parameter buffer, always 0
 # then the launch's workgroup offset (x, y, z): a grid wider than the adapter's dispatch limit runs as several dispatches
 
 REG: dict[DType, str] = {dtypes.bool: "bool", **dict.fromkeys((dtypes.int8, dtypes.int16, dtypes.int32), "i32"),
                          **dict.fromkeys((dtypes.uint8, dtypes.uint16, dtypes.uint32), "u32"), dtypes.float32: "f32",
-                         dtypes.int64: "i64", dtypes.uint64: "u64"}  # the 64-bit ints with the adapter's shader-int64
+                         dtypes.int64: "i64", dtypes.uint64: "u64",  # the 64-bit ints with the adapter's shader-int64
+                         dtypes.float64: "f64"}                      # with shader-f64
+FLOATS = frozenset({dtypes.float32, dtypes.float64})
 INT64 = frozenset({dtypes.int64, dtypes.uint64})
+# with shader-f64 (and shader-int64): float64, and the narrow floats, which refimpl.lower.narrow computes through it
+WITH_F64 = frozenset({dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2})
 WORD = {4: "u32", 8: "u64"}  # the storage word of a 4- or 8-byte element (narrower ones are packed into u32)
 SUFFIX = {"i32": "i", "u32": "u", "i64": "li", "u64": "lu"}  # WGSL's int literal suffixes
 
@@ -157,14 +164,16 @@ BOOL_RULES: dict[Ops, str] = {
   Ops.ADD: "({0} | {1})", Ops.MUL: "({0} & {1})", Ops.MAX: "({0} | {1})", Ops.MULACC: "(({0} & {1}) | {2})",
   Ops.CMPLT: "(!{0} & {1})", Ops.CMPNE: "({0} != {1})", Ops.XOR: "({0} != {1})", Ops.OR: "({0} | {1})",
   Ops.AND: "({0} & {1})", Ops.WHERE: "select({2}, {1}, {0})"}
+# {s}: the helpers' suffix ("" for f32, "64" for f64); {F} the float type, {U} the unsigned int of its size
 FLOAT_RULES: dict[Ops, str] = {
-  Ops.ADD: "rf_r(rf_a({0}) + rf_b({1}))", Ops.SUB: "rf_r(rf_a({0}) - rf_b({1}))", Ops.MUL: "rf_r(rf_a({0}) * rf_b({1}))",
-  Ops.FDIV: "rf_r(rf_a({0}) / rf_b({1}))", Ops.NEG: "(-{0})", Ops.RECIP: "rf_r({one} / rf_b({0}))",
-  Ops.SQRT: "rf_r(sqrt(rf_a({0})))", Ops.MULACC: "rf_r(rf_r(rf_a({0}) * rf_b({1})) + rf_b({2}))",
-  Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan({0}))",
-  Ops.CMPLT: "(({0} < {1}) && !(rf_isnan({0}) || rf_isnan({1})))",
-  Ops.CMPNE: "(!({0} == {1}) || rf_isnan({0}) || rf_isnan({1}))",
-  Ops.WHERE: "bitcast<f32>(select(bitcast<u32>({2}), bitcast<u32>({1}), {0}))"}
+  Ops.ADD: "rf_r{s}(rf_a{s}({0}) + rf_b{s}({1}))", Ops.SUB: "rf_r{s}(rf_a{s}({0}) - rf_b{s}({1}))",
+  Ops.MUL: "rf_r{s}(rf_a{s}({0}) * rf_b{s}({1}))", Ops.FDIV: "rf_r{s}(rf_a{s}({0}) / rf_b{s}({1}))", Ops.NEG: "(-{0})",
+  Ops.RECIP: "rf_r{s}({one} / rf_b{s}({0}))", Ops.SQRT: "rf_r{s}(sqrt(rf_a{s}({0})))",
+  Ops.MULACC: "rf_r{s}(rf_r{s}(rf_a{s}({0}) * rf_b{s}({1})) + rf_b{s}({2}))",
+  Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan{s}({0}))",
+  Ops.CMPLT: "(({0} < {1}) && !(rf_isnan{s}({0}) || rf_isnan{s}({1})))",
+  Ops.CMPNE: "(!({0} == {1}) || rf_isnan{s}({0}) || rf_isnan{s}({1}))",
+  Ops.WHERE: "bitcast<{F}>(select(bitcast<{U}>({2}), bitcast<{U}>({1}), {0}))"}
 ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 
 PRELUDE = """var<private> rf_z0: u32;
@@ -175,6 +184,11 @@ fn rf_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f80000
 fn rf_a(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z1); }
 fn rf_b(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z2); }
 fn rf_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z3); }
+"""
+PRELUDE_F64 = """fn rf_isnan64(x: f64) -> bool { return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu; }
+fn rf_a64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z1)); }
+fn rf_b64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z2)); }
+fn rf_r64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z3)); }
 """
 
 def kernel_symbol(name: str) -> str:
@@ -200,6 +214,7 @@ class WGSLRenderer(Renderer):
   workgroup_bytes: int | None = None
   max_buffers: int | None = None
   has_int64: bool = False
+  has_f64: bool = False
 
   def check_program(self, program: Program) -> None:
     """ProgramError (rule "capability") for a workgroup or local memory beyond the adapter's limits;
@@ -214,7 +229,7 @@ class WGSLRenderer(Renderer):
                          f"{self.workgroup_bytes} bytes of workgroup memory")
     for i, u in enumerate(program.uops):
       if u.op is Ops.SIN and not self.has_int64: raise ProgramError("capability", f"{self.device}: {SIN_REFUSED}", i, u.op)
-      if u.op is Ops.WMMA:
+      if u.op is Ops.WMMA and not self.has_f64:
         raise ProgramError("capability", f"{self.device}: WMMA accumulates in float64 (refimpl.lower.wmma), which WGSL lacks",
                            i, u.op)
 
@@ -258,15 +273,19 @@ class _Render(ScalarRender):
     body = "\n".join("  " + line for line in start + self.decls) + "\n" + "\n".join(self.lines)
     lx, ly, lz = self.program.local_size
     sig = "@builtin(workgroup_id) rf_gid: vec3<u32>, @builtin(local_invocation_id) rf_lid: vec3<u32>"
-    return (PRELUDE + "\n".join(head) + f"\n@compute @workgroup_size({lx}, {ly}, {lz})\nfn {kernel_symbol(name)}({sig}) {{\n"
+    prelude = PRELUDE + (PRELUDE_F64 if self.r.has_f64 else "")
+    return (prelude + "\n".join(head) + f"\n@compute @workgroup_size({lx}, {ly}, {lz})\nfn {kernel_symbol(name)}({sig}) {{\n"
             + body + "\n}\n")
 
   # ---- values: a lane is an expression bound by `let`; int constants live in vars ----
   def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
   def literal(self, v: bool | int | float, dt: DType) -> str:
+    dt = BITS.get(dt, dt)
     if dt == dtypes.bool: return "true" if v else "false"
     if dt == dtypes.float32:
       return f"bitcast<f32>({struct.unpack('<I', struct.pack('<f', float(v)))[0]:#010x}u ^ rf_z0)"
+    if dt == dtypes.float64:
+      return f"bitcast<f64>({struct.unpack('<Q', struct.pack('<d', float(v)))[0]:#018x}lu ^ u64(rf_z0))"
     if dt not in REG: raise CompileError(f"{self.r.device}: no WGSL register type for {dt.name}")
     key = (dt, int(v))
     if key not in self.consts:
@@ -279,6 +298,7 @@ class _Render(ScalarRender):
     self.emit(f"let {name}: {self.reg(dt)} = {value};")
     return name
   def reg(self, dt: DType) -> str:
+    dt = BITS.get(dt, dt)
     if dt not in REG:
       raise CompileError(f"{self.r.device}: {dt.name} is not supported in WGSL ({UNSUPPORTED_REASONS.get(dt, 'no type')})")
     return REG[dt]
@@ -290,27 +310,34 @@ class _Render(ScalarRender):
     kind, rule = scalar.alu_rule(self.r.device, ALU_TABLES, op, src_dt)
     fields: dict[str, str] = {}
     if kind == "int": fields = {"Z": f"0{SUFFIX[REG[src_dt]]}"}
-    if kind == "float": fields = {"one": self.literal(1.0, dtypes.float32)}
+    if kind == "float":
+      fields = {"one": self.literal(1.0, src_dt), "s": "64" if src_dt == dtypes.float64 else "", "F": REG[src_dt],
+                "U": unsigned_reg(src_dt)}
     expr = rule.format(*operands, **fields)
     return norm(expr[1:], dt) if expr.startswith("N(") else expr
 
   def cast(self, x: str, src: DType, dst: DType, result: str) -> str:
+    src, dst = BITS.get(src, src), BITS.get(dst, dst)  # a lowered narrow float is its bits (refimpl.lower.narrow)
     if src == dst: return x
     self.reg(dst)
     if dst == dtypes.bool:
       if src == dtypes.float32: return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"
+      if src == dtypes.float64: return f"((bitcast<u64>({x}) & 0x7ffffffffffffffflu) != 0lu)"
       return f"({x} != 0{SUFFIX[REG[src]]})"
     if src == dtypes.bool:
-      one, zero = ("1.0f", "0.0f") if dst == dtypes.float32 else (f"1{SUFFIX[REG[dst]]}", f"0{SUFFIX[REG[dst]]}")
+      sfx = {"f32": ".0f", "f64": ".0lf"}.get(REG[dst], SUFFIX.get(REG[dst], ""))
+      one, zero = f"1{sfx}", f"0{sfx}"
       return f"select({zero}, {one}, {x})"
-    if dst == dtypes.float32: return f"f32({x})"
-    if src == dtypes.float32:  # opaque: f32(i32(x)) would fold to trunc(x), which keeps -0 (lavapipe)
+    if dst in FLOATS:  # opaque: f32(f64(i)) would fold to f32(i), one rounding where the program has two (lavapipe)
+      return f"rf_r{'64' if dst == dtypes.float64 else ''}({REG[dst]}({x}))"
+    if src in FLOATS:  # opaque: f32(i32(x)) would fold to trunc(x), which keeps -0 (lavapipe)
       zero = "rf_z0" if REG[dst] == "u32" else f"{REG[dst]}(rf_z0)"
       return norm(f"({REG[dst]}({x}) ^ {zero})", dst)
     return int_to_int(x, src, dst)
 
   def bitcast(self, x: str, src: DType, dst: DType, result: str) -> str:
-    if dst == dtypes.float32: return f"bitcast<f32>({to_bits(x, src)})"
+    src, dst = BITS.get(src, src), BITS.get(dst, dst)
+    if dst in FLOATS: return f"bitcast<{REG[dst]}>({to_bits(x, src)})"
     return from_bits(to_bits(x, src), dst)
 
   # ---- memory: 32-bit words; packed dtypes through atomics on their word ----
@@ -348,7 +375,7 @@ class _Render(ScalarRender):
     return f"&{buf}[{e} / {per}u]", f"(({e} % {per}u) * {dt.itemsize * 8}u)"
 
   def load_element(self, index: tuple[str, str], dt: DType, k: int, result: str) -> str:
-    buf = index[0]
+    buf, dt = index[0], BITS.get(dt, dt)
     if buf in self.packed:
       ptr, shift = self.word(index, dt, k)
       bits = f"(atomicLoad({ptr}) >> {shift})"
@@ -358,7 +385,7 @@ class _Render(ScalarRender):
     return w if REG[dt] in ("u32", "u64") else f"bitcast<{REG[dt]}>({w})"
 
   def store_element(self, index: tuple[str, str], dt: DType, k: int, value: str) -> str:
-    buf = index[0]
+    buf, dt = index[0], BITS.get(dt, dt)
     if buf in self.packed:
       ptr, shift = self.word(index, dt, k)
       mask = hex((1 << (8 * dt.itemsize)) - 1)
