@@ -58,13 +58,14 @@ def test_supported_dtypes_are_tinygrads_webgpu_rule_plus_what_the_adapter_runs_a
 # ***** packed storage: 8/16-bit ints and bool share 32-bit words *****
 
 @pytest.mark.parametrize("dt", [i8, u8, i16, bl], ids=dtype_to_str)
-def test_neighbouring_packed_elements_stored_by_different_workgroups_all_arrive(dt):
-  """Rule: STORE writes its element only (no race between distinct elements). Every element of a word is stored by
-  another workgroup at once; a read-modify-write of the whole word would lose some of them."""
-  n = 4096
+def test_neighbouring_packed_elements_stored_at_once_all_arrive(dt):
+  """Rule: STORE writes its element only (no race between distinct elements). The elements of a word are stored by
+  neighbouring invocations of one workgroup at once (lavapipe runs them as lanes of one SIMD operation, so a
+  read-modify-write of the whole word keeps only one lane's element), and by every workgroup of the grid."""
+  n, wg = 4096, 64
   b = ProgramBuilder(f"packed_{dt.itemsize}_{int(dtypes.is_unsigned(dt))}_{int(dt == bl)}")
   out, inp = b.global_buf(dt, n), b.global_buf(dt, n)
-  i = b.gidx(0, n)
+  i = b.alu(Ops.ADD, b.alu(Ops.MUL, b.gidx(0, n // wg), b.const(wg, i32)), b.lidx(0, wg))
   b.store(out, i, b.load(inp, i))
   x = (np.arange(n) % 2 == 0) if dt == bl else (np.arange(n) * 37 + 11).astype(np.dtype(dt.fmt))
   got = run("WEBGPU", b.build(), np.zeros(n, x.dtype), x)[0]
