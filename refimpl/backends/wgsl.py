@@ -4,9 +4,10 @@ WGSL defines less than the spec, and a WebGPU shader compiler may assume that no
 it: lavapipe folds `x - x` to 0 for x = inf, `x * 0` to 0 and `x != x` to false). Every rule below is how a spec rule
 is made to hold in WGSL by rendering, never by relaxing a comparison:
 
-  storage     every buffer is an array of 32-bit words (`array<u32>`; int32 and float32 are bitcast on LOAD/STORE, so a
-              NaN's payload is moved as bits). bool, 8- and 16-bit ints are packed into their words
-              (`array<atomic<u32>>`, element i of a 1-byte dtype in byte i%4 of word i/4): a LOAD is atomicLoad plus a
+  storage     every buffer is an array of unsigned words (`array<u32>`, `array<u64>` for 64-bit dtypes; signed ints and
+              floats are bitcast on LOAD/STORE, so a NaN's payload is moved as bits). bool, 8- and 16-bit ints are
+              packed into 32-bit words (`array<atomic<u32>>`, element i of a 1-byte dtype in byte i%4 of word i/4): a
+              LOAD is atomicLoad plus a
               shift and mask, a STORE is atomicAnd (clear the element's bits) then atomicOr (set them), so a store never
               races with a neighbour's in the same word. DEFINE_LOCAL arrays are packed the same way (`var<workgroup>`).
   registers   bool is `bool`; int8/int16/int32 are `i32`, uint8/uint16/uint32 `u32`, kept normalized (sign- or
@@ -35,7 +36,8 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               f32(f64(i)) folds to f32(i), one rounding where the program asks for two); float->int: i32()/u32()
               (truncation; WGSL saturates out-of-range values, which the spec leaves undefined) XORed with a hidden
               zero (else f32(i32(x)) folds to trunc(x), which keeps the sign of -0.5 -> -0), then normalized.
-  BITCAST     bitcast<T> between the 32-bit types; int8<->uint8, int16<->uint16 re-normalize the bits.
+  BITCAST     bitcast<T> between the 32-bit and between the 64-bit types; int8<->uint8, int16<->uint16 re-normalize the
+              bits.
   memory      gated LOAD: a var holding the alternative, overwritten inside `if (gate)` (no access when false); gated
               STORE: `if (gate) { ... }`.
   grid        SPECIAL gidx{d} = workgroup_id, lidx{d} = local_invocation_id (tinygrad's convention: global_size[d]
@@ -152,8 +154,8 @@ def int_to_int(x: str, src: DType, dst: DType) -> str:
   if src.itemsize == 8 and dst.itemsize < 8: return from_bits(f"u32({to_bits(x, src)} & 0xfffffffflu)", dst)
   return from_bits(to_bits(x, src), dst)
 
-# the per-op rules, by operand kind. {0} {1} {2}: operands; {T}: the register type; {Z}: its zero; {N}: the result
-# normalized ("{N}" wraps the expression given as {E}).
+# the per-op rules, by operand kind. {0} {1} {2}: operands; {Z}: zero of the operands' register type; a rule written
+# N(...) has its result normalized to the dtype's width (`norm`).
 INT_RULES: dict[Ops, str] = {
   Ops.ADD: "N({0} + {1})", Ops.SUB: "N({0} - {1})", Ops.MUL: "N({0} * {1})", Ops.NEG: "N({Z} - {0})",
   Ops.MULACC: "N({0} * {1} + {2})", Ops.SHL: "N({0} << u32({1}))", Ops.SHR: "({0} >> u32({1}))",
