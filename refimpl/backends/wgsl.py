@@ -7,9 +7,9 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
   storage     every buffer is an array of unsigned words (`array<u32>`, `array<u64>` for 64-bit dtypes; signed ints and
               floats are bitcast on LOAD/STORE, so a NaN's payload is moved as bits). bool, 8- and 16-bit ints are
               packed into 32-bit words (`array<atomic<u32>>`, element i of a 1-byte dtype in byte i%4 of word i/4): a
-              LOAD is atomicLoad plus a
-              shift and mask, a STORE is atomicAnd (clear the element's bits) then atomicOr (set them), so a store never
-              races with a neighbour's in the same word. DEFINE_LOCAL arrays are packed the same way (`var<workgroup>`).
+              LOAD is atomicLoad plus a shift and mask, a STORE is atomicAnd (clear the element's bits) then atomicOr
+              (set them), so a store never races with a neighbour's in the same word. DEFINE_LOCAL arrays are packed
+              the same way (`var<workgroup>`).
   registers   bool is `bool`; int8/int16/int32 are `i32`, uint8/uint16/uint32 `u32`, kept normalized (sign- or
               zero-extended from their width): ADD SUB MUL NEG MULACC SHL IDIV re-normalize their result
               (`(x << 24u) >> 24u` on i32 for int8, `x & 0xffu` for uint8), the other int ops keep it.
