@@ -52,8 +52,9 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               added to workgroup_id: a grid wider than the adapter's dispatch limit runs as several dispatches).
   dtypes      bool, int8, uint8, int16, uint16, int32, uint32, float32 (tinygrad's WEBGPU rule); int64/uint64 as WGSL's
               i64/u64 where the adapter offers shader-int64 (wgpu-native; lavapipe does): 64-bit buffers are
-              array<u64>, literals li/lu, widening through i64()/u64() of the signed/unsigned value, narrowing through
-              the low 32 bits; float64 as f64 where it also offers shader-f64 (the float rules above with the rf_*64
+              array<u64>, literals li/lu, widening by u64() of an unsigned value and by spelled-out sign bits of a
+              signed one (on lavapipe a signed compare of i64(x) came out wrong for negative x), narrowing through the
+              low 32 bits; float64 as f64 where it also offers shader-f64 (the float rules above with the rf_*64
               helpers, literals as u64 bits), and with it float16, bfloat16 and the fp8s, which refimpl.lower.narrow
               rewrites into their bits (u16/u8, packed) and float32/float64 ops. Without shader-f64, no float64, no
               narrow floats and no WMMA (decomposed in float64: refused as a capability); without shader-int64 no SIN on
@@ -148,9 +149,10 @@ def to_bits(x: str, dt: DType) -> str:
 
 def int_to_int(x: str, src: DType, dst: DType) -> str:
   """CAST between ints: the value's two's complement pattern, sign- or zero-extended from src, cut to dst's width."""
-  if src.itemsize < 8 and dst.itemsize == 8:  # widen: i64() of a signed value, u64() of an unsigned one
-    wide = f"i64({x})" if not dtypes.is_unsigned(src) else f"u64({x})"
-    return wide if REG[dst] == wide[:3] else f"bitcast<{REG[dst]}>({wide})"
+  if src.itemsize < 8 and dst.itemsize == 8:  # widen: u64() of an unsigned value; a signed one's sign bits spelled out
+    if dtypes.is_unsigned(src): wide = f"u64({x})"
+    else: wide = f"(u64(bitcast<u32>({x})) | select(0lu, 0xffffffff00000000lu, {x} < 0i))"  # i64(x) compared wrongly
+    return wide if REG[dst] == "u64" else f"bitcast<{REG[dst]}>({wide})"
   if src.itemsize == 8 and dst.itemsize < 8: return from_bits(f"u32({to_bits(x, src)} & 0xfffffffflu)", dst)
   return from_bits(to_bits(x, src), dst)
 
