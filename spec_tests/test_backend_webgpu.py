@@ -99,6 +99,17 @@ def test_float_identities_of_constants_keep_nan_infinity_and_signed_zero():
   assert flag_got.tolist() == [True]
 
 
+def test_float_to_int_to_float_truncates_then_converts_and_keeps_no_negative_zero():
+  """Rule: CAST float->int truncates, int->float converts the int. -0.5 -> 0 -> +0.0; a compiler that folds the pair
+  into trunc(x) gives -0.0 (lavapipe did, found by the fuzzer)."""
+  b = ProgramBuilder("f2i2f")
+  out, inp = b.global_buf(f32, 4), b.global_buf(f32, 4)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.cast(b.cast(b.load(inp, i), i32), f32))
+  x = np.array([-0.5, -0.0, -1.5, 0.75], np.float32)
+  assert_same(run("WEBGPU", b.build(), np.zeros(4, np.float32), x)[0], np.array([0.0, 0.0, -1.0, 0.0], np.float32), "f2i2f")
+
+
 # ***** the grid and the bindings: the adapter's limits are not the program's *****
 
 def test_a_grid_wider_than_the_dispatch_limit_runs_every_workgroup():
