@@ -46,8 +46,8 @@ class UnknownDevice(DeviceError):
 class DeviceUnavailable(DeviceError):
   """A known device that cannot be opened here (missing toolchain, not built yet, refused in this process)."""
 
-# The order in which devices are tried for the default: native CPU compilers first, then OpenCL, then the emulator.
-ALL_DEVICES = ["CLANG", "LLVM", "GPU", "PYTHON"]
+# The order in which devices are tried for the default: native CPU compilers first, then OpenCL, WebGPU, the emulator.
+ALL_DEVICES = ["CLANG", "LLVM", "GPU", "WEBGPU", "PYTHON"]
 
 # Built-in devices: name -> "module:Class". A module that does not exist yet means the backend is not built yet.
 BUILTIN_DEVICES: dict[str, str] = {
@@ -56,6 +56,7 @@ BUILTIN_DEVICES: dict[str, str] = {
   "LLVM": "refimpl.backends.ops_llvm:LLVMDevice",
   "GPU": "refimpl.backends.ops_gpu:GPUDevice",
   "CUDA": "refimpl.backends.ops_cuda:CUDADevice",  # NVRTC + the driver API; not in ALL_DEVICES (needs an NVIDIA GPU)
+  "WEBGPU": "refimpl.backends.ops_webgpu:WebGPUDevice",
 }
 # Opt-in devices: opened only when named (TINYGRAD:CLANG ...), never the default nor among the devices a run tries
 # when none is named. Lazy like the table above: importing refimpl does not import tinygrad.

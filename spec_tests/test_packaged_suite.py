@@ -75,3 +75,25 @@ def test_pytest_pyargs_runs_the_same_suite(porter):
   res = run(porter, "-m", "pytest", "--pyargs", "refimpl.conformance", "--backend", "my_backend.device:MyDevice", "-q",
             "-p", "no:cacheprovider", "--only", "*-ADD-*", "--hypothesis-profile", "dev")
   assert res.returncode == 0 and " passed" in res.stdout and "refimpl conformance of MY" in res.stdout, res.stdout[-3000:]
+
+
+def test_a_devices_own_known_failures_are_marked_xfail_with_their_reason(monkeypatch):
+  """Rule (refimpl.testing.pytest_plugin): the tests matching a selected device's `known_failures` patterns are expected
+  failures with the device's reason; other tests and other devices are untouched."""
+  import types
+
+  from refimpl.testing import pytest_plugin as plugin
+
+  class Item:
+    def __init__(self, callspec_id: str):
+      self.callspec, self.name, self.originalname = types.SimpleNamespace(id=callspec_id), f"t[{callspec_id}]", "t"
+      self.fixturenames, self.markers = ("backend",), []
+    def add_marker(self, marker): self.markers.append(marker)
+
+  monkeypatch.setattr(plugin, "EXPECTATIONS", plugin.Expectations())
+  monkeypatch.setattr(plugin.Device, "_opened", {**plugin.Device._opened,
+                                                  "KNOWN": types.SimpleNamespace(known_failures={"KNOWN-SIN-f32": "why"})})
+  config = types.SimpleNamespace(_refimpl_selection=plugin.Selection(["KNOWN"], {}), getoption=lambda name: False)
+  items = [Item("KNOWN-SIN-f32"), Item("KNOWN-ADD-f32"), Item("OTHER-SIN-f32")]
+  plugin.pytest_collection_modifyitems(config, items)
+  assert [[m.kwargs.get("reason") for m in it.markers] for it in items] == [["why"], [], []]

@@ -54,8 +54,8 @@ class HypothesisChooser:
 
 
 class _Gen:
-  def __init__(self, ch: Chooser, grid: bool, locals: bool, barrier: bool):
-    self.ch, self.b, self.barrier_ok = ch, ProgramBuilder("rand"), barrier
+  def __init__(self, ch: Chooser, grid: bool, locals: bool, barrier: bool, scalars: tuple[DType, ...] = SCALARS):
+    self.ch, self.b, self.barrier_ok, self.scalars = ch, ProgramBuilder("rand"), barrier, scalars
     self.scopes: list[dict[Any, list[int]]] = [{}]
     self.blocks: list[tuple[str, int, list[tuple[int, Ops]]]] = []  # (kind, uop, [(acc, op)])
     self.bufs: list[tuple[int, DType, int]] = []
@@ -87,10 +87,10 @@ class _Gen:
   def dtypes_present(self) -> list[DType]: return sorted({k for s in self.scopes for k in s if isinstance(k, DType)}, key=str)
 
   # steps
-  def step_const(self): self.const(self.ch.pick(SCALARS))
+  def step_const(self): self.const(self.ch.pick(self.scalars))
   def step_alu(self):
     op = self.ch.pick(sorted(GroupOp.ALU, key=lambda o: o.value))
-    choices = [dt for dt in self.dtypes_present() + list(SCALARS) if alu_allows(op, dt)]
+    choices = [dt for dt in self.dtypes_present() + list(self.scalars) if alu_allows(op, dt)]
     if not choices: return
     dt = self.ch.pick(choices)
     if op is Ops.WHERE: src = (self.value(dtypes.bool.vec(dt.count)), self.value(dt), self.value(dt))
@@ -113,13 +113,14 @@ class _Gen:
     src_dt = self.ch.pick(present)
     x = self.ch.pick(self.visible(src_dt))
     if self.ch.int(0, 1):
-      to = self.ch.pick(SCALARS).vec(src_dt.count)
+      to = self.ch.pick(self.scalars).vec(src_dt.count)
       self.add(to, self.b.cast(x, to))
-    elif (same := [d for d in SCALARS if d.itemsize == src_dt.scalar().itemsize and dtypes.bool not in (d, src_dt.scalar())]):
+    elif (same := [d for d in self.scalars
+                   if d.itemsize == src_dt.scalar().itemsize and dtypes.bool not in (d, src_dt.scalar())]):
       to = self.ch.pick(same).vec(src_dt.count)
       self.add(to, self.b.bitcast(x, to))
   def step_vec(self):
-    dt = self.ch.pick(SCALARS)
+    dt = self.ch.pick(self.scalars)
     v = self.b.vectorize(*(self.value(dt) for _ in range(self.ch.pick((2, 3, 4)))))
     self.add(self.b.dtype(v), v)
     n = self.b.dtype(v).count
@@ -128,7 +129,7 @@ class _Gen:
   def step_loop(self):
     accs = []
     for _ in range(self.ch.int(0, 2)):
-      dt = self.ch.pick([d for d in SCALARS if d not in FP8])
+      dt = self.ch.pick([d for d in self.scalars if d not in FP8])
       op = self.ch.pick([o for o in (Ops.ADD, Ops.MAX, Ops.MUL) if alu_allows(o, dt)])
       accs.append((self.add(dt, self.b.acc(self.value(dt))), op))
     vars_ = self.visible("var")
@@ -159,7 +160,7 @@ class _Gen:
   def run(self, steps: int) -> Program:
     ch, b = self.ch, self.b
     for _ in range(ch.int(1, 4)):
-      dt = ch.pick(SCALARS)
+      dt = ch.pick(self.scalars)
       self.bufs.append((b.global_buf(dt, size := ch.int(1, 32)), dt, size))
     if ch.int(0, 2) == 0:
       v = b.var("n", 0, ch.int(0, 8))
@@ -170,7 +171,7 @@ class _Gen:
       if ch.int(0, 2) == 0: self.add("index", b.gidx(1, ch.int(1, 4)))
       if self.use_locals and ch.int(0, 2) == 0: self.add("index", b.lidx(0, ch.int(1, 4)))
     if self.use_locals and ch.int(0, 2) == 0:
-      dt = ch.pick(SCALARS)
+      dt = ch.pick(self.scalars)
       self.locals.append((b.local_buf(dt, size := ch.int(1, 16)), dt, size))
     for x in self.visible("index"): self.add(INDEX_DTYPE, x)
     table = [self.step_const, self.step_alu, self.step_alu, self.step_alu, self.step_load, self.step_load, self.step_store,
@@ -181,9 +182,12 @@ class _Gen:
     return b.build()
 
 
-def random_program(ch: Chooser, steps: int = 12, grid: bool = True, locals: bool = True, barrier: bool = False) -> Program:
-  """A random valid program of about `steps` generator steps (see the module docstring)."""
-  return _Gen(ch, grid, locals, barrier).run(steps)
+def random_program(ch: Chooser, steps: int = 12, grid: bool = True, locals: bool = True, barrier: bool = False,
+                   scalars: tuple[DType, ...] = SCALARS) -> Program:
+  """A random valid program of about `steps` generator steps (see the module docstring), its buffers, constants, casts
+  and vectors of the dtypes in `scalars` (a device's supported dtypes; int32 indices and bool conditions are always
+  made)."""
+  return _Gen(ch, grid, locals, barrier, scalars).run(steps)
 
 
 def programs(max_steps: int = 12, grid: bool = True, locals: bool = True, barrier: bool = False):

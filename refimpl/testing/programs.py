@@ -4,6 +4,8 @@ against the emulator. The backend test files (spec_tests/test_backend_*.py) and 
   run / ew            run a program (ew: the elementwise kernel of one op) on a device, get every buffer back
   same_bits           exact comparison: bit for bit, every NaN one value (+0 and -0 differ); assert_same asserts it
   require             skip a test when the device lacks a dtype it needs (a capability, never a device name)
+  program_dtypes / device_scalars   the dtypes a program needs; the dtypes random programs for a device may use
+  refused             whether a device declines a program as beyond its capabilities (random-program tests skip it)
   ops_kernel          one kernel computing many ops side by side, one output buffer and its inputs per op (ops_arrays)
   check_ops           run ops_kernel on a device; every lane must be an allowed result (assert_allowed, after
                       refimpl.emulator.alu.allowed_results)
@@ -22,11 +24,14 @@ import numpy as np
 import pytest
 
 from refimpl.device import Device
-from refimpl.dtype import DType, dtypes, to_np, truncate
+from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_alu
 from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
+from refimpl.ir.strategies import SCALARS
+from refimpl.ir.verify import ProgramError
+from refimpl.lower import lower_for
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
 from refimpl.testing.differential import OpCase, local_size_for
@@ -62,6 +67,24 @@ def require(device: str, *dts: DType) -> None:
   """Skips the calling test when `device` does not support one of dts (as a GPU without cl_khr_fp64 lacks float64)."""
   missing = [dt.name for dt in dts if not Device[device].supports_dtype(dt)]
   if missing: pytest.skip(f"{device} does not support {', '.join(sorted(set(missing)))}")
+
+def program_dtypes(program: Program) -> set[DType]:
+  """Every scalar dtype a program's values and buffers have (what a device must support to run it)."""
+  return {u.dtype.base.scalar() if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in program.uops} - {dtypes.void}
+
+def device_scalars(device: str) -> tuple[DType, ...]:
+  """The scalar dtypes of refimpl.ir.strategies.SCALARS that `device` supports (random programs for it use only these)."""
+  return tuple(dt for dt in SCALARS if Device[device].supports_dtype(dt))
+
+def refused(device: str, program: Program) -> bool:
+  """Whether `device` declines `program` as beyond its capabilities (refimpl.lower.check_capabilities or the renderer's
+  check_program: ProgramError rule "capability"), as the fuzzer sets such programs aside; the declined op's own
+  conformance case reports the failure."""
+  try: lower_for(program, Device[device].renderer)
+  except ProgramError as e:
+    if e.rule == "capability": return True
+    raise
+  return False
 
 def wrap(v: int, dt: DType) -> int:
   """The rule for int ADD SUB MUL NEG MULACC and SHL: the value modulo 2^bits, in the dtype's range."""

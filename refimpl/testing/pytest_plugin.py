@@ -220,6 +220,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
   --backend-tests-only deselects every other test."""
   keep, dropped = [], []
   backend_only = config.getoption("backend_tests_only")
+  for name in getattr(config, "_refimpl_selection", Selection([], {})).available:  # a device's own declared failures
+    for pattern, reason in getattr(Device[name], "known_failures", {}).items(): EXPECTATIONS.xfail(pattern, reason=reason)
   for item in items:
     backend_test = "backend" in getattr(item, "fixturenames", ())
     if (backend_test and EXPECTATIONS.leaves_out(item)) or (backend_only and not backend_test):
