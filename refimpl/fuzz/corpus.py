@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from refimpl.emulator.machine import emulate
 from refimpl.fuzz.case import prepare
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.finding import (
@@ -55,12 +56,14 @@ def replay(findings: list[Finding], backends: list[BackendRef] | None = None, jo
     with Pool(list(refs.values()), jobs, {"run": timeout}, silent=True) as pool:
       results = run_items(pool, items)
       open_errors = dict(pool.open_errors)
-  else:  # the emulator alone: no native code runs, so no worker is needed
+  else:  # the emulator alone: no native code runs, so no worker is needed; it says whether the case is undefined
     open_errors, results = {}, {}
     for it in items:
       p = prepare(it.case)
+      events = [] if p.error is not None else emulate(it.case.program, it.case.inputs, it.case.vals, strict=False).events
       if p.error is not None: results[(it.key, EMULATOR)] = Result(it.key, EMULATOR, "finding", "emulator-error", p.error)
       elif p.discard is not None: results[(it.key, None)] = Result(it.key, None, "discarded", "", p.discard)
+      elif events: results[(it.key, None)] = Result(it.key, None, "discarded", "", str(events[0]))
   out = []
   for k, (f, it) in enumerate(zip(findings, items)):
     about_case = results.get((k, None)) or results.get((k, EMULATOR))
