@@ -87,7 +87,7 @@ class FileRun:
   seconds: float
   outcomes: dict[str, str] = field(default_factory=dict)
   errors: dict[str, str] = field(default_factory=dict)
-  crashed: str = ""
+  crashed: str = ""  # why no outcomes came back: "did not finish in N s", or the last line pytest printed
 
   def count(self, outcome: str) -> int: return sum(1 for o in self.outcomes.values() if o == outcome)
 
@@ -100,7 +100,8 @@ def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 360
          "-p", "no:randomly", f"--junitxml={xml}", "-o", "addopts="]
   start = time.perf_counter()
   try: res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
-  except subprocess.TimeoutExpired: return FileRun(file, device, time.perf_counter() - start, crashed=f"over {timeout:.0f} s")
+  except subprocess.TimeoutExpired:
+    return FileRun(file, device, time.perf_counter() - start, crashed=f"did not finish in {timeout:.0f} s")
   run = FileRun(file, device, time.perf_counter() - start)
   if not xml.exists():
     lines = (res.stderr.strip() or res.stdout.strip()).splitlines()
@@ -155,7 +156,7 @@ def markdown(runs: list[FileRun], devices: list[str], command: str) -> str:
   by = {(r.file, r.device): r for r in runs}
   def cell(r: FileRun | None) -> str:
     if r is None: return "not run"
-    if r.crashed: return f"crashed: {r.crashed}"
+    if r.crashed: return f"no result: {r.crashed}"
     return f"{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped, {r.seconds:.0f} s"
   out = [f"# tinygrad {VERSION}'s own tests on refimpl's reference device", "", f"Made by `{command}`.", "",
          "| file | " + " | ".join(devices) + " |", "|---|" + "---|" * len(devices)]
@@ -180,7 +181,7 @@ def html_page(runs: list[FileRun], devices: list[str], command: str) -> str:
   esc = html.escape
   def cell(r: FileRun | None) -> str:
     if r is None: return "<td class=na>not run</td>"
-    if r.crashed: return f"<td class=bad>crashed: {esc(r.crashed)}</td>"
+    if r.crashed: return f"<td class=bad>no result: {esc(r.crashed)}</td>"
     cls = "bad" if r.count("failed") else "ok"
     return (f"<td class={cls}>{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped"
             f"<br><small>{r.seconds:.0f} s</small></td>")
