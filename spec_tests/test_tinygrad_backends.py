@@ -17,43 +17,12 @@ from refimpl.ir import Ops, ProgramBuilder
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
 from refimpl.testing.differential import OpCase, OpHarness, sweep_inputs
+from refimpl.tinygrad.conformance_report import CLASSES
 
 pytest.importorskip("tinygrad")
 
 TG_CLANG = "TINYGRAD:CLANG"
 F32 = dtypes.float32
-
-
-def _mul_add():
-  """out = a*b + c as two uops (MUL, then ADD): each rounds once (SPEC.md, arith: ADD and MUL are exact). a = b = 1+2^-12,
-  c = -(1+2^-11): a*b rounds to 1+2^-11 and the sum is 0; an FMA keeps a*b exact and gives 2^-24."""
-  b = ProgramBuilder("mul_add")
-  out, x, y, z = (b.global_buf(F32, 4) for _ in range(4))
-  i = b.gidx(0, 4)
-  b.store(out, i, b.alu(Ops.ADD, b.alu(Ops.MUL, b.load(x, i), b.load(y, i)), b.load(z, i)))
-  one = np.float32(1 + 2**-12)
-  return b.build(), [np.zeros(4, np.float32), np.full(4, one), np.full(4, one), np.full(4, -(1 + 2**-11), np.float32)]
-
-
-def _add_nested():
-  """out = a + (b + c): b + c first (SPEC.md, arith: each ADD rounds once, in the program's order). a = 1,
-  b = c = 2^-24: b + c = 2^-23 and a + 2^-23 = 1+2^-23; (a + b) + c rounds twice to 1."""
-  b = ProgramBuilder("add_nested")
-  out, x, y, z = (b.global_buf(F32, 4) for _ in range(4))
-  i = b.gidx(0, 4)
-  b.store(out, i, b.alu(Ops.ADD, b.load(x, i), b.alu(Ops.ADD, b.load(y, i), b.load(z, i))))
-  return b.build(), [np.zeros(4, np.float32), np.ones(4, np.float32), np.full(4, 2**-24, np.float32),
-                     np.full(4, 2**-24, np.float32)]
-
-
-def _max_nan():
-  """out = MAX(a, b) with one NaN operand (SPEC.md, maximum: NaN if either operand is NaN)."""
-  b = ProgramBuilder("max_nan")
-  out, x, y = (b.global_buf(F32, 4) for _ in range(3))
-  i = b.gidx(0, 4)
-  b.store(out, i, b.alu(Ops.MAX, b.load(x, i), b.load(y, i)))
-  return b.build(), [np.zeros(4, np.float32), np.array([1, np.nan, 2, -3], np.float32),
-                     np.array([np.nan, 1, np.nan, np.nan], np.float32)]
 
 
 def _add_plain():
@@ -76,7 +45,9 @@ def _sum_loop():
   return b.build(), [np.zeros(1, np.int32), np.array([1, 2, 3, 2**31 - 1, -5, 6, 7, 8], np.int32)]
 
 
-PROGRAMS = {"contraction-mul-add-f32": _mul_add, "reassociation-add-f32": _add_nested, "max-nan-f32": _max_nan,
+# the report's reproducers of three classes (refimpl.tinygrad.conformance_report.CLASSES), and two controls
+REPORTED = ("contraction-mul-add-f32", "reassociation-add-f32", "max-nan-f32")
+PROGRAMS = {**{c.id: c.reproducer for c in CLASSES if c.id in REPORTED},
             "control-add-f32": _add_plain, "control-sum-loop-i32": _sum_loop}
 KNOWN_BAD = {
   "contraction-mul-add-f32": "tinygrad's clang flags have no -ffp-contract=off: clang fuses the inlined a*b+c into an FMA",
