@@ -1,6 +1,6 @@
-"""The tinygrad bridge's costs: importing real kernels, and a training step on the reference device.
+"""The tinygrad bridge's costs: importing real kernels, a training step on the reference device, and whole workloads.
 
-    python bench/bench_tinygrad.py [--repeat 20] [--steps 5]
+    python bench/bench_tinygrad.py [--repeat 20] [--steps 5] [--runs 5] [--no-python] [--only NAME]
 
 1. Import + verify: every distinct kernel of corpus/tinygrad-0.10.1/workload.py on tinygrad's PYTHON device (captured
    in this process), translated with refimpl.tinygrad.from_tinygrad (which verifies the program) --repeat times each:
@@ -8,6 +8,11 @@
    the verifier's memo never answers.
 2. An MLP training step (8-16-4, ReLU, MSE, SGD) on the REFIMPL device (every kernel on refimpl's emulator, strict)
    against tinygrad's own PYTHON emulator: the median of --steps warm steps after one warm-up (kernels compiled then).
+3. End to end: whole tinygrad workloads (WORKLOADS: an MLP training step, CNN inference, causal attention, a 256x256
+   matmul) on REFIMPL, tinygrad's CLANG and tinygrad's PYTHON, each the median of --runs warm runs after one warm-up
+   run (which compiles, translates and plans every kernel). A run realizes the workload on fresh input Tensors of the
+   same shapes, so every kernel comes from the device's caches. Every device's result is checked against CLANG's
+   (rtol 1e-4) before anything is timed. PYTHON, tinygrad's own emulator, takes minutes (--no-python skips it).
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -61,11 +66,80 @@ def mlp_step_time(device: str, steps: int) -> float:
   return statistics.median(times[1:])
 
 
+def _mlp_training_step(device: str, rng: np.random.Generator):
+  """A 64-128-10 MLP, batch 32: forward, softmax cross-entropy, backward, one SGD update; the new weights."""
+  from tinygrad import Tensor
+  w1, w2 = (Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device, requires_grad=True)
+            for s in ((64, 128), (128, 10)))
+  x = Tensor(rng.standard_normal((32, 64)).astype(np.float32), device=device)
+  y = Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device)
+  with Tensor.train():
+    (x @ w1).relu().matmul(w2).sparse_categorical_crossentropy(y).backward()
+    return [(w - w.grad * 0.01).realize() for w in (w1, w2)]
+
+def _cnn_inference(device: str, rng: np.random.Generator):
+  """8x1x28x28 images: conv 3x3 (8 channels), ReLU, 2x2 max pool, conv 3x3 (16), ReLU, pool, linear 400 -> 10, softmax."""
+  from tinygrad import Tensor
+  t = lambda *s: Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device)
+  x, c1, c2, fc = t(8, 1, 28, 28), t(8, 1, 3, 3), t(16, 8, 3, 3), t(400, 10)
+  h = x.conv2d(c1).relu().max_pool2d().conv2d(c2).relu().max_pool2d()
+  return [(h.reshape(8, -1) @ fc).softmax().realize()]
+
+def _attention(device: str, rng: np.random.Generator):
+  """Causal scaled-dot-product attention over q, k, v of 4 heads x 32 positions x 64."""
+  from tinygrad import Tensor
+  q, k, v = (Tensor(rng.standard_normal((4, 32, 64)).astype(np.float32), device=device) for _ in range(3))
+  return [q.scaled_dot_product_attention(k, v, is_causal=True).realize()]
+
+def _matmul(device: str, rng: np.random.Generator):
+  """A 256x256 by 256x256 float32 matmul."""
+  from tinygrad import Tensor
+  a, b = (Tensor(rng.standard_normal((256, 256)).astype(np.float32), device=device) for _ in range(2))
+  return [(a @ b).realize()]
+
+WORKLOADS = {"MLP training step": _mlp_training_step, "CNN inference": _cnn_inference, "causal attention": _attention,
+             "matmul 256": _matmul}
+
+def workload_time(fn, device: str, runs: int) -> tuple[float, list[np.ndarray]]:
+  """The median wall time of `runs` warm runs of a workload on a device (after one warm-up run), and its results."""
+  results = [t.numpy() for t in fn(device, np.random.default_rng(0))]
+  times = []
+  for _ in range(runs):
+    start = time.perf_counter()
+    for t in fn(device, np.random.default_rng(0)): t.numpy()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times), results
+
+def end_to_end(runs: int, python: bool, only: str) -> None:
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  why = prepare_tinygrad().get("CLANG")
+  if why: raise SystemExit(f"tinygrad CLANG: {why}")
+  ref = install_reference_device()
+  devices = ["CLANG", *(["PYTHON"] if python else []), ref]
+  print(f"{'workload':20s}" + "".join(f"{'tinygrad ' + d if d != ref else d:>17s}" for d in devices) + f"{'REFIMPL/CLANG':>15s}"
+        + (f"{'PYTHON/REFIMPL':>16s}" if python else ""))
+  for name, fn in WORKLOADS.items():
+    if only not in name: continue
+    seconds, results = {}, {}
+    for d in devices: seconds[d], results[d] = workload_time(fn, d, runs if d != "PYTHON" else 1)
+    for d in devices:  # sums in another order round differently: tolerance relative to the result's scale
+      for want, got in zip(results["CLANG"], results[d]):
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max())): print(f"{name}: {d} differs from CLANG")
+    line = f"{name:20s}" + "".join(f"{seconds[d]:16.3f}s" for d in devices) + f"{seconds[ref] / seconds['CLANG']:14.1f}x"
+    print(line + (f"{seconds['PYTHON'] / seconds[ref]:15.1f}x" if python else ""))
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--repeat", type=int, default=20)
   ap.add_argument("--steps", type=int, default=5)
+  ap.add_argument("--runs", type=int, default=5, help="warm runs per end-to-end workload and device (PYTHON: one)")
+  ap.add_argument("--no-python", action="store_true", help="end to end without tinygrad's PYTHON device (minutes)")
+  ap.add_argument("--only", default=None, help="only the end-to-end workloads whose name contains this")
   args = ap.parse_args()
+  if args.only is not None:
+    end_to_end(args.runs, not args.no_python, args.only)
+    return
   t = import_times(args.repeat)
   print(f"import + verify: {len(t)} kernels, median {statistics.median(t) * 1e3:.2f} ms, largest {max(t) * 1e3:.2f} ms, "
         f"mean {statistics.mean(t) * 1e3:.2f} ms per kernel")
@@ -73,6 +147,8 @@ def main() -> None:
   t_ref, t_py = mlp_step_time(ref, args.steps), mlp_step_time("PYTHON", args.steps)
   print(f"MLP training step (warm, median of {args.steps}): REFIMPL {t_ref * 1e3:.1f} ms, tinygrad PYTHON {t_py * 1e3:.1f} ms "
         f"(REFIMPL / PYTHON = {t_ref / t_py:.2f})")
+  print()
+  end_to_end(args.runs, not args.no_python, "")
 
 
 if __name__ == "__main__":

@@ -2,16 +2,20 @@
 once must never show. Each test names the rule its expected value comes from."""
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
-from refimpl.dtype import dtypes
-from refimpl.emulator import machine
+from refimpl import spec
+from refimpl.dtype import dtypes, to_np
+from refimpl.emulator import alu, machine
 from refimpl.emulator.machine import Plan, emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.generate import Profile, generate
-from refimpl.ir import Ops, ProgramBuilder
+from refimpl.ir import Ops, ProgramBuilder, program_from_json
 from refimpl.lower.grid_to_loops import lower_grid_to_loops
+from refimpl.testing.values import edge_values, to_bits
 
 F32, I32 = dtypes.float32, dtypes.int32
 
@@ -158,3 +162,85 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
   assert [scan.op for scan in loop.scans] == [Ops.WHERE]
   got = emulate(p, [np.zeros(1, np.float32), xs]).buffers[0]
   assert got.view(np.uint32)[0] == np.float32(-0.0).view(np.uint32)
+
+
+# *** matmul-shaped scans: several accumulators per thread, vector loads through affine indices, MUL/ADD chains ***
+
+def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True):
+  """tinygrad's upcast matmul: thread t keeps a 2x2 tile of accumulators; each iteration loads a 2-wide row of a and a
+  2-wide column pair of b through affine indices (vector loads, GEPs) and adds the four products, acc on the side
+  `acc_first` says, to the accumulators (a chain of two steps each per iteration)."""
+  b = ProgramBuilder("matmul_tile")
+  out, a, bm = b.global_buf(dt, 4 * threads), b.global_buf(dt, 2 * k * threads), b.global_buf(dt, 2 * k * threads)
+  t = b.gidx(0, threads)
+  accs = [b.acc(b.const(0, dt)) for _ in range(4)]
+  with b.loop(k // 2) as r:
+    base = b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(2 * k, I32)), b.alu(Ops.MUL, r, b.const(4, I32)))
+    rows = [b.load(a, b.alu(Ops.ADD, base, b.const(2 * j, I32)), count=2) for j in range(2)]
+    cols = [b.load(bm, b.alu(Ops.ADD, base, b.const(2 * j, I32)), count=2) for j in range(2)]
+    for n, acc in enumerate(accs):
+      chain = acc
+      for s in range(2):
+        term = b.alu(Ops.MUL, b.gep(rows[s], n // 2), b.gep(cols[s], n % 2))
+        chain = b.alu(Ops.ADD, chain, term) if acc_first else b.alu(Ops.ADD, term, chain)
+      b.assign(acc, chain)
+  for n, acc in enumerate(accs): b.store(out, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(4, I32)), b.const(n, I32)), acc)
+  return b.build()
+
+
+def _specials(dt, size: int, rng) -> np.ndarray:
+  """Values whose chains round, overflow and meet NaN, inf and signed zeros (ints: values that wrap)."""
+  if dtypes.is_int(dt): return rng.integers(-(2**31), 2**31, size).astype(np.int32)
+  x = rng.standard_normal(size).astype(to_np(dt)) * to_np(dt).type(2.0**20)
+  picks = rng.integers(0, size, 12)
+  x[picks] = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e-40, np.nan, 1.0, 2.0**24, 1.0], x.dtype)
+  return x
+
+
+@pytest.mark.parametrize("dt", [F32, dtypes.float64, I32], ids=lambda d: d.name)
+@pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
+@pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
+def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, threads, acc_first, monkeypatch):
+  """RANGE runs iterations in order and each ADD / MUL is alu's rule: a matmul's scans (several accumulators per thread,
+  vector loads, GEPs, the accumulator on either side) run as lanes give the sequential rule's buffers and certainty
+  levels bit for bit, on few threads and on many, through NaN, infinities, signed zeros, overflow and int wrap-around."""
+  p = _matmul_tile(dt, threads, 32, acc_first)
+  assert Plan.of(p, ()).lane_loops, "the k loop should run as lanes"
+  rng = np.random.default_rng(threads)
+  inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
+  monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+  lanes = _outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+  assert lanes == _outcome(p, inputs, (), strict=True)
+
+
+def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
+  """The same rule on tinygrad 0.10.1's own 256x256 matmul kernel (bench/kernels/grid_matmul_256.json: 16 upcast
+  accumulators per thread, float4 loads, a 4096-thread grid): lanes and the sequential rule agree bit for bit."""
+  p = program_from_json((pathlib.Path(__file__).parent.parent / "bench" / "kernels" / "grid_matmul_256.json").read_text())
+  rng = np.random.default_rng(0)
+  inputs = [np.zeros(dt.size, to_np(dt.base)) if k == 0 else _specials(dt.base, dt.size, rng)
+            for k, dt in sorted(p.buffers.items())]
+  monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+  lanes = _outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+  assert lanes == _outcome(p, inputs, (), strict=True)
+
+
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX], ids=lambda o: o.name)
+def test_chain_ufunc_is_the_alu_rule(op):
+  """alu.chain_ufunc(op, dt), where it names a ufunc, is that op's rule (alu.exec_alu) bit for bit on every pair of edge
+  values, in both operand orders, with no undefined lane; loose lanes are exactly the NaN results."""
+  for dt in spec.VALUE_DTYPES:
+    fn = alu.chain_ufunc(op, dt)
+    if fn is None: continue
+    e = edge_values(dt)
+    a, b = np.repeat(e, len(e)), np.tile(e, len(e))
+    for x, y in ((a, b), (b, a)):
+      rule = alu.exec_alu(op, dt, x, y)
+      with np.errstate(all="ignore"): got = fn(x, y)
+      assert rule.undefined is None and got.dtype == rule.values.dtype
+      assert np.array_equal(to_bits(got), to_bits(rule.values)) or np.array_equal(
+        to_bits(got)[~np.isnan(got)], to_bits(rule.values)[~np.isnan(got)]), f"{op.name} on {dt!r}"
+      nan = np.isnan(rule.values) if dtypes.is_float(dt) else np.zeros(len(a), bool)
+      assert np.array_equal(rule.loose if rule.loose is not None else np.zeros(len(a), bool), nan)

@@ -151,6 +151,17 @@ def float_arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
   v = _rounded(_FLOAT_FN[op], dt, *xs)
   return Outcome(v, loose=_nan_loose(v))
 
+def chain_ufunc(op: Ops, dt: DType) -> np.ufunc | None:
+  """The numpy ufunc that is this module's rule for `op` on `dt`, lane for lane, bit for bit, in dt's numpy type, where
+  there is one: ADD and MUL on ints (`arith`: numpy's wrap-around) and on float32 and float64 (`arith`: one rounding in
+  the dtype itself, _WIDE), AND, OR and XOR on ints (`bitwise`); None for every other pair. Each such rule is
+  commutative, defined on every lane, and loose only on the NaNs it produces, which NaN operands always give: so a chain
+  of it is loose exactly where its result is NaN. loops.fold applies a chain of it step by step with the ufunc itself."""
+  if dtypes.is_int(dt) and op in (Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR):
+    return {Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}.get(op) or _INT_FN[op]
+  if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op in (Ops.ADD, Ops.MUL): return _FLOAT_FN[op]
+  return None
+
 @undefined(UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW)
 def idiv_mod(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """IDIV, MOD (ints only).

@@ -128,7 +128,7 @@ from refimpl.emulator.certainty import (
   where_undefined,
 )
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
-from refimpl.emulator.loops import LaneLoop, Scan, fold, lane_loops
+from refimpl.emulator.loops import LaneLoop, Scan, fold, fold_ufunc, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -839,6 +839,11 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
     return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
+  fn = alu.chain_ufunc(scan.op, dt)
+  if fn is not None and acc.cert is None and all(t.cert is None for t in terms):  # the chain rule with exact operands
+    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), [t.v for t in terms], n)
+    _set_register(m, scan.acc, _with_levels(done.values, done.cert))
+    return
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
