@@ -16,6 +16,9 @@ tinygrad's uops (refimpl.tinygrad.exporter, for tinygrad's PYTHON renderer; the 
 speedup of refimpl's emulator over it, and a summary line (slowest speedup overall and on kernels of 64K elements or
 more); a kernel tinygrad's emulator fails on shows its error instead.
 Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
+Cost per uop: each corpus kernel's emulator time divided by its uop count, in units of one `np.add` of two 64-element
+float32 arrays timed in the same run (`add64_seconds`): a figure of the emulator's own overhead that does not depend
+on the machine's speed. Printed: its median and quartiles over the corpus.
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -96,6 +99,15 @@ def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]
   return out
 
 
+def add64_seconds(calls: int = 2000) -> float:
+  """The time of one np.add of two 64-element float32 arrays (a batch of `calls`). Timed again before every kernel, and
+  the run's best used, as the kernels' best times are."""
+  a, b = np.ones(64, np.float32), np.ones(64, np.float32)
+  start = time.perf_counter()
+  for _ in range(calls): np.add(a, b)
+  return (time.perf_counter() - start) / calls
+
+
 def best(kernel: Kernel, bufs: list[np.ndarray], vals: tuple[int, ...], repeat: int) -> float:
   times = []
   for _ in range(repeat):
@@ -144,7 +156,8 @@ def main() -> int:
   args = ap.parse_args()
   specs = capture_six() if args.capture or args.tinygrad else {}
   tg_time = {stem: tinygrad_emulator_seconds(spec) for name in specs for stem, spec in specs[name]} if args.tinygrad else {}
-  rows, groups, speedups = [], {}, []
+  rows, groups, speedups, per_uop = [], {}, [], []
+  add64 = math.inf
   print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s}" +
         (f" {'tinygrad emu':>13s} {'speedup':>8s}" if args.tinygrad else ""))
   for group, name, program, bufs, vals in kernels():
@@ -156,6 +169,7 @@ def main() -> int:
       exact = ~(want.loose[k] | want.undefined[k])
       if not np.array_equal(w.view(np.uint8).reshape(w.size, -1)[exact], g.view(np.uint8).reshape(g.size, -1)[exact]):
         print(f"{name}: buffer {k} differs between the emulator and CLANG")
+    add64 = min(add64, add64_seconds())
     e, c = best(emu, [b.copy() for b in bufs], vals, args.repeat), best(clang, [b.copy() for b in bufs], vals, args.repeat)
     size = max(b.size for b in bufs)
     line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x"
@@ -167,6 +181,7 @@ def main() -> int:
         speedups.append((size, tg / e))
     print(line)
     rows.append((group, e / c))
+    if group.startswith("corpus"): per_uop.append(e / len(program.uops))
     groups.setdefault(group, []).append(e / c)
   print()
   for group, ratios in groups.items():
@@ -175,6 +190,10 @@ def main() -> int:
   corpus = [r for g, r in rows if g.startswith("corpus")]
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
+  if per_uop:
+    q1, med, q3 = np.percentile(per_uop, [25, 50, 75]) / add64
+    print(f"corpus cost per uop: median {med:.1f} np.add-64 calls (quartiles {q1:.1f}, {q3:.1f}; one np.add-64 took "
+          f"{add64 * 1e9:.0f} ns)")
   if speedups:
     big = [x for n, x in speedups if n >= 1 << 16]
     print(f"against tinygrad's emulator: {len(speedups)} kernels, faster on {sum(x > 1 for _, x in speedups)}, "

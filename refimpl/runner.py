@@ -34,7 +34,7 @@ class Kernel:
 
   def __call__(self, *arrays: np.ndarray, vals: Sequence[int] = ()) -> list[np.ndarray]:
     """Runs once with one array per buffer (DEFINE_GLOBAL order) and one int per DEFINE_VAR; returns every buffer after."""
-    signature = [self.program.buffers[i] for i in sorted(self.program.buffers)]
+    signature = self.program.signature
     check_arguments(self.program, signature, arrays, vals)
     bufs = [Buffer(self.device.device, a.size, ptr.base, initial_value=np.ascontiguousarray(a).tobytes())
             for a, ptr in zip(arrays, signature)]

@@ -7,15 +7,13 @@ import pathlib
 import numpy as np
 import pytest
 
-from refimpl import spec
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator import alu, machine
+from refimpl.emulator import machine
 from refimpl.emulator.machine import Plan, emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
 from refimpl.lower.grid_to_loops import lower_grid_to_loops
-from refimpl.testing.values import edge_values, to_bits
 
 F32, I32 = dtypes.float32, dtypes.int32
 
@@ -225,22 +223,3 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   lanes = _outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
   assert lanes == _outcome(p, inputs, (), strict=True)
-
-
-@pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX], ids=lambda o: o.name)
-def test_chain_ufunc_is_the_alu_rule(op):
-  """alu.chain_ufunc(op, dt), where it names a ufunc, is that op's rule (alu.exec_alu) bit for bit on every pair of edge
-  values, in both operand orders, with no undefined lane; loose lanes are exactly the NaN results."""
-  for dt in spec.VALUE_DTYPES:
-    fn = alu.chain_ufunc(op, dt)
-    if fn is None: continue
-    e = edge_values(dt)
-    a, b = np.repeat(e, len(e)), np.tile(e, len(e))
-    for x, y in ((a, b), (b, a)):
-      rule = alu.exec_alu(op, dt, x, y)
-      with np.errstate(all="ignore"): got = fn(x, y)
-      assert rule.undefined is None and got.dtype == rule.values.dtype
-      assert np.array_equal(to_bits(got), to_bits(rule.values)) or np.array_equal(
-        to_bits(got)[~np.isnan(got)], to_bits(rule.values)[~np.isnan(got)]), f"{op.name} on {dt!r}"
-      nan = np.isnan(rule.values) if dtypes.is_float(dt) else np.zeros(len(a), bool)
-      assert np.array_equal(rule.loose if rule.loose is not None else np.zeros(len(a), bool), nan)

@@ -151,15 +151,20 @@ def float_arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
   v = _rounded(_FLOAT_FN[op], dt, *xs)
   return Outcome(v, loose=_nan_loose(v))
 
-def chain_ufunc(op: Ops, dt: DType) -> np.ufunc | None:
-  """The numpy ufunc that is this module's rule for `op` on `dt`, lane for lane, bit for bit, in dt's numpy type, where
-  there is one: ADD and MUL on ints (`arith`: numpy's wrap-around) and on float32 and float64 (`arith`: one rounding in
-  the dtype itself, _WIDE), AND, OR and XOR on ints (`bitwise`); None for every other pair. Each such rule is
-  commutative, defined on every lane, and loose only on the NaNs it produces, which NaN operands always give: so a chain
-  of it is loose exactly where its result is NaN. loops.fold applies a chain of it step by step with the ufunc itself."""
-  if dtypes.is_int(dt) and op in (Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR):
-    return {Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}.get(op) or _INT_FN[op]
-  if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op in (Ops.ADD, Ops.MUL): return _FLOAT_FN[op]
+def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
+  """The numpy ufunc that is this module's rule for `op` on `dt`, lane for lane and bit for bit in dt's numpy type,
+  where the rule is that ufunc and nothing more: ADD, SUB, MUL, NEG on ints (`arith`: numpy's wrap-around) and on
+  float32 and float64 (`arith`: one rounding in the dtype itself, _WIDE); FDIV and SQRT on float32 and float64
+  (`float_arith`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT and CMPNE on ints and floats (`compare`).
+  None for every other pair. Each such rule is defined on every lane and loose exactly on the NaNs it returns (NaN
+  operands give NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs
+  directly to exact operands (machine._ufunc_alu, loops.fold_ufunc)."""
+  if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
+  if op in (Ops.CMPLT, Ops.CMPNE): return np.less if op is Ops.CMPLT else np.not_equal
+  if dtypes.is_int(dt):
+    if op in _INT_FN: return _INT_FN[op]
+    return {Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.MAX: np.maximum}.get(op)
+  if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op is not Ops.RECIP: return _FLOAT_FN.get(op)
   return None
 
 @undefined(UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW)

@@ -248,8 +248,8 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
 
 
 def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray], n: int) -> Folded:
-  """The fold of a chain whose every step is the ufunc `fn` (alu.chain_ufunc: alu's rule itself, commutative and
-  defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of iteration 0,
+  """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself,
+  commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of iteration 0,
   ..., then iteration 1, and so on; terms[k] holds step k's term of every iteration, (L * n, *vec) lane-major (a lane's n
   iterations consecutive) or one row for all. Wide lanes take one in-place ufunc call per step on a strided view of
   that iteration's terms (no copy, no transposition); narrow ones one `accumulate` along the steps. The levels: a NaN

@@ -297,6 +297,10 @@ def _at(arr: np.ndarray, lane: int) -> Any: return _py(arr[lane if arr.shape[0] 
 # bytes: the most the values of one run's lanes may take. A launch that needs more runs in chunks of workgroups; a loop
 # runs as lanes in chunks of iterations that fit (sequentially when not even two do).
 LANE_MEMORY = 1 << 30
+# bytes: what a loop run as lanes takes per chunk of iterations, for speed (LANE_MEMORY still bounds it). Every value of
+# a chunk is a new array: past a few tens of MB each one is fresh memory the OS must fault in, below it the body's
+# per-uop cost is paid once per chunk too often (bench/bench_real_kernels.py: tinygrad's 256^3 matmul, half the time)
+LOOP_CHUNK_MEMORY = 1 << 25
 CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 
@@ -308,7 +312,7 @@ class Plan:
   def __init__(self, program: Program, vals: tuple[int, ...]):
     uops = program.uops
     self.program, self.uops, self.grid = program, uops, Grid(program.global_size, program.local_size)
-    self.signature = [program.buffers[k] for k in sorted(program.buffers)]
+    self.signature = list(program.signature)
     self.infos = analyze(program, vals)
     self.forms = {i: thread_form(info.aff) for i, info in self.infos.items() if info.aff is not None}
     self.free = race_free(program, self.infos, self.grid)
@@ -335,6 +339,10 @@ class Plan:
     self.lane_bytes = max(1, 2 * sum(u.dtype.itemsize for u in uops if not isinstance(u.dtype, PtrDType)))
     # an int value with an affine form is computed only when needed (RANGE runs its loop, the form is its counter)
     self.handlers = [_lazy if i in self.forms and u.op is not Ops.RANGE else HANDLERS[u.op] for i, u in enumerate(uops)]
+    # ALU ops whose rule is one numpy ufunc (alu.ufunc_rule): run by it directly while their operands are exact
+    self.ufuncs = {i: alu.ufunc_rule(u.op, self.operand_dtype[i]) for i, u in enumerate(uops)
+                   if self.handlers[i] is _alu and alu.ufunc_rule(u.op, self.operand_dtype[i]) is not None}
+    for i in self.ufuncs: self.handlers[i] = _ufunc_alu
 
   @functools.cached_property
   def _assigns(self) -> dict[int, list[int]]:
@@ -775,6 +783,7 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   if LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
     per = LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
     if per >= 2:
+      per = max(2, min(per, LOOP_CHUNK_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)))
       for start in range(int(s.v[0]), int(e.v[0]), per): _run_as_lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
       return end + 1
   ctl = join(_control_level(s, m.control.active), _control_level(e, m.control.active))
@@ -839,7 +848,7 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
     return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
-  fn = alu.chain_ufunc(scan.op, dt)
+  fn = alu.ufunc_rule(scan.op, dt)
   if fn is not None and acc.cert is None and all(t.cert is None for t in terms):  # the chain rule with exact operands
     done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), [t.v for t in terms], n)
     _set_register(m, scan.acc, _with_levels(done.values, done.cert))
@@ -1040,6 +1049,15 @@ def _alu(m: Machine, i: int, u: UOp) -> None:
   if u.op in (Ops.IDIV, Ops.MOD): _division_uses(m, i, u, xs)
   out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
   _settle(m, i, xs, out, _inherited_levels(xs))
+
+def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
+  """An ALU op whose rule is one numpy ufunc (alu.ufunc_rule), on exact operands: that ufunc, and NAN_PAYLOAD on the
+  NaNs it returns, as `_alu` would give them; operands with levels go through `_alu`."""
+  xs = [m.value_of(j) for j in u.src]
+  if any(x.cert is not None for x in xs): return _alu(m, i, u)
+  v = m.plan.ufuncs[i](*[x.v for x in xs])
+  nan = np.isnan(v) if v.dtype.kind == "f" else None
+  m.env[i] = Value(v, nan.view(LEVEL), True) if nan is not None and nan.any() else Value(v)
 
 def _division_uses(m: Machine, i: int, u: UOp, xs: list[Value]) -> None:
   """IDIV and MOD use their divisor, and a signed dividend where the divisor is -1: undefined there when it is (it

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from refimpl.dtype import DType
 from refimpl.emulator.certainty import LEVEL
@@ -110,8 +109,7 @@ class Site:
     it = flat.itemsize
     shape = grid.shape + ((self.count,) if self.count > 1 else ())
     strides = tuple(c * it for c in coef) + ((it,) if self.count > 1 else ())
-    # as_strided cannot rebuild ml_dtypes' dtypes (bfloat16, fp8) from their array interface: stride the bits instead
-    return as_strided(flat[off:].view(f"u{it}"), shape, strides).view(flat.dtype)
+    return np.ndarray(shape, flat.dtype, buffer=flat, offset=off * it, strides=strides)
 
   def tail(self) -> tuple[int, ...]: return (self.count,) if self.count > 1 else ()
 

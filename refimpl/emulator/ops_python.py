@@ -41,7 +41,7 @@ class PythonProgram:
                                   ("local_size", local_size, self.program.local_size)):
       if given is not None and tuple(given) != tuple(declared):
         raise ValueError(f"{self.name}: launched with {what}={tuple(given)} but the program declares {declared}")
-    signature = [self.program.buffers[i] for i in sorted(self.program.buffers)]
+    signature = self.program.signature
     if len(bufs) != len(signature): raise ValueError(f"{self.name}: takes {len(signature)} buffers, got {len(bufs)}")
     views = [np.frombuffer(memoryview(b).cast("B"), dtype=to_np(ptr.base)) for b, ptr in zip(bufs, signature)]
     start = time.perf_counter()

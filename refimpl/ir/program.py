@@ -59,10 +59,15 @@ class Program:
   def __len__(self) -> int: return len(self.uops)
   def __getitem__(self, i: int) -> UOp: return self.uops[i]
 
-  @property
+  @functools.cached_property
   def buffers(self) -> dict[int, PtrDType]:
     """The buffer signature: DEFINE_GLOBAL number -> its pointer dtype (element dtype and size in elements)."""
     return {u.arg: u.dtype for u in self.uops if u.op is Ops.DEFINE_GLOBAL}
+
+  @functools.cached_property
+  def signature(self) -> tuple[PtrDType, ...]:
+    """The buffers' pointer dtypes in call order (DEFINE_GLOBAL numbers ascending)."""
+    return tuple(self.buffers[k] for k in sorted(self.buffers))
 
   @functools.cached_property
   def vars(self) -> tuple[tuple[str, int, int], ...]:

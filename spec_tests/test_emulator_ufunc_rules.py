@@ -1,0 +1,67 @@
+"""ALU rules that are one numpy ufunc (alu.ufunc_rule): the emulator runs those ufuncs directly on exact operands
+(machine._ufunc_alu, loops.fold_ufunc), so each must be its op's rule, and running them directly must never show."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refimpl import spec
+from refimpl.emulator import alu, machine
+from refimpl.emulator.machine import emulate
+from refimpl.errors import UndefinedBehavior
+from refimpl.fuzz.generate import Profile, generate
+from refimpl.ir import GroupOp, Ops
+from refimpl.testing.values import edge_values, to_bits
+
+ALU = [op for op in Ops if op in GroupOp.ALU]
+
+
+@pytest.mark.parametrize("op", ALU, ids=lambda o: o.name)
+def test_ufunc_rule_is_the_alu_rule(op):
+  """alu.ufunc_rule(op, dt), where it names a ufunc, gives alu's rule for op (exec_alu) bit for bit (NaN payloads
+  aside: the rules leave them open) on every edge value or pair of edge values, in both operand orders; the rule
+  leaves no lane undefined, and its loose lanes are exactly its NaN results."""
+  checked = 0
+  for dt in spec.VALUE_DTYPES:
+    fn = alu.ufunc_rule(op, dt)
+    if fn is None: continue
+    e = edge_values(dt)
+    pairs = [(e,)] if fn.nin == 1 else [(np.repeat(e, len(e)), np.tile(e, len(e))), (np.tile(e, len(e)), np.repeat(e, len(e)))]
+    for xs in pairs:
+      rule = alu.exec_alu(op, dt, *xs)
+      with np.errstate(all="ignore"): got = fn(*xs)
+      assert rule.undefined is None and got.dtype == rule.values.dtype, f"{op.name} on {dt!r}"
+      nan = np.isnan(rule.values) if rule.values.dtype.kind == "f" else np.zeros(len(got), bool)
+      assert np.array_equal(np.isnan(got) if got.dtype.kind == "f" else np.zeros(len(got), bool), nan)
+      assert np.array_equal(to_bits(got)[~nan], to_bits(rule.values)[~nan]), f"{op.name} on {dt!r}"
+      assert np.array_equal(np.zeros(len(got), bool) if rule.loose is None else rule.loose, nan), f"{op.name} on {dt!r}"
+      checked += 1
+  if op in (Ops.ADD, Ops.MUL, Ops.CMPLT): assert checked, f"{op.name} should have a ufunc rule on some dtype"
+
+
+def _outcome(p, inputs, vals, strict):
+  try:
+    e = emulate(p, inputs, vals, strict=strict)
+    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
+  except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_ufunc_rules_run_directly_match_the_rules(seed, monkeypatch):
+  """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc rules run directly, the
+  outputs, certainty levels, events and strict-mode report are those of every op run through alu's rules."""
+  for index in range(30):
+    g, arrays, vals = generate(seed, index, Profile(barrier=True))
+    p = g.program(check=False)
+    inputs = [arrays[id(buf)] for buf in g.globals()]
+    for strict in (True, False):
+      monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL)
+      machine.Plan._cache.clear()
+      direct = _outcome(p, inputs, vals, strict)
+      monkeypatch.setattr(alu, "ufunc_rule", lambda op, dt: None)
+      machine.Plan._cache.clear()
+      assert direct == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+  machine.Plan._cache.clear()
+
+
+ORIGINAL = alu.ufunc_rule
