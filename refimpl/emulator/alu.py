@@ -190,9 +190,11 @@ def shift(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   Undefined: SHIFT_COUNT (reason "shift count 40 outside [0, 32)")."""
   bits = _bits(dt)
   bad = (b < 0) | (b >= bits)
-  n = np.where(bad, b.dtype.type(0), b) if bad.any() else b
+  some = bad.any()
+  n = np.where(bad, b.dtype.type(0), b) if some else b
   u = a.view(np.dtype(f"u{dt.itemsize}"))  # the bit pattern
   v = (u << n.view(u.dtype)).view(a.dtype) if op is Ops.SHL else a >> n
+  if not some: return Outcome(v)
   return _undefined(v, [(bad, UB.SHIFT_COUNT, lambda at: f"shift count {int(at(b))} outside [0, {bits})")])
 
 def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:

@@ -1054,7 +1054,8 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   """An ALU op whose rule is one numpy ufunc (alu.ufunc_rule), on exact operands: that ufunc, and NAN_PAYLOAD on the
   NaNs it returns, as `_alu` would give them; operands with levels go through `_alu`."""
   xs = [m.value_of(j) for j in u.src]
-  if any(x.cert is not None for x in xs): return _alu(m, i, u)
+  for x in xs:
+    if x.cert is not None: return _alu(m, i, u)
   v = m.plan.ufuncs[i](*[x.v for x in xs])
   nan = np.isnan(v) if v.dtype.kind == "f" else None
   m.env[i] = Value(v, nan.view(LEVEL), True) if nan is not None and nan.any() else Value(v)
