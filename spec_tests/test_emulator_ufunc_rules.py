@@ -65,3 +65,18 @@ def test_ufunc_rules_run_directly_match_the_rules(seed, monkeypatch):
 
 
 ORIGINAL = alu.ufunc_rule
+
+
+def test_malloc_tuning_is_opt_out():
+  """refimpl.emulator.allocation: REFIMPL_MALLOC=default leaves the process's malloc alone (reuse_freed_memory says it
+  did nothing), and emulation runs the same."""
+  import os
+  import subprocess
+  import sys
+  code = ("from refimpl.emulator.allocation import reuse_freed_memory; import numpy as np; from refimpl.ir import ProgramBuilder, Ops; "
+          "from refimpl.dtype import dtypes; from refimpl.emulator.machine import emulate; b = ProgramBuilder('t'); "
+          "o = b.global_buf(dtypes.int32, 1); b.store(o, b.const(0, dtypes.int32), b.const(7, dtypes.int32)); "
+          "print(reuse_freed_memory(), emulate(b.build(), [np.zeros(1, np.int32)]).buffers[0][0])")
+  out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "REFIMPL_MALLOC": "default"}, capture_output=True,
+                       text=True, check=True).stdout.split()
+  assert out == ["False", "7"]

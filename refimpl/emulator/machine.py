@@ -114,6 +114,7 @@ import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
+from refimpl.emulator.allocation import reuse_freed_memory
 from refimpl.emulator.certainty import (
   EXACT,
   LEVEL,
@@ -174,6 +175,7 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
   literally, which is how tinygrad's OpenCL, Metal and WGSL renderers fence), so a kernel that needs global order
   across a barrier is undefined there."""
   if barrier_scope not in BARRIER_SCOPES: raise ValueError(f"barrier_scope is one of {BARRIER_SCOPES}, not {barrier_scope!r}")
+  reuse_freed_memory()
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)

@@ -131,9 +131,13 @@ class ReferenceProgram:
     self.launches: dict[tuple, Program] = {}
 
   def launched(self, bufs: tuple, global_size: tuple, local_size: tuple) -> Program:
-    """The program for this launch: the translation with its dims (and buffer sizes, for a kernel translated at launch)."""
+    """The program for this launch: the translation with its dims (and buffer sizes, for a kernel translated at launch),
+    made once per distinct launch, so the emulator's plan of it (machine.Plan) is made once too."""
     if self.at_launch is None:
-      return dataclasses.replace(self.program, global_size=global_size, local_size=local_size)
+      if (global_size, local_size) not in self.launches:
+        self.launches[(global_size, local_size)] = dataclasses.replace(self.program, global_size=global_size,
+                                                                       local_size=local_size)
+      return self.launches[(global_size, local_size)]
     name, uops = self.at_launch
     items = [u.dtype.base.itemsize for u in uops if u.op.name == "DEFINE_GLOBAL"]
     sizes = tuple(memoryview(b).nbytes // n for b, n in zip(bufs, items))
