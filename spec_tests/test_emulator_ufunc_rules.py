@@ -73,8 +73,9 @@ def test_malloc_tuning_is_opt_out():
   import os
   import subprocess
   import sys
-  code = ("from refimpl.emulator.allocation import reuse_freed_memory; import numpy as np; from refimpl.ir import ProgramBuilder, Ops; "
-          "from refimpl.dtype import dtypes; from refimpl.emulator.machine import emulate; b = ProgramBuilder('t'); "
+  code = ("from refimpl.emulator.allocation import reuse_freed_memory; import numpy as np; "
+          "from refimpl.ir import ProgramBuilder; from refimpl.dtype import dtypes; "
+          "from refimpl.emulator.machine import emulate; b = ProgramBuilder('t'); "
           "o = b.global_buf(dtypes.int32, 1); b.store(o, b.const(0, dtypes.int32), b.const(7, dtypes.int32)); "
           "print(reuse_freed_memory(), emulate(b.build(), [np.zeros(1, np.int32)]).buffers[0][0])")
   out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "REFIMPL_MALLOC": "default"}, capture_output=True,
