@@ -68,12 +68,12 @@ ORIGINAL = alu.ufunc_rule
 
 
 def test_malloc_tuning_is_opt_out():
-  """refimpl.emulator.allocation: REFIMPL_MALLOC=default leaves the process's malloc alone (reuse_freed_memory says it
-  did nothing), and emulation runs the same."""
+  """refimpl.allocation: REFIMPL_MALLOC=default leaves the process's malloc alone (reuse_freed_memory says it did
+  nothing), and emulation runs the same."""
   import os
   import subprocess
   import sys
-  code = ("from refimpl.emulator.allocation import reuse_freed_memory; import numpy as np; "
+  code = ("from refimpl.allocation import reuse_freed_memory; import numpy as np; "
           "from refimpl.ir import ProgramBuilder; from refimpl.dtype import dtypes; "
           "from refimpl.emulator.machine import emulate; b = ProgramBuilder('t'); "
           "o = b.global_buf(dtypes.int32, 1); b.store(o, b.const(0, dtypes.int32), b.const(7, dtypes.int32)); "

@@ -114,7 +114,6 @@ import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
-from refimpl.emulator.allocation import reuse_freed_memory
 from refimpl.emulator.certainty import (
   EXACT,
   LEVEL,
@@ -175,7 +174,6 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
   literally, which is how tinygrad's OpenCL, Metal and WGSL renderers fence), so a kernel that needs global order
   across a barrier is undefined there."""
   if barrier_scope not in BARRIER_SCOPES: raise ValueError(f"barrier_scope is one of {BARRIER_SCOPES}, not {barrier_scope!r}")
-  reuse_freed_memory()
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
   check_arguments(program, plan.signature, buffers, vals)
@@ -302,7 +300,7 @@ LANE_MEMORY = 1 << 30
 # bytes: what a loop run as lanes takes per chunk of iterations, for speed (LANE_MEMORY still bounds it). Every value of
 # a chunk is a new array: past a few tens of MB each one is fresh memory the OS must fault in, below it the body's
 # per-uop cost is paid once per chunk too often (bench/bench_real_kernels.py: tinygrad's 256^3 matmul, half the time)
-LOOP_CHUNK_MEMORY = 1 << 25
+LOOP_CHUNK_MEMORY = 1 << 27
 CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 

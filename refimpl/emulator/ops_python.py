@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refimpl.allocation import reuse_freed_memory
 from refimpl.device import Compiled, Compiler, MallocAllocator
 from refimpl.dtype import to_np
 from refimpl.ir import Program, program_from_json, program_to_json
@@ -52,4 +53,5 @@ class PythonDevice(Compiled):
   """Device["PYTHON"]: host memory, the JSON renderer, the emulator as runtime. Safe to open in worker processes."""
   subprocess_safe = True
   def __init__(self, device: str):
+    reuse_freed_memory()  # a run allocates an array per value: keep freed blocks for the next (refimpl.allocation)
     super().__init__(device, MallocAllocator, PythonRenderer(), Compiler(None), PythonProgram)

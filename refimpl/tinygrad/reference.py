@@ -32,6 +32,7 @@ from typing import TextIO
 
 import numpy as np
 
+from refimpl.allocation import reuse_freed_memory
 from refimpl.dtype import to_np
 from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
@@ -210,6 +211,7 @@ def _device_class() -> type:
 
   class RefimplDevice(Compiled):
     def __init__(self, device: str):
+      reuse_freed_memory()  # a run allocates an array per value: keep freed blocks for the next (refimpl.allocation)
       super().__init__(device, PythonAllocator(), ReferenceRenderer(), ReferenceCompiler(), ReferenceProgram)
 
   return RefimplDevice

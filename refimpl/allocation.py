@@ -1,4 +1,4 @@
-"""How the emulator's process gets memory for its values.
+"""How a process that emulates gets memory for the emulator's values (the PYTHON and REFIMPL devices).
 
 A run makes a new numpy array for every value it computes, and a loop run as lanes makes them by the megabyte. glibc's
 malloc serves a block above its mmap threshold (128 KiB at first, raised as large blocks are freed) with a fresh mmap,
@@ -8,7 +8,8 @@ threshold, to be faulted in again by the next run. Measured on tinygrad 0.10.1's
 64 MiB served from the heap and up to 256 MiB of freed heap kept for reuse.
 
 `reuse_freed_memory()` sets those two thresholds (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) once per process, on glibc
-only; emulate calls it. The cost is memory: up to 256 MiB the process has freed stays mapped. REFIMPL_MALLOC=default in
+only; the PYTHON device (refimpl.emulator.ops_python) and tinygrad's REFIMPL device call it when they open (emulate
+itself, the spec, leaves the process alone). The cost is memory: up to 256 MiB the process has freed stays mapped. REFIMPL_MALLOC=default in
 the environment leaves malloc as it is.
 """
 from __future__ import annotations
