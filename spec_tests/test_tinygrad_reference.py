@@ -110,6 +110,21 @@ def test_a_stored_out_of_range_cast_stops_the_reference_where_it_is_stored():
   assert "(STORE)" in str(e.value) and "(CAST)" in str(e.value)
 
 
+def test_a_kernel_launched_again_reuses_its_program_and_the_emulators_plan(monkeypatch):
+  """The REFIMPL device makes one Program per distinct launch of a kernel, so the emulator's plan (machine.Plan: the
+  verification and the index analysis) is made once, not at every launch: the second run of a training step emulates
+  exactly the Program objects of the first."""
+  import refimpl.tinygrad.reference as reference
+  seen: list[list] = [[], []]  # the Program objects each run emulated (kept alive: no id is reused)
+  original = reference.emulate
+  def spy(program, *args, **kwargs):
+    seen[run].append(program)
+    return original(program, *args, **kwargs)
+  monkeypatch.setattr(reference, "emulate", spy)
+  for run in (0, 1): mlp_step(REF)
+  assert seen[0] and len(seen[1]) == len(seen[0]) and all(a is b for a, b in zip(seen[0], seen[1]))
+
+
 def test_a_kernel_of_symbolic_shape_is_translated_at_each_launch():
   """importer rule 11 on the REFIMPL device: a SPECIAL sized by a Variable (tinygrad's symbolic shapes) takes each
   launch's size; the kernel runs for two values of the variable (tinygrad's test_tiny.test_symbolic)."""
