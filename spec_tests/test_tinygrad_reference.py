@@ -115,14 +115,17 @@ def test_a_kernel_launched_again_reuses_its_program_and_the_emulators_plan(monke
   verification and the index analysis) is made once, not at every launch: the second run of a training step emulates
   exactly the Program objects of the first."""
   import refimpl.tinygrad.reference as reference
-  seen: list[list] = [[], []]  # the Program objects each run emulated (kept alive: no id is reused)
+  runs: list[list] = []  # the Program objects each run emulated (kept alive: no id is reused)
   original = reference.emulate
   def spy(program, *args, **kwargs):
-    seen[run].append(program)
+    runs[-1].append(program)
     return original(program, *args, **kwargs)
   monkeypatch.setattr(reference, "emulate", spy)
-  for run in (0, 1): mlp_step(REF)
-  assert seen[0] and len(seen[1]) == len(seen[0]) and all(a is b for a, b in zip(seen[0], seen[1]))
+  for _ in range(2):
+    runs.append([])
+    mlp_step(REF)
+  first, second = runs
+  assert first and len(second) == len(first) and all(a is b for a, b in zip(first, second))
 
 
 def test_a_kernel_of_symbolic_shape_is_translated_at_each_launch():
