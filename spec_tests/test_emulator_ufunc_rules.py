@@ -1,11 +1,13 @@
-"""ALU rules that are one numpy ufunc (alu.ufunc_rule): the emulator runs those ufuncs directly on exact operands
-(machine._ufunc_alu, loops.fold_ufunc), so each must be its op's rule, and running them directly must never show."""
+"""ALU rules the emulator binds once per program: those that are one numpy ufunc (alu.ufunc_rule; machine._ufunc_alu,
+loops.fold_ufunc) and those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
+(alu.constant_rule; machine._constant_alu). Each must be its op's rule, and running them directly must never show."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from refimpl import spec
+from refimpl.dtype import dtypes
 from refimpl.emulator import alu, machine
 from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
@@ -39,6 +41,24 @@ def test_ufunc_rule_is_the_alu_rule(op):
   if op in (Ops.ADD, Ops.MUL, Ops.CMPLT): assert checked, f"{op.name} should have a ufunc rule on some dtype"
 
 
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR], ids=lambda o: o.name)
+def test_constant_rule_is_the_alu_rule(op):
+  """alu.constant_rule(op, dt, c), where it gives a function, is alu's rule for op with second operand c (exec_alu)
+  bit for bit on every edge value of the first operand, and the rule leaves no lane undefined there; it gives one for
+  every count in [0, bits) (shifts) and every divisor but 0 and signed -1 (IDIV, MOD) among the edge values."""
+  for dt in spec.VALUE_DTYPES:
+    if not dtypes.is_int(dt): continue
+    e = edge_values(dt)
+    for c in [int(x) for x in e] + list(range(8 * dt.itemsize)):
+      fn = alu.constant_rule(op, dt, c)
+      undefined_somewhere = alu.exec_alu(op, dt, e, np.full(len(e), c, e.dtype)).undefined is not None
+      if op in (Ops.SHL, Ops.SHR): assert (fn is None) == (not 0 <= c < 8 * dt.itemsize), f"{op.name} {dt!r} by {c}"
+      else: assert (fn is None) == (c == 0 or (c == -1 and dtypes.min(dt) < 0)), f"{op.name} {dt!r} by {c}"
+      if fn is None: continue
+      rule = alu.exec_alu(op, dt, e, np.full(len(e), c, e.dtype))
+      assert not undefined_somewhere and np.array_equal(to_bits(fn(e)), to_bits(rule.values)), f"{op.name} {dt!r} by {c}"
+
+
 def _outcome(p, inputs, vals, strict):
   try:
     e = emulate(p, inputs, vals, strict=strict)
@@ -47,24 +67,26 @@ def _outcome(p, inputs, vals, strict):
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_ufunc_rules_run_directly_match_the_rules(seed, monkeypatch):
-  """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc rules run directly, the
-  outputs, certainty levels, events and strict-mode report are those of every op run through alu's rules."""
+def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
+  """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc and constant rules run directly,
+  the outputs, certainty levels, events and strict-mode report are those of every op run through alu's rules."""
   for index in range(30):
     g, arrays, vals = generate(seed, index, Profile(barrier=True))
     p = g.program(check=False)
     inputs = [arrays[id(buf)] for buf in g.globals()]
     for strict in (True, False):
-      monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL)
+      monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL[0])
+      monkeypatch.setattr(alu, "constant_rule", ORIGINAL[1])
       machine.Plan._cache.clear()
       direct = _outcome(p, inputs, vals, strict)
       monkeypatch.setattr(alu, "ufunc_rule", lambda op, dt: None)
+      monkeypatch.setattr(alu, "constant_rule", lambda op, dt, c: None)
       machine.Plan._cache.clear()
       assert direct == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
   machine.Plan._cache.clear()
 
 
-ORIGINAL = alu.ufunc_rule
+ORIGINAL = (alu.ufunc_rule, alu.constant_rule)
 
 
 def test_malloc_tuning_is_opt_out():

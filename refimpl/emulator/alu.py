@@ -179,8 +179,12 @@ def idiv_mod(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
     checks.append(((a == dtypes.min(dt)) & minus1, UB.DIVISION_OVERFLOW, lambda at: f"signed INT_MIN {sym} -1"))
   bad = checks[0][0] | checks[-1][0]
   bs = np.where(bad, b.dtype.type(1), b) if bad.any() else b
-  r = np.fmod(a, bs)  # C's % on ints: the truncated remainder, with the dividend's sign
-  return _undefined(r if op is Ops.MOD else (a - r) // bs, checks)  # a - r is a multiple of b: the floor is exact
+  return _undefined(_quotient(op, a, bs), checks)
+
+def _quotient(op: Ops, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """IDIV's or MOD's result where b is neither 0 nor (signed) -1 under INT_MIN."""
+  r = np.fmod(a, b)  # C's % on ints: the truncated remainder, with the dividend's sign
+  return r if op is Ops.MOD else (a - r) // b  # a - r is a multiple of b: the floor is exact
 
 @undefined(UB.SHIFT_COUNT)
 def shift(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
@@ -191,11 +195,26 @@ def shift(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   bits = _bits(dt)
   bad = (b < 0) | (b >= bits)
   some = bad.any()
-  n = np.where(bad, b.dtype.type(0), b) if some else b
-  u = a.view(np.dtype(f"u{dt.itemsize}"))  # the bit pattern
-  v = (u << n.view(u.dtype)).view(a.dtype) if op is Ops.SHL else a >> n
+  v = _shifted(op, dt, a, np.where(bad, b.dtype.type(0), b) if some else b)
   if not some: return Outcome(v)
   return _undefined(v, [(bad, UB.SHIFT_COUNT, lambda at: f"shift count {int(at(b))} outside [0, {bits})")])
+
+def _shifted(op: Ops, dt: DType, a: np.ndarray, n: np.ndarray) -> np.ndarray:
+  """SHL's or SHR's result where every count n is in [0, bits)."""
+  u = a.view(np.dtype(f"u{dt.itemsize}"))  # the bit pattern
+  return (u << n.view(u.dtype)).view(a.dtype) if op is Ops.SHL else a >> n
+
+def constant_rule(op: Ops, dt: DType, c: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+  """This module's rule for `op` on `dt` when its second operand is the constant c, as a function of the first operand,
+  where with that constant the rule is defined on every lane and exact: SHL and SHR by c in [0, bits) (`shift`), IDIV
+  and MOD by c other than 0 and, on signed ints, -1 (`idiv_mod`); None otherwise. The emulator binds these once per
+  program (machine.Plan.constant_rules)."""
+  if not dtypes.is_int(dt) or op not in (Ops.SHL, Ops.SHR, Ops.IDIV, Ops.MOD): return None
+  c = int(c)
+  b = np.array([c], dtype=to_np(dt))
+  if op in (Ops.SHL, Ops.SHR): return (lambda a: _shifted(op, dt, a, b)) if 0 <= c < _bits(dt) else None
+  if c == 0 or (c == -1 and _is_signed(dt)): return None
+  return lambda a: _quotient(op, a, b)
 
 def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """XOR, OR, AND (ints and bool): bit by bit on the two's complement pattern; on bool the logical operation."""

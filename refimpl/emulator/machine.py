@@ -339,10 +339,18 @@ class Plan:
     self.lane_bytes = max(1, 2 * sum(u.dtype.itemsize for u in uops if not isinstance(u.dtype, PtrDType)))
     # an int value with an affine form is computed only when needed (RANGE runs its loop, the form is its counter)
     self.handlers = [_lazy if i in self.forms and u.op is not Ops.RANGE else HANDLERS[u.op] for i, u in enumerate(uops)]
+    self.constants = {i: const_value(u) for i, u in enumerate(uops) if u.op is Ops.CONST}
     # ALU ops whose rule is one numpy ufunc (alu.ufunc_rule): run by it directly while their operands are exact
     self.ufuncs = {i: alu.ufunc_rule(u.op, self.operand_dtype[i]) for i, u in enumerate(uops)
                    if self.handlers[i] is _alu and alu.ufunc_rule(u.op, self.operand_dtype[i]) is not None}
     for i in self.ufuncs: self.handlers[i] = _ufunc_alu
+    # IDIV, MOD, SHL, SHR by a constant with which the rule is defined everywhere (alu.constant_rule)
+    self.constant_rules = {}
+    for i, u in enumerate(uops):
+      if self.handlers[i] is _alu and len(u.src) == 2 and u.src[1] in self.constants:
+        rule = alu.constant_rule(u.op, self.operand_dtype[i], self.constants[u.src[1]].v[0])
+        if rule is not None: self.constant_rules[i] = rule
+    for i in self.constant_rules: self.handlers[i] = _constant_alu
 
   @functools.cached_property
   def _assigns(self) -> dict[int, list[int]]:
@@ -738,11 +746,19 @@ def _special(m: Machine, i: int, u: UOp) -> None:
   dimension d, exact."""
   m.env[i] = LAZY
 
-def _const(m: Machine, i: int, u: UOp) -> None:
-  """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD)."""
+def const_value(u: UOp) -> Value:
+  """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD).
+  Made once per program (Plan.constants), read-only."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
   nan = dtypes.is_float(u.dtype) and np.isnan(float(u.arg))
-  m.env[i] = Value(v, np.full(1, Certainty.NAN_PAYLOAD, LEVEL), settled=True) if nan else Value(v)
+  cert = np.full(1, Certainty.NAN_PAYLOAD, LEVEL) if nan else None
+  for a in (v, cert):
+    if a is not None: a.flags.writeable = False
+  return Value(v, cert, settled=nan)
+
+def _const(m: Machine, i: int, u: UOp) -> None:
+  """CONST: its value (`const_value`), made when the program's plan was."""
+  m.env[i] = m.plan.constants[i]
 def _index(m: Machine, i: int, u: UOp) -> None:
   """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
   m.env[i] = Ref(m.env[u.src[0]], u.src[1])
@@ -1059,6 +1075,13 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   v = m.plan.ufuncs[i](*[x.v for x in xs])
   nan = np.isnan(v) if v.dtype.kind == "f" else None
   m.env[i] = Value(v, nan.view(LEVEL), True) if nan is not None and nan.any() else Value(v)
+
+def _constant_alu(m: Machine, i: int, u: UOp) -> None:
+  """IDIV, MOD, SHL or SHR by a constant with which its rule is defined on every lane (alu.constant_rule): that rule of
+  the exact first operand; an operand with levels goes through `_alu`."""
+  x = m.value_of(u.src[0])
+  if x.cert is not None: return _alu(m, i, u)
+  m.env[i] = Value(m.plan.constant_rules[i](x.v))
 
 def _division_uses(m: Machine, i: int, u: UOp, xs: list[Value]) -> None:
   """IDIV and MOD use their divisor, and a signed dividend where the divisor is -1: undefined there when it is (it
