@@ -1035,6 +1035,9 @@ def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray |
   """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones (`settled`: they
   hold no middle level, as carried levels never do), after reporting the active lanes it leaves undefined (UNDEFINED
   only there: inactive lanes compute harmless garbage)."""
+  if out.undefined is None and out.loose is None and carried is None:  # every element EXACT
+    m.env[i] = Value(out.values)
+    return
   own = of_loose(out.values, out.loose, out.looseness)
   if out.undefined is not None:
     real = m.control.real
