@@ -11,9 +11,9 @@ from refimpl.dtype import dtypes
 from refimpl.emulator import machine
 from refimpl.emulator.indexing import Grid
 from refimpl.emulator.machine import LaunchTooLarge, Plan, emulate
-from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops, ProgramBuilder
+from refimpl.testing.programs import emulation_outcome
 
 I32 = dtypes.int32
 
@@ -26,12 +26,6 @@ def _chunks_of(monkeypatch, program, groups: int) -> None:
   monkeypatch.setattr(machine, "LANE_MEMORY", bound)
 
 
-def _outcome(p, inputs, vals=(), strict=True):
-  try:
-    e = emulate(p, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
-  except UndefinedBehavior as ex:
-    return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count, str(ex.origin))
 
 
 @pytest.mark.parametrize("most", [1, 2, 6, 7, 24, 60, 1000])
@@ -84,9 +78,9 @@ def test_race_between_threads_of_different_chunks_is_found(monkeypatch):
   out = b.global_buf(I32, 1)
   b.store(out, b.const(0, I32), b.gidx(0, 64))
   p = b.build()
-  whole = _outcome(p, [np.zeros(1, np.int32)])
+  whole = emulation_outcome(p, [np.zeros(1, np.int32)])
   _chunks_of(monkeypatch, p, 4)
-  assert _outcome(p, [np.zeros(1, np.int32)]) == whole
+  assert emulation_outcome(p, [np.zeros(1, np.int32)]) == whole
   assert whole[0] == "UB" and "write/write" in whole[5] and whole[6] == 64
 
 
@@ -102,10 +96,10 @@ def test_strict_mode_reports_the_first_finding_in_launch_order_across_chunks(mon
   shifted = b.alu(Ops.SHL, g, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, g, b.const(1, I32)), count, b.const(1, I32)))
   b.store(out, g, b.alu(Ops.ADD, q, shifted))
   p = b.build()
-  whole = _outcome(p, [np.zeros(64, np.int32)])
+  whole = emulation_outcome(p, [np.zeros(64, np.int32)])
   assert whole[0] == "UB" and whole[1] is Ops.IDIV and "division by zero" in whole[5]
   _chunks_of(monkeypatch, p, 4)
-  assert _outcome(p, [np.zeros(64, np.int32)]) == whole
+  assert emulation_outcome(p, [np.zeros(64, np.int32)]) == whole
 
 
 @pytest.mark.parametrize("seed", [3])
@@ -121,9 +115,9 @@ def test_chunked_launch_matches_one_piece_on_generated_programs(seed, monkeypatc
     inputs = [arrays[id(buf)] for buf in g.globals()]
     for strict in (True, False):
       monkeypatch.setattr(machine, "LANE_MEMORY", 1 << 30)
-      whole = _outcome(p, inputs, vals, strict)
+      whole = emulation_outcome(p, inputs, vals, strict)
       monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
-      assert _outcome(p, inputs, vals, strict) == whole, f"seed {seed} program {index} strict={strict}"
+      assert emulation_outcome(p, inputs, vals, strict) == whole, f"seed {seed} program {index} strict={strict}"
     checked += 1
   assert checked >= 10
 
@@ -149,7 +143,7 @@ def test_a_finding_in_a_local_names_the_launch_workgroup(monkeypatch):
   b.barrier()
   b.store(out, b.alu(Ops.ADD, b.alu(Ops.MUL, g, b.const(4, I32)), lid), b.load(tmp, lid))
   p = b.build()
-  whole = _outcome(p, [np.zeros(32, np.int32)])
+  whole = emulation_outcome(p, [np.zeros(32, np.int32)])
   assert whole[0] == "UB" and "(workgroup 5)" in whole[7]  # the value stored is undefined since that LOAD
   _chunks_of(monkeypatch, p, 1)
-  assert _outcome(p, [np.zeros(32, np.int32)]) == whole
+  assert emulation_outcome(p, [np.zeros(32, np.int32)]) == whole

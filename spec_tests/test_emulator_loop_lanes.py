@@ -14,6 +14,7 @@ from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
 from refimpl.lower.grid_to_loops import lower_grid_to_loops
+from refimpl.testing.programs import emulation_outcome
 
 F32, I32 = dtypes.float32, dtypes.int32
 
@@ -94,11 +95,6 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
   assert emulate(p, [np.zeros(1, np.float32), x]).buffers[0][0] == np.float32(2.0**24)
 
 
-def _outcome(p, inputs, vals, strict):
-  try:
-    e = emulate(p, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
-  except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -114,9 +110,9 @@ def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
       if not Plan.of(p, tuple(vals)).lane_loops: continue
       for strict in (True, False):
         monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-        lanes = _outcome(p, inputs, vals, strict)
+        lanes = emulation_outcome(p, inputs, vals, strict)
         monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-        assert lanes == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+        assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
         checked += 1
   assert checked >= 20
 
@@ -207,9 +203,9 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, threads, acc_first,
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-  lanes = _outcome(p, inputs, (), strict=True)
+  lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-  assert lanes == _outcome(p, inputs, (), strict=True)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
 def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
@@ -220,6 +216,6 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   inputs = [np.zeros(dt.size, to_np(dt.base)) if k == 0 else _specials(dt.base, dt.size, rng)
             for k, dt in sorted(p.buffers.items())]
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-  lanes = _outcome(p, inputs, (), strict=True)
+  lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-  assert lanes == _outcome(p, inputs, (), strict=True)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)

@@ -9,10 +9,9 @@ import pytest
 from refimpl import spec
 from refimpl.dtype import dtypes
 from refimpl.emulator import alu, machine
-from refimpl.emulator.machine import emulate
-from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import GroupOp, Ops
+from refimpl.testing.programs import emulation_outcome
 from refimpl.testing.values import edge_values, to_bits
 
 ALU = [op for op in Ops if op in GroupOp.ALU]
@@ -59,11 +58,6 @@ def test_constant_rule_is_the_alu_rule(op):
       assert not undefined_somewhere and np.array_equal(to_bits(fn(e)), to_bits(rule.values)), f"{op.name} {dt!r} by {c}"
 
 
-def _outcome(p, inputs, vals, strict):
-  try:
-    e = emulate(p, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
-  except UndefinedBehavior as ex: return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count)
 
 
 @pytest.mark.parametrize("seed", [3, 4])
@@ -78,11 +72,11 @@ def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
       monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL[0])
       monkeypatch.setattr(alu, "constant_rule", ORIGINAL[1])
       machine.Plan._cache.clear()
-      direct = _outcome(p, inputs, vals, strict)
+      direct = emulation_outcome(p, inputs, vals, strict)
       monkeypatch.setattr(alu, "ufunc_rule", lambda op, dt: None)
       monkeypatch.setattr(alu, "constant_rule", lambda op, dt, c: None)
       machine.Plan._cache.clear()
-      assert direct == _outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+      assert direct == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
   machine.Plan._cache.clear()
 
 
