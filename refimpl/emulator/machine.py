@@ -747,8 +747,7 @@ def _special(m: Machine, i: int, u: UOp) -> None:
   m.env[i] = LAZY
 
 def const_value(u: UOp) -> Value:
-  """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD).
-  Made once per program (Plan.constants), read-only."""
+  """The value `_const` gives a CONST uop, made once per program (Plan.constants), read-only."""
   v = np.array([u.arg], dtype=to_np(u.dtype))
   nan = dtypes.is_float(u.dtype) and np.isnan(float(u.arg))
   cert = np.full(1, Certainty.NAN_PAYLOAD, LEVEL) if nan else None
@@ -757,7 +756,7 @@ def const_value(u: UOp) -> Value:
   return Value(v, cert, settled=nan)
 
 def _const(m: Machine, i: int, u: UOp) -> None:
-  """CONST: its value (`const_value`), made when the program's plan was."""
+  """CONST: the value on every lane, EXACT, except a float NaN, whose payload the IR does not carry (NAN_PAYLOAD)."""
   m.env[i] = m.plan.constants[i]
 def _index(m: Machine, i: int, u: UOp) -> None:
   """INDEX: element `idx` of the buffer, per lane; the LOAD or STORE it feeds makes the access and its checks."""
