@@ -5,9 +5,10 @@
                          [--reduce-candidates N]
                          [--max-steps N] [--mode random|tinygrad|corpus|mix] [--cluster local|local:N|ADDRESS|FILE]
   python -m refimpl.fuzz replay FILE... [--backend NAME ...]
+  python -m refimpl.fuzz merge DIR... --out DIR
 
-Exit status: 1 when the campaign found something (or a replayed case still fails), 0 when not, 2 on a usage error or
-an unreadable finding file.
+Exit status: 1 when the campaign found something (or a replayed case still fails), 0 when not (a merge: 0 once merged),
+2 on a usage error or an unreadable finding file.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from refimpl.fuzz.cluster import ClusterError
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.generate import MODES
+from refimpl.fuzz.merge import MergeError, merge
 from refimpl.fuzz.reduce import MAX_CANDIDATES
 
 
@@ -98,10 +100,27 @@ def replay_main(argv: list[str]) -> int:
   return 1 if failing else 0
 
 
+def merge_main(argv: list[str]) -> int:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.fuzz merge", description="Combine the findings of many shards "
+                               "(--shard K/N, run by any batch scheduler) into one folder: deduplicated by signature, the "
+                               "smallest reproducer kept, the counts (seen) summed.")
+  ap.add_argument("folders", nargs="+", type=Path, help="the shards' --out folders")
+  ap.add_argument("--out", type=Path, required=True, help="where the merged findings go (empty, or one of the folders)")
+  args = ap.parse_args(argv)
+  merged = merge(args.folders, args.out)
+  for m in merged:
+    f = m.finding
+    print(f"  {f.signature}  ({len(f.case.program.uops)} uops, seen {f.seen}, in {m.files} file(s))  {m.path}")
+  files = sum(m.files for m in merged)
+  print(f"merged {files} finding file(s) of {len(args.folders)} folder(s): {len(merged)} signature(s) in {args.out}")
+  return 0
+
+
 def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   try:
     if argv[:1] == ["replay"]: return replay_main(argv[1:])
+    if argv[:1] == ["merge"]: return merge_main(argv[1:])
     args = campaign_parser().parse_args(argv)
     cfg = Config(seed=args.seed, iterations=args.iterations, time=args.time, backends=_backends(args.backend),
                  jobs=args.jobs, out=args.out, shard=args.shard, quiet=args.quiet, batch=args.batch, timeout=args.timeout,
@@ -110,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                  reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode,
                  cluster=args.cluster)
     summary = run_campaign(cfg)
-  # an unreadable finding file; a module:Class backend that does not import; --cluster without Dask, or unreachable
-  except (CaseFormatError, ImportError, ClusterError) as e:
+  # an unreadable finding file; a module:Class backend that does not import; --cluster without Dask, or unreachable;
+  # merge folders that cannot be merged
+  except (CaseFormatError, ImportError, ClusterError, MergeError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   print(summary.render())
