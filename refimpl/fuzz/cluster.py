@@ -87,7 +87,7 @@ def open_pool(refs: list[BackendRef], n: int, limits: dict[str, float] | None = 
 
 # ***** the worker side: these run in the cluster's worker processes *****
 
-_here: dict = {"setup": False, "devices": {}, "queues": {}}   # per worker process: set up yet, backends, queues
+_here: dict = {"setup": False, "devices": {}}   # per worker process: set up yet, its backends by the refs opened
 
 
 def _backends(refs: tuple[BackendRef, ...], silent: bool, env: dict[str, str] | None) -> tuple[dict, dict]:
@@ -108,8 +108,7 @@ class _Outbox:
   """A job task's messages: kept until a Phase, then put on the queue with it (a put returns once the scheduler has it)."""
   def __init__(self, queue: str, token: int):
     import distributed
-    if queue not in _here["queues"]: _here["queues"][queue] = distributed.Queue(queue, client=distributed.get_client())
-    self.queue, self.token, self.pending = _here["queues"][queue], token, []
+    self.queue, self.token, self.pending = distributed.Queue(queue, client=distributed.get_client()), token, []
 
   def send(self, msg: Phase | Answer) -> None:
     self.pending.append(msg)
@@ -125,6 +124,7 @@ def job_task(queue: str, token: int, job: Job, refs: tuple[BackendRef, ...], sil
   out = _Outbox(queue, token)
   try: run_job(job, devices, out.send)
   except Exception: out.pending.append(Failure(traceback.format_exc()))
+  out.queue.close()  # this task's hold on the queue (the driver's keeps it)
   return out.pending
 
 
@@ -375,4 +375,4 @@ class ClusterPool:
       if (s.address, s.instance) not in present: self.killed.remove(s)
       elif self.checked - s.ended > KILL_S:
         self.killed.remove(s)
-        self.client.restart_workers([s.address], raise_for_error=False)
+        self.client.restart_workers([s.address], timeout=KILL_S, raise_for_error=False)
