@@ -201,7 +201,8 @@ class ClusterPool:
       import dask
       with dask.config.set({"distributed.scheduler.allowed-failures": 0}):  # a task whose worker dies is not rerun
         self.cluster = dist.LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, memory_limit=0,
-                                         dashboard_address=None, scheduler_port=0,
+                                         dashboard_address=None, scheduler_port=0,  # no dashboard; its HTTP server
+                                         scheduler_kwargs={"dashboard_address": ":0"},  # on a free port
                                          silence_logs=logging.CRITICAL if silent else logging.WARNING)
       self.client = dist.Client(self.cluster)
       return self.cluster.scheduler_address, silent, max(1, n)
