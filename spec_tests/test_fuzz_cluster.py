@@ -106,7 +106,8 @@ def _wait_for(path: Path, proc: subprocess.Popen, log: Path) -> None:
 def test_a_two_node_cluster_started_with_dasks_own_cli_runs_a_campaign(tmp_path):
   """Rule: a scheduler and a worker process started apart through Dask's CLI (`dask scheduler`, `dask worker`, 2 worker
   processes of one thread, on localhost, found through a scheduler file) run a campaign to its end from
-  `python -m refimpl.fuzz --cluster FILE`, which finds the planted bug; stopping them leaves no process behind."""
+  `python -m refimpl.fuzz --cluster FILE`, which finds the planted bug and reduces it there (the driver has no worker
+  of its own) from 44 uops to a handful; stopping them leaves no process behind."""
   _distributed()
   sched_file, env = tmp_path / "scheduler.json", {**os.environ, "PYTHONPATH": str(ROOT)}
   dask = [sys.executable, "-m", "dask"]
@@ -122,9 +123,12 @@ def test_a_two_node_cluster_started_with_dasks_own_cli_runs_a_campaign(tmp_path)
     procs.append(workers)
     out = tmp_path / "out"
     code = main(["--cluster", str(sched_file), "--backend", PLANTED + "ContractClang", "--iterations", "6", "--seed", "42",
-                 "--mode", "random", "--max-steps", "5", "--batch", "4", "--no-reduce", "--quiet", "--out", str(out)])
+                 "--mode", "random", "--max-steps", "5", "--batch", "4", "--reduce-time", "100000", "--quiet",
+                 "--out", str(out)])
     assert code == 1
-    assert [load_finding(p).signature.backend for p in out.glob("*.json")] == ["CONTRACTCLANG"]
+    found = [load_finding(p) for p in out.glob("*.json")]
+    assert [(f.signature.backend, f.reduced) for f in found] == [("CONTRACTCLANG", True)]
+    assert len(found[0].case.program.uops) <= 16 < found[0].uops_before, found[0].case.program.listing()
     spawned = {p for proc in procs for p in _descendants(proc.pid)}
   finally:
     for proc in reversed(procs):
