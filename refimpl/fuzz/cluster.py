@@ -186,7 +186,7 @@ class ClusterPool:
       self.where, self.silent, wanted = self._connect(dist, where, n, silent)
       self.queue = dist.Queue(f"refimpl-fuzz-{self.uid}", client=self.client)
       try: self.client.wait_for_workers(wanted, timeout=CONNECT_S)
-      except TimeoutError:
+      except (TimeoutError, asyncio.TimeoutError):
         raise ClusterError(f"no Dask worker joined the scheduler at {self.where} within {CONNECT_S:.0f} s") from None
       self._refresh([])
     except BaseException:
@@ -196,8 +196,9 @@ class ClusterPool:
   def _connect(self, dist, where: str, n: int, silent: bool) -> tuple[str, bool, int]:
     """Starts or reaches the cluster: (its scheduler's address, whether workers are silent, how many to wait for)."""
     if where == "local" or where.startswith("local:"):
-      try: n = int(where[6:]) if where != "local" else n
-      except ValueError: raise ClusterError(f"--cluster local:N needs a number of workers, got {where!r}") from None
+      if where != "local":
+        n = int(where[6:]) if where[6:].isdigit() else 0
+        if n < 1: raise ClusterError(f"--cluster local:N needs a positive number of workers, got {where!r}")
       import dask
       with dask.config.set({"distributed.scheduler.allowed-failures": 0}):  # a task whose worker dies is not rerun
         self.cluster = dist.LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, memory_limit=0,
@@ -209,7 +210,7 @@ class ClusterPool:
     try:
       if Path(where).is_file(): self.client = dist.Client(scheduler_file=where, timeout=CONNECT_S)
       else: self.client = dist.Client(where, timeout=CONNECT_S)
-    except (OSError, TimeoutError, ValueError) as e:
+    except (OSError, TimeoutError, asyncio.TimeoutError, ValueError) as e:
       raise ClusterError(f"cannot reach the Dask scheduler at {where} (an address tcp://host:port, or a scheduler "
                          f"file): {e}") from None
     return where, False, 1  # a cluster's workers keep their stderr: it is its operator's log
