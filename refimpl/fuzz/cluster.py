@@ -294,9 +294,15 @@ class ClusterPool:
         events.append(Answered(s.job, msg.result))
       elif isinstance(msg, Failure): events.append(WorkerFailed(s.job, msg.text))
 
+  @staticmethod
+  def _fetch(f) -> Any:
+    """A finished task's result; None when it cannot be fetched (its worker went meanwhile)."""
+    try: return f.result(timeout=CONNECT_S)
+    except Exception: return None
+
   def _opened(self, s: _Slot, events: list) -> None:
-    if s.future.status == "finished":
-      ready = s.future.result()
+    ready = self._fetch(s.future) if s.future.status == "finished" else None
+    if ready is not None:
       s.future.release()
       s.future, s.ready, s.pid, s.errors, self.failed_starts = None, True, ready.pid, ready.errors, 0
       self.open_errors.update(ready.errors)
@@ -309,13 +315,14 @@ class ClusterPool:
 
   def _ended(self, s: _Slot, events: list) -> None:
     f, job = s.future, s.job
-    if f.status == "finished":
-      self._handle(s, f.result(), events)
+    msgs = self._fetch(f) if f.status == "finished" else None
+    if msgs is not None:
+      self._handle(s, msgs, events)
       f.release()
     elif f.status == "error" and type(f.exception()).__name__ == "KilledWorker": return self._lost(s, events)
     elif f.status == "error": events.append(WorkerFailed(job, f"{type(f.exception()).__name__}: {f.exception()}"))
-    else:  # cancelled by someone else: nothing says what happened, so no finding (after_loss reruns the job)
-      s.phase = None
+    else:  # cancelled by someone else, or its result lost: nothing says what happened, so no finding (after_loss
+      s.phase = None  # reruns what was not answered)
       return self._lost(s, events)
     self.by_token.pop(s.token, None)
     s.future, s.token, s.job, s.phase = None, None, None, None
