@@ -12,10 +12,12 @@
                monotone chains, skipped (loose) and wild elements; the check of a run against it
   execute.py   batch compile (many kernels per compiler call) and run on one backend
   isolate.py   worker processes (spawn): a crash or a hang is a finding, and the worker is replaced
+  cluster.py   the same pool over a Dask cluster's worker processes (--cluster; optional: the cluster extra)
   reduce.py    delta debugging of a failing case over uops, constants and inputs
   finding.py   finding files (JSON + a pytest file), written atomically, loaded with clear errors
   corpus.py    replaying findings (and the finding file names again); fuzz/corpus/ holds known bugs
   campaign.py  the scheduler, deduplication by signature, progress and the summary
+  merge.py     `merge`: the findings of many shards in one folder (by signature, smallest reproducer, counts summed)
   planted.py   deliberately broken backends (to test the fuzzer, or to see it work), the four classes real backends have
   __main__.py  the command line
 """

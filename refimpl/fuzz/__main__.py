@@ -3,11 +3,12 @@
   python -m refimpl.fuzz [--time S] [--iterations N] [--seed S] [--backend NAME|module:Class ...] [--jobs J]
                          [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--reduce-time S]
                          [--reduce-candidates N]
-                         [--max-steps N] [--mode random|tinygrad|corpus|mix]
+                         [--max-steps N] [--mode random|tinygrad|corpus|mix] [--cluster local|local:N|ADDRESS|FILE]
   python -m refimpl.fuzz replay FILE... [--backend NAME ...]
+  python -m refimpl.fuzz merge DIR... --out DIR
 
-Exit status: 1 when the campaign found something (or a replayed case still fails), 0 when not, 2 on a usage error or
-an unreadable finding file.
+Exit status: 1 when the campaign found something (or a replayed case still fails), 0 when not (a merge: 0 once merged),
+2 on a usage error or an unreadable finding file.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import sys
 from pathlib import Path
 
 from refimpl.fuzz.campaign import Config, run_campaign
+from refimpl.fuzz.cluster import ClusterError
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.generate import MODES
+from refimpl.fuzz.merge import MergeError, merge
 from refimpl.fuzz.reduce import MAX_CANDIDATES
 
 
@@ -51,6 +54,9 @@ def campaign_parser() -> argparse.ArgumentParser:
   ap.add_argument("--backend", action="append", help="a device name or module:Class; repeat or comma-separate "
                   "(default: every device that opens, the PYTHON emulator being the reference)")
   ap.add_argument("--jobs", type=_positive(int), default=os.cpu_count() or 1, help="worker processes (default: CPU count)")
+  ap.add_argument("--cluster", metavar="WHERE", help="run the jobs on a Dask cluster: 'local' (a local cluster of --jobs "
+                  "worker processes), 'local:N', a scheduler address (tcp://host:8786) or a scheduler file; needs "
+                  "pip install 'refimpl[cluster]' (docs/fuzzing.md, \"Campaigns on a cluster\")")
   ap.add_argument("--out", type=Path, default=Path("fuzz-findings"), help="where findings go (default fuzz-findings/)")
   ap.add_argument("--shard", type=_shard, default=(1, 1), help="K/N: run only indices i with i %% N == K-1 (1-based)")
   ap.add_argument("--quiet", action="store_true", help="no progress display, no per-finding lines; the summary only")
@@ -94,18 +100,38 @@ def replay_main(argv: list[str]) -> int:
   return 1 if failing else 0
 
 
+def merge_main(argv: list[str]) -> int:
+  ap = argparse.ArgumentParser(prog="python -m refimpl.fuzz merge", description="Combine the findings of many shards "
+                               "(--shard K/N, run by any batch scheduler) into one folder: deduplicated by signature, the "
+                               "smallest reproducer kept, the counts (seen) summed.")
+  ap.add_argument("folders", nargs="+", type=Path, help="the shards' --out folders")
+  ap.add_argument("--out", type=Path, required=True, help="where the merged findings go (empty, or one of the folders)")
+  args = ap.parse_args(argv)
+  merged = merge(args.folders, args.out)
+  for m in merged:
+    f = m.finding
+    print(f"  {f.signature}  ({len(f.case.program.uops)} uops, seen {f.seen}, in {m.files} file(s))  {m.path}")
+  files = sum(m.files for m in merged)
+  print(f"merged {files} finding file(s) of {len(args.folders)} folder(s): {len(merged)} signature(s) in {args.out}")
+  return 0
+
+
 def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   try:
     if argv[:1] == ["replay"]: return replay_main(argv[1:])
+    if argv[:1] == ["merge"]: return merge_main(argv[1:])
     args = campaign_parser().parse_args(argv)
     cfg = Config(seed=args.seed, iterations=args.iterations, time=args.time, backends=_backends(args.backend),
                  jobs=args.jobs, out=args.out, shard=args.shard, quiet=args.quiet, batch=args.batch, timeout=args.timeout,
                  compile_timeout=args.compile_timeout,
                  reduce=not args.no_reduce, reduce_time=args.reduce_time,
-                 reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode)
+                 reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode,
+                 cluster=args.cluster)
     summary = run_campaign(cfg)
-  except (CaseFormatError, ImportError) as e:  # an unreadable finding file; a module:Class backend that does not import
+  # an unreadable finding file; a module:Class backend that does not import; --cluster without Dask, or unreachable;
+  # merge folders that cannot be merged
+  except (CaseFormatError, ImportError, ClusterError, MergeError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   print(summary.render())

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from refimpl.device import Device
 from refimpl.fuzz.case import Case, last_op
+from refimpl.fuzz.cluster import open_pool
 from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, load_finding, remove_finding, save_finding
 from refimpl.fuzz.execute import BackendRef, open_backends
 from refimpl.fuzz.expect import Tally
@@ -52,7 +53,6 @@ from refimpl.fuzz.isolate import (
   Item,
   Job,
   Lost,
-  Pool,
   Result,
   WorkerFailed,
   after_loss,
@@ -101,6 +101,7 @@ class Config:
   reduce_candidates: int = MAX_CANDIDATES # candidates one reduction may propose at most (the same on every machine)
   max_steps: int = 24
   mode: str = "mix"                       # generation mode: random, tinygrad, corpus, or mix (generate.MODES, MIX)
+  cluster: str | None = None              # a Dask cluster (cluster.py: local, local:N, address, scheduler file)
 
 
 @dataclass
@@ -352,8 +353,9 @@ class Campaign:
     deadline = start + self.cfg.time if self.cfg.time else None
     grace_end, stopping, how = None, False, "every program run"
     limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
-    pool = Pool(self.refs, self.cfg.jobs, limits, silent=not DEBUG, env=CAMPAIGN_ENV)
+    pool = None
     try:
+      pool = open_pool(self.refs, self.cfg.jobs, limits, not DEBUG, CAMPAIGN_ENV, self.cfg.cluster)
       while not self.interrupted:
         now = time.perf_counter()
         if deadline is not None and now >= deadline and not stopping:
@@ -367,7 +369,7 @@ class Campaign:
         if stopping and not self.reductions and (graced or not self.fuzz_busy()): break  # running batches finish
         for w in pool.idle():
           # while programs are still being made, reductions leave one worker to them (a crash reduction kills workers)
-          reserve = not stopping and self.cfg.jobs > 1 and pool.busy() - self.fuzz_busy() >= self.cfg.jobs - 1
+          reserve = not stopping and pool.size() > 1 and pool.busy() - self.fuzz_busy() >= pool.size() - 1
           job = None if reserve else self.next_reduction_job()
           if job is None and not stopping:
             job = self.next_fuzz_job()
@@ -384,7 +386,7 @@ class Campaign:
       if self.interrupted: how = "interrupted (Ctrl-C)"
     finally:
       for red in list(self.reductions): self.finish(red)
-      pool.close()
+      if pool is not None: pool.close()
       for rec in self.known.values():  # the files of this run's findings learn how often each was seen
         if rec.new and rec.path.exists(): save_finding(self.cfg.out, rec.finding, rec.path.stem)
       self.progress.close()

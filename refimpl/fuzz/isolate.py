@@ -216,11 +216,12 @@ def probe_culprit(device, case: Case) -> str | None:
   return op_key(case.program, probed[m.buffer])
 
 
-def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[str, str] | None = None) -> None:
-  """The body of a worker process: open the backends, then run jobs until told to stop (None) or the pipe closes.
-  silent: stderr goes to /dev/null (toolchains print warnings there; the worker's own errors come back as messages)."""
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-  os.setpgrp()  # its own process group: killing the group also kills the compilers it started (clang, zig's children)
+def worker_setup(silent: bool = False, env: dict[str, str] | None = None) -> None:
+  """What a process does before it runs jobs (a pool's worker, or a cluster's: refimpl/fuzz/cluster.py): its own process
+  group, so killing the group also kills the compilers it started (clang, zig's children), and Ctrl-C at the terminal
+  does not reach it; silent: stderr goes to /dev/null (toolchains print warnings there); warnings and numpy's floating
+  point errors off; `env` set where not already set."""
+  if os.getpgrp() != os.getpid(): os.setpgrp()
   if silent:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
@@ -228,6 +229,13 @@ def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[st
   warnings.filterwarnings("ignore")
   np.seterr(all="ignore")
   for k, v in (env or {}).items(): os.environ.setdefault(k, v)
+
+
+def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[str, str] | None = None) -> None:
+  """The body of a worker process: set up (worker_setup; SIGINT ignored), open the backends, then run jobs until told to
+  stop (None) or the pipe closes. silent: the worker's own errors come back as messages, stderr is not needed."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  worker_setup(silent, env)
   devices, errors = open_backends(refs)
   conn.send(Ready(os.getpid(), errors))
   while True:
@@ -286,6 +294,7 @@ class Pool:
     child.close()
     return _Worker(proc, parent)
 
+  def size(self) -> int: return len(self.workers)
   def idle(self) -> list[_Worker]: return [w for w in self.workers if w.ready and w.job is None]
   def busy(self) -> int: return sum(w.job is not None for w in self.workers)
 
