@@ -89,6 +89,14 @@ def test_a_sweep_runs_as_dask_tasks(tmp_path):
     assert dask["backends"]["CLANG"]["checked"] == 4096
     assert {**dask["backends"]["CLANG"], "seconds": 0} == {**pool["backends"]["CLANG"], "seconds": 0}
 
+def test_cluster_mode_without_dask_names_the_extra_to_install(tmp_path):
+  (tmp_path / "distributed.py").write_text("raise ImportError('no module named distributed (blocked by the test)')\n")
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+  res = subprocess.run([sys.executable, "-m", "refimpl.sweep", "--out", str(tmp_path / "sweep"), "--backend", "CLANG",
+                        "--ops", "NEG", "--chunk-bits", "12", "--range", "0:0x1000", "--cluster", "local"],
+                       env=env, capture_output=True, text=True, timeout=120)
+  assert res.returncode == 2 and "pip install 'refimpl[cluster]'" in res.stderr
+
 def test_a_corrupt_chunk_file_is_named_and_redone(tmp_path):
   out = tmp_path / "sweep"
   sweep(out, "--backend", "CLANG", "--ops", "NEG", "--range", _range(0, 3))
