@@ -36,18 +36,23 @@ def _range(first: int, n: int) -> str: return f"{first:#x}:{first + (n << BITS):
 def _files(out: Path) -> dict[Path, tuple[int, bytes]]:
   return {p: (p.stat().st_mtime_ns, p.read_bytes()) for ps in store.chunk_files(out).values() for p in ps}
 
+def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+  """A CLANG SQRT sweep of 4096 chunks (far from done when this returns), once `chunks` chunk files are written."""
+  cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
+         "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]
+  proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+  deadline = time.monotonic() + 300
+  while not (out / "SQRT-f32").is_dir() or len(_files(out)) < chunks:
+    if proc.poll() is not None or time.monotonic() > deadline:
+      os.killpg(proc.pid, signal.SIGKILL)
+      pytest.fail(f"the sweep ended or wrote no {chunks} chunks in 300 s (exit {proc.poll()})")
+    time.sleep(0.05)
+  return proc
+
 def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   out = tmp_path / "sweep"
-  cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
-         "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]  # 4096 chunks: far from done at the kill
-  proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  try:
-    deadline = time.monotonic() + 300
-    while not (out / "SQRT-f32").is_dir() or len(_files(out)) < 5:
-      assert proc.poll() is None, "the sweep ended before it could be killed"
-      assert time.monotonic() < deadline, "the sweep wrote no 5 chunks in 300 s"
-      time.sleep(0.05)
-  finally: os.killpg(proc.pid, signal.SIGKILL)
+  proc = _start_and_wait(out, 5)
+  os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its worker, at once
   proc.wait()
   before = _files(out)
   starts = sorted(int(p.stem, 16) for p in before)
@@ -58,6 +63,17 @@ def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   assert {p: after[p] for p in before} == before, "a finished chunk was written again"
   assert len(after) == len(before) + 3
   assert "3 chunks written this run" in res.stderr
+
+def test_ctrl_c_keeps_every_finished_chunk(tmp_path):
+  out = tmp_path / "sweep"
+  proc = _start_and_wait(out, 3, stderr=subprocess.PIPE)
+  proc.send_signal(signal.SIGINT)  # the main process only, as a terminal's Ctrl-C reaches it first
+  _, err = proc.communicate(timeout=120)
+  assert proc.returncode == 130 and "interrupted" in err, err
+  kept = _files(out)
+  for p in kept: assert store.read_chunk(p)["backends"]["CLANG"]["status"] == "pass"
+  res = sweep(out, "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, len(kept)))
+  assert f"{len(kept)} done, 0 to run" in res.stderr and _files(out) == kept
 
 def test_a_wrong_backend_shows_its_violations_with_their_inputs(tmp_path):
   out = tmp_path / "sweep"

@@ -29,7 +29,7 @@ def run_parser() -> argparse.ArgumentParser:
   ap.add_argument("--range", default="0:0x100000000", help="only the bit patterns START:STOP (default: all 2^32)")
   ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: the CPU count)")
   ap.add_argument("--cluster", metavar="ADDRESS", help="run chunks as Dask tasks: a scheduler address, or 'local'")
-  ap.add_argument("--quiet", action="store_true", help="no progress line")
+  ap.add_argument("--quiet", action="store_true", help="no progress: the summary only")
   return ap
 
 def report_parser() -> argparse.ArgumentParser:
@@ -52,8 +52,8 @@ def main_run(argv: list[str]) -> int:
     store.open_dir(args.out, args.chunk_bits)
   except (ValueError, ImportError, store.StoreError, OSError) as e: return _usage(str(e))
   backends = tuple((r.name, r.spec) for r in refs)
-  say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-  tasks, done = schedule.plan_tasks(args.out, cases, args.chunk_bits, lo, hi, backends, say)
+  say = (lambda text: None) if args.quiet else _say
+  tasks, done = schedule.plan_tasks(args.out, cases, args.chunk_bits, lo, hi, backends, _say)  # corrupt files: always said
   total = done + len(tasks)
   say(f"[sweep] {len(cases)} cases x {len(refs)} backends ({', '.join(r.name for r in refs)}), {total} chunks of "
       f"2^{args.chunk_bits} inputs: {done} done, {len(tasks)} to run, into {args.out}")
@@ -65,9 +65,9 @@ def main_run(argv: list[str]) -> int:
   progress = schedule.Progress(total, done, remaining, args.quiet)
   outcome = schedule.run_tasks(tasks, pool, args.out, progress)
   what = "interrupted" if outcome.interrupted else "finished"
-  say(f"\n[sweep] {what} after {time.monotonic() - t0:.0f} s: {outcome.written} chunks written this run, "
+  _say(f"\n[sweep] {what} after {time.monotonic() - t0:.0f} s: {outcome.written} chunks written this run, "
       f"{progress.done}/{total} done in {args.out}")
-  for case, backend in sorted(outcome.failing): say(f"[sweep] {backend} breaks the spec on {case}")
+  for case, backend in sorted(outcome.failing): _say(f"[sweep] {backend} breaks the spec on {case}")
   if outcome.interrupted: return 130
   return 1 if outcome.failing else 0
 
@@ -77,6 +77,8 @@ def main_report(argv: list[str]) -> int:
   except (store.StoreError, OSError) as e: return _usage(str(e))
   for p in paths: print(p)
   return 0
+
+def _say(text: str) -> None: print(text, file=sys.stderr, flush=True)
 
 def _usage(text: str) -> int:
   print(f"python -m refimpl.sweep: error: {text}", file=sys.stderr)
