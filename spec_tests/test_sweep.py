@@ -113,6 +113,20 @@ def test_cluster_mode_without_dask_names_the_extra_to_install(tmp_path):
                        env=env, capture_output=True, text=True, timeout=120)
   assert res.returncode == 2 and "pip install 'refimpl[cluster]'" in res.stderr
 
+def test_a_backend_that_does_not_open_is_tried_again_on_the_next_run(tmp_path):
+  out = tmp_path / "sweep"
+  (tmp_path / "absent_backend.py").write_text("from refimpl.device import DeviceUnavailable\n"
+                                              "class AbsentDevice:\n  subprocess_safe = True\n"
+                                              "  def __init__(self, name):\n    raise DeviceUnavailable('ABSENT: not here')\n")
+  env = {**_env(), "PYTHONPATH": os.pathsep.join([str(tmp_path), _env()["PYTHONPATH"]])}
+  cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
+         "--backend", "CLANG,absent_backend:AbsentDevice", "--ops", "NEG", "--range", _range(0, 2)]
+  first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+  record = json.loads(store.chunk_path(out, "NEG-f32", 0).read_text())["backends"]["ABSENT"]
+  assert record["status"] == "unavailable" and "ABSENT: not here" in record["detail"], first.stderr
+  again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+  assert "0 done, 2 to run" in again.stderr
+
 def test_a_corrupt_chunk_file_is_named_and_redone(tmp_path):
   out = tmp_path / "sweep"
   sweep(out, "--backend", "CLANG", "--ops", "NEG", "--range", _range(0, 3))

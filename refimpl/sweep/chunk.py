@@ -2,7 +2,7 @@
 
 `run_chunk` returns {"reference_s", "backends": {name: record}}. A backend's record:
   status      pass (every defined lane agrees with the spec), fail, unsupported (a dtype the device lacks), unavailable
-              (the device does not open here) or error (the kernel does not render, compile or run)
+              (the device does not open here: not kept, a rerun tries again) or error (the kernel does not render, compile or run)
   rule        the comparison rule (refimpl.testing.compare): "exact", "tolerance N ulp" or "allowed"
   checked     the inputs compared: the chunk's lanes the spec defines (undefined lanes are never run or compared)
   max_error   float results: the largest ulp distance (compare.ulp_distance, in the result dtype) between got and the
@@ -28,6 +28,7 @@ from refimpl.testing.differential import OpCase, OpHarness, supported
 from refimpl.testing.values import from_bits, to_bits
 
 FIRST = 5  # violating inputs kept per chunk and backend
+UNAVAILABLE = "unavailable"  # the one status a rerun does not keep: the device may open next time
 
 def chunk_inputs(start: int, count: int) -> list[np.ndarray]:
   """The float32 values whose bit patterns are start .. start+count-1."""
@@ -67,13 +68,13 @@ def record(case: OpCase, inputs: list[np.ndarray], verdict: Verdict) -> dict:
 def check_backend(ref: BackendRef, case: OpCase, inputs: list[np.ndarray], outcome) -> dict:
   """One backend's record of a chunk whose reference (`outcome`) is already computed."""
   t0 = time.perf_counter()
+  try: ref.open()
+  except DeviceError as e: return {"status": UNAVAILABLE, "detail": str(e), "seconds": 0.0}
   try:
-    ref.open()
     if not supported(ref.name, case): out = {"status": "unsupported", "detail": f"{ref.name} does not support {case.id}"}
     else:
       out = record(case, inputs, _harness(ref.name, case, len(inputs[0])).check(inputs, outcome))
       if out["status"] == "fail" and case.op in Device[ref.name].renderer.inexact_ops: out["declared_inexact"] = True
-  except DeviceError as e: out = {"status": "unavailable", "detail": str(e)}
   except Exception as e: out = {"status": "error", "detail": f"{type(e).__name__}: {e}"}
   return {**out, "seconds": round(time.perf_counter() - t0, 4)}
 

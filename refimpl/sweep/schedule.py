@@ -2,10 +2,11 @@
 
 Every chunk runs in a worker (refimpl.sweep.chunk.run_chunk), never in the main process, which only schedules and writes
 each finished chunk's file (refimpl.sweep.store) as soon as it arrives. Resuming: a chunk whose file has a record of
-every requested backend is not run again; one with some of them runs for the others only; a corrupt file is said
-and its chunk redone. A worker that dies (a backend crash takes its process with it) loses only its chunk: a chunk of
-several backends is rerun one backend at a time, and a backend that kills its worker twice on a chunk gets a "crash"
-record there. Ctrl-C stops scheduling; every chunk already written stays, and the next run goes on from there.
+every requested backend (other than "unavailable": the device did not open) is not run again; one with some of them
+runs for the others only; a corrupt file is said and its chunk redone. A worker that dies (a backend crash takes its
+process with it) loses only its chunk: a chunk of several backends is rerun one backend at a time, and a backend that
+kills its worker twice on a chunk gets a "crash" record there. Ctrl-C stops scheduling; every chunk already written
+stays, and the next run goes on from there.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from refimpl.sweep.chunk import run_chunk
+from refimpl.sweep.chunk import UNAVAILABLE, run_chunk
 from refimpl.sweep.plan import Chunk, chunks
 from refimpl.sweep.store import CorruptChunk, chunk_path, read_chunk, save_chunk
 from refimpl.testing.differential import OpCase
@@ -42,7 +43,7 @@ def plan_tasks(out: Path, cases: list[OpCase], chunk_bits: int, lo: int, hi: int
     for ch in chunks(case, chunk_bits, lo, hi):
       path, have = chunk_path(out, ch.case, ch.start), {}
       if path.exists():
-        try: have = read_chunk(path)["backends"]
+        try: have = {b: r for b, r in read_chunk(path)["backends"].items() if r.get("status") != UNAVAILABLE}
         except CorruptChunk as e: say(f"{e}; the chunk is redone")
       missing = tuple(b for b in backends if b[0] not in have)
       if missing: tasks.append(Task(ch, missing))
