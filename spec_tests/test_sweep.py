@@ -138,7 +138,7 @@ def test_a_corrupt_chunk_file_is_named_and_redone(tmp_path):
 
 def test_a_sweep_into_a_directory_of_another_chunk_size_is_refused(tmp_path):
   out = tmp_path / "sweep"
-  sweep(out, "--backend", "CLANG", "--ops", "NEG", "--range", _range(0, 1))
+  store.open_dir(out, BITS)
   res = subprocess.run([sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--backend", "CLANG", "--ops", "NEG",
                         "--chunk-bits", "13", "--range", "0:0x2000"], env=_env(), capture_output=True, text=True, timeout=120)
   assert res.returncode == 2 and "chunks of 2^12 inputs, not 2^13" in res.stderr

@@ -164,7 +164,7 @@ def html(summary: dict, problems: list[str]) -> str:
 
 def as_json(summary: dict) -> dict:
   return {"chunk_bits": summary["chunk_bits"], "total": summary["total"],
-          "cases": {c: {**{k: v for k, v in asdict(s).items() if k != "backends"}, "wall_s": s.wall_s,
+          "cases": {c: {**{k: v for k, v in asdict(s).items() if k not in ("backends", "begin", "end")}, "wall_s": s.wall_s,
                         "backends": {b: {**asdict(r), "first": [v for _, v in r.first]} for b, r in s.backends.items()}}
                     for c, s in summary["cases"].items()}}
 
