@@ -5,8 +5,9 @@
   python -m refimpl.sweep report DIR [--out docs/conformance] [--name float32-sweeps]
 
 The first form runs (or resumes) the sweep into DIR, one JSON file per finished chunk; the second writes the tables
-(NAME.md, NAME.html, NAME.json) of what DIR holds. Exit status: 0 when every chunk run agrees with the spec, 1 when some
-backend broke it, 2 on a usage error, 130 after Ctrl-C (finished chunks are kept: run the same command to go on).
+(NAME.md, NAME.html, NAME.json) of what DIR holds. Exit status: 0 when every chunk run agrees with the spec, 1 when
+some backend broke it or a chunk could not be run, 2 on a usage error, 130 after Ctrl-C (finished chunks are kept: run
+the same command to go on).
 """
 from __future__ import annotations
 
@@ -68,8 +69,10 @@ def main_run(argv: list[str]) -> int:
   _say(f"\n[sweep] {what} after {time.monotonic() - t0:.0f} s: {outcome.written} chunks written this run, "
       f"{progress.done}/{total} done in {args.out}")
   for case, backend in sorted(outcome.failing): _say(f"[sweep] {backend} breaks the spec on {case}")
+  for text in outcome.errors[:10]: _say(f"[sweep] not run (a rerun tries again): {text}")
+  if len(outcome.errors) > 10: _say(f"[sweep] ... and {len(outcome.errors) - 10} more chunks not run")
   if outcome.interrupted: return 130
-  return 1 if outcome.failing else 0
+  return 1 if outcome.failing or outcome.errors else 0
 
 def main_report(argv: list[str]) -> int:
   args = report_parser().parse_args(argv)

@@ -128,23 +128,28 @@ class Progress:
     if self.quiet: return
     print(("\r" if self.tty else "") + text + ("\n" if line or not self.tty else ""), end="", file=sys.stderr, flush=True)
 
-def _after_loss(task: Task, exc: BaseException, out: Path) -> list[Task]:
-  """What to run again after a task's worker died or raised: each backend alone, then once more, then a record."""
+def _after_loss(task: Task, exc: BaseException, out: Path, errors: list[str]) -> list[Task]:
+  """What to run again after a task's worker died or raised: each backend alone, then once more. Then a worker that
+  died gets a "crash" record (the backend kills its process on these inputs); one that raised (the worker's own
+  environment, e.g. a Dask worker without refimpl) gets none, so a rerun tries again: the error goes to `errors`."""
   if len(task.backends) > 1: return [Task(task.chunk, (b,)) for b in task.backends]
   if task.attempts == 0: return [replace(task, attempts=1)]
-  died = isinstance(exc, BrokenProcessPool) or type(exc).__name__ == "KilledWorker"
-  detail = f"{'the worker died' if died else 'the worker raised'} twice on this chunk: {type(exc).__name__}: {exc}"
   ch, (name, _) = task.chunk, task.backends[0]
-  save_chunk(out, ch.case, ch.start, ch.count, {"backends": {name: {"status": "crash" if died else "error", "detail": detail}}},
-             time.time())
+  if not (isinstance(exc, BrokenProcessPool) or type(exc).__name__ == "KilledWorker"):
+    errors.append(f"{name} on {ch.case} at {ch.start:#x}: the worker raised {type(exc).__name__}: {exc}")
+    return []
+  detail = f"the worker died twice on this chunk: {type(exc).__name__}: {exc}"
+  save_chunk(out, ch.case, ch.start, ch.count, {"backends": {name: {"status": "crash", "detail": detail}}}, time.time())
   return []
 
 @dataclass
 class Outcome:
-  """What a run did: chunks written, whether it was interrupted, and the (case, backend) pairs with violations."""
+  """What a run did: chunks written, whether it was interrupted, the (case, backend) pairs with violations, and the
+  chunks that could not be run (a worker's own error, not kept)."""
   written: int = 0
   interrupted: bool = False
   failing: set = field(default_factory=set)
+  errors: list = field(default_factory=list)
 
 def run_tasks(tasks: list[Task], pool, out: Path, progress: Progress) -> Outcome:
   """Runs the tasks on the pool, writing each chunk's file as it finishes; Ctrl-C ends it with what is written kept."""
@@ -164,7 +169,7 @@ def run_tasks(tasks: list[Task], pool, out: Path, progress: Progress) -> Outcome
         try: res = fut.result()
         except Exception as e:
           pool.lost(e)
-          again = _after_loss(t, e, out)
+          again = _after_loss(t, e, out, result.errors)
           parts[t.chunk] += len(again)
           queue.extendleft(reversed(again))
           answered(t)
