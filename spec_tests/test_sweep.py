@@ -1,6 +1,8 @@
-"""The float32 sweep (refimpl.sweep): chunks resumable after a kill, violations found with their inputs, corrupt chunk
-files said and redone, the published tables counting what the chunk files hold. Small sweeps: chunks of 2^12 inputs
-over a --range of the float32 space."""
+"""The float32 sweep (refimpl.sweep): a sweep killed (SIGKILL) or interrupted (Ctrl-C) and rerun redoes no finished
+chunk; a wrong backend's violations come with their inputs; a backend that kills its worker loses only its own record;
+a device that does not open is tried again; a corrupt chunk file is named and redone; chunks run as Dask tasks give
+the records local workers give; the published tables count what the chunk files hold. Small sweeps: chunks of 2^12
+inputs over a --range of the float32 space, as subprocesses (the CLI, its spawned workers)."""
 from __future__ import annotations
 
 import json
