@@ -51,10 +51,19 @@ def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL) -> subpro
     time.sleep(0.05)
   return proc
 
+def _group(pgid: int) -> list[int]:
+  """The live (not zombie) processes of a process group (Linux /proc)."""
+  out = []
+  for stat in Path("/proc").glob("[0-9]*/stat"):
+    try: fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError: continue
+    if fields[0] != "Z" and int(fields[2]) == pgid: out.append(int(stat.parent.name))
+  return out
+
 def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   out = tmp_path / "sweep"
   proc = _start_and_wait(out, 5)
-  os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its worker, at once
+  os.kill(proc.pid, signal.SIGKILL)  # the main process alone: its worker ends by itself
   proc.wait()
   before = _files(out)
   starts = sorted(int(p.stem, 16) for p in before)
@@ -65,11 +74,17 @@ def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   assert {p: after[p] for p in before} == before, "a finished chunk was written again"
   assert len(after) == len(before) + 3
   assert "3 chunks written this run" in res.stderr
+  deadline = time.monotonic() + 60  # a worker whose main process is gone ends within a second or so
+  while _group(proc.pid) and time.monotonic() < deadline: time.sleep(0.2)
+  left = _group(proc.pid)
+  if left: os.killpg(proc.pid, signal.SIGKILL)
+  assert not left, f"processes {left} outlived the killed sweep"
 
-def test_ctrl_c_keeps_every_finished_chunk(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_sweep_keeps_every_finished_chunk(tmp_path, sig):
   out = tmp_path / "sweep"
   proc = _start_and_wait(out, 3, stderr=subprocess.PIPE)
-  proc.send_signal(signal.SIGINT)  # the main process only, as a terminal's Ctrl-C reaches it first
+  proc.send_signal(sig)  # the main process only (a terminal's Ctrl-C reaches the whole group; the workers ignore it)
   _, err = proc.communicate(timeout=120)
   assert proc.returncode == 130 and "interrupted" in err, err
   kept = _files(out)

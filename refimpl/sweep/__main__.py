@@ -6,13 +6,14 @@
 
 The first form runs (or resumes) the sweep into DIR, one JSON file per finished chunk; the second writes the tables
 (NAME.md, NAME.html, NAME.json) of what DIR holds. Exit status: 0 when every chunk run agrees with the spec, 1 when
-some backend broke it or a chunk could not be run, 2 on a usage error, 130 after Ctrl-C (finished chunks are kept: run
+some backend broke it or a chunk could not be run, 2 on a usage error, 130 after Ctrl-C or SIGTERM (finished chunks are kept: run
 the same command to go on).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -62,6 +63,7 @@ def main_run(argv: list[str]) -> int:
   for t in tasks: remaining[t.chunk.case] += 1
   try: pool = schedule.DaskPool(args.cluster, args.jobs) if args.cluster else schedule.LocalPool(args.jobs)
   except (RuntimeError, OSError, ValueError) as e: return _usage(str(e))
+  signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as Ctrl-C does: finished chunks are all on disk
   t0 = time.monotonic()
   progress = schedule.Progress(total, done, remaining, args.quiet)
   outcome = schedule.run_tasks(tasks, pool, args.out, progress)
@@ -80,6 +82,8 @@ def main_report(argv: list[str]) -> int:
   except (store.StoreError, OSError) as e: return _usage(str(e))
   for p in paths: print(p)
   return 0
+
+def _interrupt(signum, frame) -> None: raise KeyboardInterrupt
 
 def _say(text: str) -> None: print(text, file=sys.stderr, flush=True)
 

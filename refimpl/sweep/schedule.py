@@ -5,15 +5,17 @@ each finished chunk's file (refimpl.sweep.store) as soon as it arrives. Resuming
 every requested backend (other than "unavailable": the device did not open) is not run again; one with some of them
 runs for the others only; a corrupt file is said and its chunk redone. A worker that dies (a backend crash takes its
 process with it) loses only its chunk: a chunk of several backends is rerun one backend at a time, and a backend that
-kills its worker twice on a chunk gets a "crash" record there. Ctrl-C stops scheduling; every chunk already written
-stays, and the next run goes on from there.
+kills its worker twice on a chunk gets a "crash" record there. Ctrl-C (or SIGTERM) stops scheduling; every chunk
+already written stays, and the next run goes on from there.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -52,7 +54,13 @@ def plan_tasks(out: Path, cases: list[OpCase], chunk_bits: int, lo: int, hi: int
 
 # ***** pools: submit(fn, *args) -> future, wait(futures) -> the finished ones, lost(exc), close() *****
 
-def _ignore_sigint() -> None: signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+def _worker_init(parent: int) -> None:
+  """A local worker ignores Ctrl-C (the main process's to handle) and ends when the main process is gone (killed)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  def watch() -> None:
+    while os.getppid() == parent: time.sleep(1.0)
+    os._exit(0)
+  threading.Thread(target=watch, daemon=True).start()
 
 class LocalPool:
   """`jobs` spawned worker processes (concurrent.futures), made afresh after a worker dies."""
@@ -61,7 +69,8 @@ class LocalPool:
     self._pool: cf.ProcessPoolExecutor | None = None
   def submit(self, fn, *args):
     if self._pool is None:
-      self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
+      self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                                          initargs=(os.getpid(),))
     try: return self._pool.submit(fn, *args)
     except BrokenProcessPool:
       self.lost(None)
