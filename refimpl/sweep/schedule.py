@@ -128,8 +128,8 @@ class Progress:
 
   def line(self, now: float) -> str:
     rate = self.ran / max(now - self.t0, 1e-9)
-    eta = (self.total - self.done) / rate if rate else float("inf")
-    eta_text = time.strftime("%H:%M:%S", time.gmtime(eta)) if eta < 86400 * 30 else "?"
+    eta = int((self.total - self.done) / rate) if rate else None
+    eta_text = "?" if eta is None else f"{eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}"
     return (f"[sweep] {self.done}/{self.total} chunks ({100 * self.done / max(self.total, 1):.1f}%), "
             f"{rate:.2f} chunks/s, ETA {eta_text}")
 
