@@ -180,6 +180,7 @@ def test_the_report_counts_what_the_chunk_files_hold(tmp_path):
   assert f"| SQRT-f32 | SQRTULPCLANG | incomplete: 3/{SPACE >> BITS} chunks | 12,288 | exact | 1 ulp |" in md
   assert "### SQRTULPCLANG: SQRT-f32" in md and "input 0x3f800000 (1.0): expected 0x3f800000 (1.0), got 0x3f800001" in md
   assert "| CAST-f32-to-i32 | CLANG | incomplete: 4/" in md
+  assert f"| LOG2-f32 | (every backend) | not run: 0/{SPACE >> BITS} chunks |" in md  # a case the sweep never reached
 
 @pytest.mark.parametrize("bad", ["EXP3", "CAST-f32-to-f32"])
 def test_an_unknown_op_is_a_usage_error_naming_the_choices(tmp_path, bad):

@@ -83,6 +83,10 @@ def error_unit(case: str) -> str:
   c = CASES.get(case)
   return "ulp" if c is not None and dtypes.is_float(c.result_dtype) else ""
 
+def _not_run(cases: dict) -> list[str]:
+  """The sweep cases (refimpl.sweep.plan) with no chunk in the directory: listed, so a partial run shows what it lacks."""
+  return [c for c in CASES if c not in cases]
+
 def _order(cases: dict) -> list[str]: return [c for c in CASES if c in cases] + sorted(set(cases) - set(CASES))
 
 def _error(row: Row, case: str) -> str:
@@ -120,6 +124,7 @@ def markdown(summary: dict, problems: list[str]) -> str:
     for b, row in cases[case].backends.items():
       lines.append(f"| {case} | {b} | {_done(row, total)} | {row.checked:,} | {row.rule} | {_error(row, case)} "
                    f"| {_violations(row)} | {_other(row)} | {row.seconds:.0f} s |")
+  lines += [f"| {case} | (every backend) | not run: 0/{total} chunks | 0 | | | | | |" for case in _not_run(cases)]
   lines += ["", "## Time per case", "", "Reference: the spec's results, computed once per chunk for every backend. Wall: "
             "from the case's first chunk's start to its last chunk's end.", "",
             "| case | chunk files | reference | wall |", "|---|---|---|---|"]
@@ -148,6 +153,8 @@ def html(summary: dict, problems: list[str]) -> str:
       rows.append(f"<tr><th>{esc(case)}</th><td>{esc(b)}</td><td class={done}>{esc(_done(row, total))}</td>"
                   f"<td>{row.checked:,}</td><td>{esc(row.rule)}</td><td>{_error(row, case)}</td>"
                   f"<td class={cls}>{link}</td><td>{esc(_other(row))}</td><td>{row.seconds:.0f} s</td></tr>")
+  rows += [f"<tr><th>{esc(case)}</th><td>(every backend)</td><td class=unsupported>not run: 0/{total} chunks</td><td>0</td>"
+           "<td></td><td></td><td></td><td></td><td></td></tr>" for case in _not_run(cases)]
   body = [f"<h1>Float32 sweeps</h1><p>{esc(INTRO.format(bits=summary['chunk_bits']))}</p>",
           f"<table>{head}<tbody>{''.join(rows)}</tbody></table>",
           f"<h2>Time per case</h2><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
