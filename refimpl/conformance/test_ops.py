@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refimpl.device import Device
-from refimpl.dtype import dtypes
-from refimpl.testing.differential import OpCase, OpHarness, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
-from refimpl.testing.values import from_bits, value_strategy
+from refimpl.sweep.chunk import run_chunk
+from refimpl.sweep.plan import sweep_cases
+from refimpl.testing.differential import OpCase, alu_cases, bitcast_cases, cast_cases, harness, supported, sweep_inputs
+from refimpl.testing.values import value_strategy
 
 CASES = alu_cases() + cast_cases() + bitcast_cases()
 
@@ -64,24 +65,22 @@ def test_backend_matches_the_spec_on_hypothesis_examples(backend, case, conforma
     assert verdict.ok, report
   check()
 
-# *** the `thorough` profile: every float32 input of each unary op (as the OpenCL conformance suite sweeps) ***
+# *** the `thorough` profile: every float32 input of each unary float op and float32 cast (as the OpenCL CTS sweeps) ***
 
 THOROUGH = getattr(settings, "_current_profile", None) == "thorough"
-F32_UNARY = [c for c in alu_cases() if c.dtype == dtypes.float32 and len(c.input_dtypes) == 1]
 CHUNK = 1 << 20
 
 @pytest.mark.skipif(not THOROUGH, reason="every float32 input (2^32 per op) runs only with --hypothesis-profile thorough")
-@pytest.mark.parametrize("case", F32_UNARY, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", sweep_cases(), ids=lambda c: c.id)
 def test_backend_matches_the_spec_on_every_float32_input(backend, case, conformance):
+  """The chunks of refimpl.sweep, run in this process (`python -m refimpl.sweep` runs them resumably, in parallel)."""
   if not supported(backend, case): pytest.skip(f"{backend} does not support {case.id}")
-  h = OpHarness(backend, case, lanes=CHUNK)
   checked = 0
   for start in range(0, 1 << 32, CHUNK):
-    inputs = [from_bits(np.arange(start, start + CHUNK, dtype=np.uint64), dtypes.float32)]
-    verdict = h.check(inputs)
-    if not verdict.ok:
-      report = h.failure_report(inputs, verdict)
+    rec = run_chunk(case.id, start, CHUNK, ((backend, None),))["backends"][backend]
+    if rec["status"] != "pass":
+      report = f"{backend}: {case.id} on the float32 inputs {start:#x}..{start + CHUNK - 1:#x}: {rec}"
       conformance.record(backend, case.id, "fail", report)
       pytest.fail(report)
-    checked += verdict.checked
+    checked += rec["checked"]
   conformance.record(backend, case.id, "pass", "", checked)

@@ -74,9 +74,11 @@ def rule_of(op: Ops, dtype: DType) -> str:
   """"exact", "tolerance" or "allowed" for this op on this operand dtype (CAST and BITCAST are exact)."""
   return "exact" if op in CONVERSIONS else spec.kind(op, dtype)
 
-def compare(op: Ops, dtype: DType, inputs: list[np.ndarray], got: np.ndarray, out_dtype: DType | None = None) -> Verdict:
-  """Checks `got` (a backend's result lanes) against the spec for `op` on operand dtype `dtype` and these inputs."""
-  outcome = reference(op, dtype, inputs, out_dtype)
+def compare(op: Ops, dtype: DType, inputs: list[np.ndarray], got: np.ndarray, out_dtype: DType | None = None,
+            outcome: alu.Outcome | None = None) -> Verdict:
+  """Checks `got` (a backend's result lanes) against the spec for `op` on operand dtype `dtype` and these inputs.
+  `outcome`: the spec's reference for these inputs when the caller already has it (reference() is computed otherwise)."""
+  if outcome is None: outcome = reference(op, dtype, inputs, out_dtype)
   expected = outcome.values
   undefined = outcome.undefined if outcome.undefined is not None else np.zeros(expected.shape, bool)
   if got.dtype != expected.dtype: raise TypeError(f"{op.name} on {dtype!r}: result is {got.dtype}, expected {expected.dtype}")

@@ -1,0 +1,186 @@
+"""The published tables of a sweep directory: NAME.md, NAME.html and NAME.json (docs/conformance/float32-sweeps.*).
+
+Per case and backend: the chunks done of all 2^32 / 2^chunk_bits (a sweep with fewer is shown as incomplete), the inputs
+checked (the defined lanes of the chunks done), the rule, the max error (refimpl.sweep.chunk: ulps for float results,
+|got - expected| for integer and bool results), the violations with the first violating inputs, the chunks that could
+not be checked (unsupported, unavailable, error, crash) and the backend's time. Per case: the reference's time and the
+wall time from its first chunk's start to its last chunk's end (one run's figure when the case ran in one run).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from refimpl.dtype import dtypes
+from refimpl.sweep.plan import CASES, SPACE
+from refimpl.sweep.store import CorruptChunk, chunk_files, read_chunk, read_manifest, write_json
+from refimpl.testing.report_html import esc, page
+
+FIRST = 5  # violating inputs shown per case and backend
+CHECKED = ("pass", "fail")
+
+@dataclass
+class Row:
+  """One backend's aggregate over a case's chunks."""
+  chunks: int = 0            # chunks with a pass or fail record
+  checked: int = 0
+  max_error: int = 0
+  violations: int = 0
+  rule: str = ""
+  seconds: float = 0.0
+  declared_inexact: bool = False
+  other: dict = field(default_factory=dict)   # status -> chunks (unsupported, unavailable, error, crash)
+  detail: str = ""                            # the first such chunk's reason
+  first: list = field(default_factory=list)   # the first violating inputs, in input order
+
+@dataclass
+class CaseSummary:
+  chunks: int = 0            # chunk files
+  reference_s: float = 0.0
+  begin: float = float("inf")
+  end: float = 0.0
+  backends: dict = field(default_factory=dict)
+
+  @property
+  def wall_s(self) -> float: return max(0.0, self.end - self.begin)
+
+def summarize(out: Path) -> tuple[dict, list[str]]:
+  """{chunk_bits, total, cases: {case: CaseSummary}} of a sweep directory, and the corrupt files found (each a line)."""
+  bits = read_manifest(out)["chunk_bits"]
+  cases: dict[str, CaseSummary] = {}
+  problems = []
+  for case, paths in chunk_files(out).items():
+    s = cases.setdefault(case, CaseSummary())
+    for path in paths:
+      try: data = read_chunk(path)
+      except CorruptChunk as e:
+        problems.append(str(e))
+        continue
+      s.chunks += 1
+      s.reference_s += data.get("reference_s", 0.0)
+      if "finished" in data:
+        s.begin, s.end = min(s.begin, data["finished"] - data.get("wall_s", 0.0)), max(s.end, data["finished"])
+      for backend, rec in data["backends"].items(): _add(s.backends.setdefault(backend, Row()), rec, data["start"])
+  return {"chunk_bits": bits, "total": SPACE >> bits, "cases": cases}, problems
+
+def _add(row: Row, rec: dict, start: int) -> None:
+  row.seconds += rec.get("seconds", 0.0)
+  status = rec.get("status", "?")
+  if status not in CHECKED:
+    row.other[status] = row.other.get(status, 0) + 1
+    row.detail = row.detail or rec.get("detail", "")
+    return
+  row.chunks += 1
+  row.checked += rec["checked"]
+  row.max_error = max(row.max_error, rec["max_error"])
+  row.violations += rec["violations"]
+  row.rule = row.rule or rec["rule"]
+  row.declared_inexact |= bool(rec.get("declared_inexact"))
+  row.first = sorted(row.first + [(start, v) for v in rec.get("first", [])], key=lambda x: int(x[1]["input"]["bits"], 16))[:FIRST]
+
+def error_unit(case: str) -> str:
+  """The unit of a case's max error: ulp (of the result dtype) for float results, none (|got - expected|) otherwise."""
+  c = CASES.get(case)
+  return "ulp" if c is not None and dtypes.is_float(c.result_dtype) else ""
+
+def _not_run(cases: dict) -> list[str]:
+  """The sweep cases (refimpl.sweep.plan) with no chunk in the directory: listed, so a partial run shows what it lacks."""
+  return [c for c in CASES if c not in cases]
+
+def _order(cases: dict) -> list[str]: return [c for c in CASES if c in cases] + sorted(set(cases) - set(CASES))
+
+def _error(row: Row, case: str) -> str:
+  if not row.chunks: return ""
+  unit = error_unit(case)
+  return f"{row.max_error} {unit}".strip()
+
+def _time(s: CaseSummary) -> tuple[str, str]: return f"{s.reference_s:.0f} s", f"{s.wall_s:.0f} s"
+
+def _done(row: Row, total: int) -> str: return "complete" if row.chunks == total else f"incomplete: {row.chunks}/{total} chunks"
+
+def _violations(row: Row) -> str:
+  if not row.violations: return "0"
+  return f"{row.violations}" + (" (declared inexact)" if row.declared_inexact else "")
+
+def _other(row: Row) -> str: return ", ".join(f"{n} {s}" for s, n in sorted(row.other.items()))
+
+def _first_lines(row: Row) -> list[str]:
+  return [f"input {v['input']['bits']} ({v['input']['value']}): expected {v['expected']['bits']} ({v['expected']['value']}), "
+          f"got {v['got']['bits']} ({v['got']['value']})" for _, v in row.first]
+
+INTRO = """Every float32 input (all 2^32 bit patterns) of each unary float op and each conversion from float32, on each
+backend, against the spec (refimpl's emulator), in chunks of 2^{bits} inputs: `python -m refimpl.sweep` (docs/fuzzing.md,
+"Float32 sweeps"). Inputs checked are the lanes the spec defines (an out-of-range float->int cast is undefined: never run
+or compared). Max error: for float results the largest distance in ulps of the result dtype between the backend's result
+and the spec's reference where neither is NaN (0: every lane bit for bit); for integer and bool results the largest
+|got - expected|. The rule is the spec's: exact (bit for bit), tolerance N ulp (within N ulps; NaN, inf and zero exactly)."""
+
+def markdown(summary: dict, problems: list[str]) -> str:
+  total, cases = summary["total"], summary["cases"]
+  lines = ["# Float32 sweeps", "", INTRO.format(bits=summary["chunk_bits"]), "",
+           "| case | backend | chunks | inputs checked | rule | max error | violations | not checked | backend time |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for case in _order(cases):
+    for b, row in cases[case].backends.items():
+      lines.append(f"| {case} | {b} | {_done(row, total)} | {row.checked:,} | {row.rule} | {_error(row, case)} "
+                   f"| {_violations(row)} | {_other(row)} | {row.seconds:.0f} s |")
+  lines += [f"| {case} | (every backend) | not run: 0/{total} chunks | 0 | | | | | |" for case in _not_run(cases)]
+  lines += ["", "## Time per case", "", "Reference: the spec's results, computed once per chunk for every backend. Wall: "
+            "from the case's first chunk's start to its last chunk's end.", "",
+            "| case | chunk files | reference | wall |", "|---|---|---|---|"]
+  lines += [f"| {c} | {cases[c].chunks}/{total} | {' | '.join(_time(cases[c]))} |" for c in _order(cases)]
+  bad = [(c, b, r) for c in _order(cases) for b, r in cases[c].backends.items() if r.violations or r.other]
+  if bad: lines += ["", "## Violations and chunks not checked", ""]
+  for c, b, r in bad:
+    lines += [f"### {b}: {c}", ""]
+    if r.other: lines += [f"- not checked: {_other(r)} ({r.detail})"]
+    lines += [f"- {x}" for x in _first_lines(r)] + [""]
+  if problems: lines += ["", "## Unreadable chunk files (left out)", "", *[f"- {p}" for p in problems]]
+  return "\n".join(lines).rstrip() + "\n"
+
+def _thead(*names: str) -> str: return "<thead><tr>" + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr></thead>"
+
+def html(summary: dict, problems: list[str]) -> str:
+  total, cases = summary["total"], summary["cases"]
+  head = _thead("case", "backend", "chunks", "inputs checked", "rule", "max error", "violations", "not checked", "backend time")
+  rows = []
+  for case in _order(cases):
+    for b, row in cases[case].backends.items():
+      cls = "fail" if row.violations else "pass" if row.chunks else "unsupported"
+      if row.violations and row.declared_inexact: cls = "relaxed"
+      done = "pass" if row.chunks == total else "relaxed"
+      link = f"<a href='#{esc(b)}-{esc(case)}'>{_violations(row)}</a>" if row.violations or row.other else _violations(row)
+      rows.append(f"<tr><th>{esc(case)}</th><td>{esc(b)}</td><td class={done}>{esc(_done(row, total))}</td>"
+                  f"<td>{row.checked:,}</td><td>{esc(row.rule)}</td><td>{_error(row, case)}</td>"
+                  f"<td class={cls}>{link}</td><td>{esc(_other(row))}</td><td>{row.seconds:.0f} s</td></tr>")
+  rows += [f"<tr><th>{esc(case)}</th><td>(every backend)</td><td class=unsupported>not run: 0/{total} chunks</td><td>0</td>"
+           "<td></td><td></td><td></td><td></td><td></td></tr>" for case in _not_run(cases)]
+  body = [f"<h1>Float32 sweeps</h1><p>{esc(INTRO.format(bits=summary['chunk_bits']))}</p>",
+          f"<table>{head}<tbody>{''.join(rows)}</tbody></table>",
+          f"<h2>Time per case</h2><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
+          *[f"<tr><th>{esc(c)}</th><td>{cases[c].chunks}/{total}</td>{''.join(f'<td>{t}</td>' for t in _time(cases[c]))}</tr>"
+            for c in _order(cases)], "</tbody></table>"]
+  bad = [(c, b, r) for c in _order(cases) for b, r in cases[c].backends.items() if r.violations or r.other]
+  if bad: body.append("<h2>Violations and chunks not checked</h2>")
+  for c, b, r in bad:
+    body.append(f"<h3 id='{esc(b)}-{esc(c)}'>{esc(b)}: {esc(c)}</h3>")
+    if r.other: body.append(f"<p>not checked: {esc(_other(r))} ({esc(r.detail)})</p>")
+    if r.first: body.append("<pre>" + esc("\n".join(_first_lines(r))) + "</pre>")
+  if problems: body.append("<h2>Unreadable chunk files (left out)</h2><pre>" + esc("\n".join(problems)) + "</pre>")
+  return page("Float32 sweeps", "\n".join(body))
+
+def as_json(summary: dict) -> dict:
+  return {"chunk_bits": summary["chunk_bits"], "total": summary["total"],
+          "cases": {c: {**{k: v for k, v in asdict(s).items() if k not in ("backends", "begin", "end")}, "wall_s": s.wall_s,
+                        "backends": {b: {**asdict(r), "first": [v for _, v in r.first]} for b, r in s.backends.items()}}
+                    for c, s in summary["cases"].items()}}
+
+def publish(sweep_dir: Path, out: Path, name: str) -> list[Path]:
+  """Writes NAME.md, NAME.html and NAME.json of the sweep directory into `out`; returns their paths."""
+  summary, problems = summarize(sweep_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  paths = [out / f"{name}.md", out / f"{name}.html", out / f"{name}.json"]
+  paths[0].write_text(markdown(summary, problems))
+  paths[1].write_text(html(summary, problems))
+  write_json(paths[2], as_json(summary))
+  return paths
