@@ -8,6 +8,7 @@ wall time from its first chunk's start to its last chunk's end (one run's figure
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -155,7 +156,8 @@ def html(summary: dict, problems: list[str]) -> str:
                   f"<td class={cls}>{link}</td><td>{esc(_other(row))}</td><td>{row.seconds:.0f} s</td></tr>")
   rows += [f"<tr><th>{esc(case)}</th><td>(every backend)</td><td class=unsupported>not run: 0/{total} chunks</td><td>0</td>"
            "<td></td><td></td><td></td><td></td><td></td></tr>" for case in _not_run(cases)]
-  body = [f"<h1>Float32 sweeps</h1><p>{esc(INTRO.format(bits=summary['chunk_bits']))}</p>",
+  intro = re.sub(r"`([^`]*)`", r"<code>\1</code>", esc(INTRO.format(bits=summary["chunk_bits"])))  # markdown's code spans
+  body = [f"<h1>Float32 sweeps</h1><p>{intro}</p>",
           f"<table>{head}<tbody>{''.join(rows)}</tbody></table>",
           f"<h2>Time per case</h2><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
           *[f"<tr><th>{esc(c)}</th><td>{cases[c].chunks}/{total}</td>{''.join(f'<td>{t}</td>' for t in _time(cases[c]))}</tr>"
