@@ -38,10 +38,12 @@ def _range(first: int, n: int) -> str: return f"{first:#x}:{first + (n << BITS):
 def _files(out: Path) -> dict[Path, tuple[int, bytes]]:
   return {p: (p.stat().st_mtime_ns, p.read_bytes()) for ps in store.chunk_files(out).values() for p in ps}
 
+SLOW = "sweep_planted:SlowClang"  # 50 ms a launch: 4096 chunks take minutes whatever the machine
+
 def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL) -> subprocess.Popen:
-  """A CLANG SQRT sweep of 4096 chunks (far from done when this returns), once `chunks` chunk files are written."""
+  """A SlowClang SQRT sweep of 4096 chunks (minutes from done when this returns), once `chunks` chunk files are written."""
   cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
-         "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]
+         "--backend", SLOW, "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]
   proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
   deadline = time.monotonic() + 300
   while not (out / "SQRT-f32").is_dir() or len(_files(out)) < chunks:
@@ -68,7 +70,7 @@ def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   before = _files(out)
   starts = sorted(int(p.stem, 16) for p in before)
   assert starts == [k << BITS for k in range(len(starts))], "chunks are written in order, each whole"
-  res = sweep(out, "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, len(starts) + 3))
+  res = sweep(out, "--backend", SLOW, "--ops", "SQRT", "--range", _range(0, len(starts) + 3))
   assert f"{len(starts)} done, 3 to run" in res.stderr
   after = _files(out)
   assert {p: after[p] for p in before} == before, "a finished chunk was written again"
@@ -88,8 +90,8 @@ def test_an_interrupted_sweep_keeps_every_finished_chunk(tmp_path, sig):
   _, err = proc.communicate(timeout=120)
   assert proc.returncode == 130 and "interrupted" in err, err
   kept = _files(out)
-  for p in kept: assert store.read_chunk(p)["backends"]["CLANG"]["status"] == "pass"
-  res = sweep(out, "--backend", "CLANG", "--ops", "SQRT", "--range", _range(0, len(kept)))
+  for p in kept: assert store.read_chunk(p)["backends"]["SLOWCLANG"]["status"] == "pass"
+  res = sweep(out, "--backend", SLOW, "--ops", "SQRT", "--range", _range(0, len(kept)))
   assert f"{len(kept)} done, 0 to run" in res.stderr and _files(out) == kept
 
 def test_a_wrong_backend_shows_its_violations_with_their_inputs(tmp_path):
