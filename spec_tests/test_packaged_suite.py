@@ -4,6 +4,7 @@ needs nothing but the installed package; a correct backend passes; a known failu
 or a file of patterns) does not fail the run; `pytest --pyargs refimpl.conformance` runs the same suite."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -27,9 +28,12 @@ class MyDevice(Compiled):
 def porter(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str]]:
   """(the porter's project directory, the environment in which refimpl is an installed copy, not this checkout)."""
   root = tmp_path_factory.mktemp("porter")
-  site = root / "site"
+  site, source = root / "site", root / "source"
+  # built from a copy: setuptools builds in the source tree (build/), which parallel test workers would share
+  shutil.copytree(CHECKOUT / "refimpl", source / "refimpl", ignore=shutil.ignore_patterns("__pycache__"))
+  for part in ("pyproject.toml", "README.md"): shutil.copy(CHECKOUT / part, source / part)
   res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                        str(site), str(CHECKOUT)], capture_output=True, text=True, timeout=600)
+                        str(site), str(source)], capture_output=True, text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   project = root / "project"
   (project / "my_backend").mkdir(parents=True)
