@@ -182,6 +182,27 @@ def test_the_report_counts_what_the_chunk_files_hold(tmp_path):
   assert "| CAST-f32-to-i32 | CLANG | incomplete: 4/" in md
   assert f"| LOG2-f32 | (every backend) | not run: 0/{SPACE >> BITS} chunks |" in md  # a case the sweep never reached
 
+def test_a_report_of_several_sources_takes_each_row_whole_from_the_source_with_the_most_chunks(tmp_path):
+  """report.py, "Sources": a (case, backend) row comes from one source, the one with the most checked chunks (the
+  later on a tie), so a chunk two sources hold is counted once; sources of another chunk size are refused."""
+  a, b, docs = tmp_path / "a", tmp_path / "b", tmp_path / "docs"
+  sweep(a, "--backend", "CLANG", "--ops", "NEG", "--range", _range(0, 2))
+  earlier = report.publish(a, docs, "earlier")[2]
+  sweep(b, "--backend", f"CLANG,{PLANTED}", "--ops", "NEG", "--range", _range(0, 1))
+  def neg(*sources: Path) -> dict:
+    return json.loads(report.publish(list(sources), docs, "combined")[2].read_text())["cases"]["NEG-f32"]
+  for sources in ((earlier, b), (b, earlier), (b, a), (a, earlier)):
+    rows = neg(*sources)["backends"]
+    assert (rows["CLANG"]["chunks"], rows["CLANG"]["checked"]) == (2, 2 * 4096), sources
+  combined = neg(earlier, b)
+  assert combined["chunks"] == 2 and combined["backends"]["SQRTULPCLANG"]["chunks"] == 1
+  other = tmp_path / "other"
+  store.open_dir(other, BITS + 1)
+  with pytest.raises(store.StoreError, match="different sizes"): report.publish([a, other], docs, "combined")
+  not_a_report = tmp_path / "notes.json"
+  not_a_report.write_text('{"cases": 3}')
+  with pytest.raises(store.StoreError, match=r"notes\.json: not a sweep report"): report.publish([not_a_report], docs, "x")
+
 @pytest.mark.parametrize("bad", ["EXP3", "CAST-f32-to-f32"])
 def test_an_unknown_op_is_a_usage_error_naming_the_choices(tmp_path, bad):
   res = sweep(tmp_path / "sweep", "--backend", "CLANG", "--ops", bad, check=False)

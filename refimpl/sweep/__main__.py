@@ -2,12 +2,13 @@
 
   python -m refimpl.sweep --backend CLANG,LLVM,GPU,WEBGPU --out DIR [--ops EXP2,SQRT,CAST-f32-to-i32 ...]
                           [--chunk-bits 20] [--range START:STOP] [--jobs J] [--cluster ADDRESS|local] [--quiet]
-  python -m refimpl.sweep report DIR [--out docs/conformance] [--name float32-sweeps]
+  python -m refimpl.sweep report SOURCE... [--out docs/conformance] [--name float32-sweeps]
 
 The first form runs (or resumes) the sweep into DIR, one JSON file per finished chunk; the second writes the tables
-(NAME.md, NAME.html, NAME.json) of what DIR holds. Exit status: 0 when every chunk run agrees with the spec, 1 when
-some backend broke it or a chunk could not be run, 2 on a usage error, 130 after Ctrl-C or SIGTERM (finished chunks are kept: run
-the same command to go on).
+(NAME.md, NAME.html, NAME.json) of what the sources hold: sweep directories, or an earlier report's NAME.json (each
+case and backend from the source with the most chunks of it; refimpl/sweep/report.py). Exit status: 0 when every
+chunk run agrees with the spec, 1 when some backend broke it or a chunk could not be run, 2 on a usage error, 130
+after Ctrl-C or SIGTERM (finished chunks are kept: run the same command to go on).
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ def run_parser() -> argparse.ArgumentParser:
   return ap
 
 def report_parser() -> argparse.ArgumentParser:
-  ap = argparse.ArgumentParser(prog="python -m refimpl.sweep report", description="the tables of a sweep directory")
-  ap.add_argument("dir", type=Path)
+  ap = argparse.ArgumentParser(prog="python -m refimpl.sweep report", description="the tables of sweep directories")
+  ap.add_argument("sources", type=Path, nargs="+", metavar="SOURCE",
+                  help="a sweep directory or an earlier report's NAME.json (several: combined, later ones win ties)")
   ap.add_argument("--out", type=Path, default=Path("docs/conformance"), help="where the tables go (default docs/conformance)")
   ap.add_argument("--name", default="float32-sweeps", help="file name stem (default float32-sweeps)")
   return ap
@@ -78,7 +80,7 @@ def main_run(argv: list[str]) -> int:
 
 def main_report(argv: list[str]) -> int:
   args = report_parser().parse_args(argv)
-  try: paths = report.publish(args.dir, args.out, args.name)
+  try: paths = report.publish(args.sources, args.out, args.name)
   except (store.StoreError, OSError) as e: return _usage(str(e))
   for p in paths: print(p)
   return 0

@@ -1,20 +1,26 @@
-"""The published tables of a sweep directory: NAME.md, NAME.html and NAME.json (docs/conformance/float32-sweeps.*).
+"""The published tables of sweep directories: NAME.md, NAME.html and NAME.json (docs/conformance/float32-sweeps.*).
 
 Per case and backend: the chunks done of all 2^32 / 2^chunk_bits (a sweep with fewer is shown as incomplete), the inputs
 checked (the defined lanes of the chunks done), the rule, the max error (refimpl.sweep.chunk: ulps for float results,
 |got - expected| for integer and bool results), the violations with the first violating inputs, the chunks that could
 not be checked (unsupported, unavailable, error, crash) and the backend's time. Per case: the reference's time and the
 wall time from its first chunk's start to its last chunk's end (one run's figure when the case ran in one run).
+
+Sources. The tables may combine several sources of one chunk size, given in order: sweep directories and the NAME.json
+of an earlier report (runs on other machines, or a run whose directory is gone). Each (case, backend) row comes whole
+from one source, the one with the most checked chunks of it (the later source on a tie), so no chunk is counted twice;
+a case's chunk files, reference and wall times come from the source with the most chunk files of it (likewise).
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from refimpl.dtype import dtypes
 from refimpl.sweep.plan import CASES, SPACE
-from refimpl.sweep.store import CorruptChunk, chunk_files, read_chunk, read_manifest, write_json
+from refimpl.sweep.store import MANIFEST, CorruptChunk, StoreError, chunk_files, read_chunk, read_manifest, write_json
 from refimpl.testing.report_html import esc, page
 
 FIRST = 5  # violating inputs shown per case and backend
@@ -177,9 +183,43 @@ def as_json(summary: dict) -> dict:
                         "backends": {b: {**asdict(r), "first": [v for _, v in r.first]} for b, r in s.backends.items()}}
                     for c, s in summary["cases"].items()}}
 
-def publish(sweep_dir: Path, out: Path, name: str) -> list[Path]:
-  """Writes NAME.md, NAME.html and NAME.json of the sweep directory into `out`; returns their paths."""
-  summary, problems = summarize(sweep_dir)
+def read_published(path: Path) -> dict:
+  """The summary an earlier report's NAME.json holds (as_json's form), rows as they were published."""
+  try: data = json.loads(path.read_text())
+  except (OSError, UnicodeDecodeError, ValueError) as e: raise StoreError(f"{path}: not a readable report: {e}") from None
+  try:
+    cases = {}
+    for case, c in data["cases"].items():
+      s = CaseSummary(c["chunks"], c["reference_s"], 0.0, c["wall_s"])
+      for b, r in c["backends"].items(): s.backends[b] = Row(**{**r, "first": [(0, v) for v in r["first"]]})
+      cases[case] = s
+    return {"chunk_bits": data["chunk_bits"], "total": data["total"], "cases": cases}
+  except (KeyError, TypeError, AttributeError) as e:
+    raise StoreError(f"{path}: not a sweep report's JSON (as `report` writes it): {type(e).__name__}: {e}") from None
+
+def read_source(path: Path) -> tuple[dict, list[str]]:
+  """A source's summary and its corrupt files: a sweep directory (summarize) or an earlier report's NAME.json."""
+  if path.is_dir() or path.name == MANIFEST: return summarize(path if path.is_dir() else path.parent)
+  return read_published(path), []
+
+def combine(summaries: list[dict]) -> dict:
+  """One summary of several sources of one chunk size (the module docstring's rule for which source gives what)."""
+  bits = {s["chunk_bits"] for s in summaries}
+  if len(bits) != 1: raise StoreError(f"the sources have chunks of different sizes (2^{', 2^'.join(map(str, sorted(bits)))})")
+  cases: dict[str, CaseSummary] = {}
+  for summary in summaries:
+    for case, s in summary["cases"].items():
+      mine = cases.setdefault(case, CaseSummary())
+      if s.chunks >= mine.chunks: mine.chunks, mine.reference_s, mine.begin, mine.end = s.chunks, s.reference_s, s.begin, s.end
+      for b, row in s.backends.items():
+        if b not in mine.backends or row.chunks >= mine.backends[b].chunks: mine.backends[b] = row
+  return {"chunk_bits": bits.pop(), "total": summaries[0]["total"], "cases": cases}
+
+def publish(sources: Path | list[Path], out: Path, name: str) -> list[Path]:
+  """Writes NAME.md, NAME.html and NAME.json of the sources (sweep directories or earlier reports' NAME.json, in order)
+  into `out`; returns their paths."""
+  read = [read_source(p) for p in ([sources] if isinstance(sources, Path) else sources)]
+  summary, problems = combine([s for s, _ in read]), [p for _, ps in read for p in ps]
   out.mkdir(parents=True, exist_ok=True)
   paths = [out / f"{name}.md", out / f"{name}.html", out / f"{name}.json"]
   paths[0].write_text(markdown(summary, problems))
