@@ -24,6 +24,7 @@ touch one element.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,10 +121,20 @@ def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray
   if site.view is not None:
     coef, off = site.view
     if not any(coef): out = flat[off:off + site.count].reshape((1,) + site.tail())
-    else: out = site.strided(flat, grid).reshape((grid.lanes,) + site.tail())
+    else: out = _as_lanes(site.strided(flat, grid), grid)
     return out.copy() if snapshot and np.may_share_memory(out, flat) else out
   a = site.addr
   return flat[a] if site.count == 1 else flat[a[:, None] + np.arange(site.count)]
+
+def _as_lanes(view: np.ndarray, grid: Grid) -> np.ndarray:
+  """A strided view of shape grid.shape (+ (count,)) as (lanes,) (+ (count,)): a view where its strides allow that,
+  else a copy laid out so that each element of a vector is contiguous across the lanes (a GEP of it is then a view)."""
+  axes = [(n, st) for n, st in zip(grid.shape, view.strides) if n > 1]
+  if all(st == st2 * n2 for (_, st), (n2, st2) in itertools.pairwise(axes)) or view.ndim == len(grid.shape):
+    return view.reshape((grid.lanes,) + view.shape[len(grid.shape):])
+  out = np.empty((view.shape[-1],) + grid.shape, view.dtype)
+  np.copyto(out, np.moveaxis(view, -1, 0))
+  return out.reshape(view.shape[-1], grid.lanes).T
 
 def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
   """Stores `values` (shape (lanes,) or (1,), + (count,)) into `flat` on the live lanes."""
