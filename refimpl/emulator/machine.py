@@ -318,6 +318,8 @@ class Plan:
     self.free = race_free(program, self.infos, self.grid)
     self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _ in acc)}
     self.alias = [u.src[0] if u.op is Ops.ASSIGN else i for i, u in enumerate(uops)]
+    self.global_defs = [(i, u) for i, u in enumerate(uops) if u.op is Ops.DEFINE_GLOBAL]
+    self.local_defs = [(i, u) for i, u in enumerate(uops) if u.op is Ops.DEFINE_LOCAL]
     self.block_end: dict[int, int] = {}
     opened = []
     for i, u in enumerate(uops):
@@ -414,12 +416,11 @@ class Machine:
   def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
     self.plan, self.strict = plan, strict
     self.globals: dict[int, Memory] = {}
-    for i, u in enumerate(plan.uops):
-      if u.op is Ops.DEFINE_GLOBAL:
-        given = np.asarray(buffers[u.arg])
-        data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
-        self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
-                                 i in plan.stored)
+    for i, u in plan.global_defs:
+      given = np.asarray(buffers[u.arg])
+      data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
+      self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
+                               i in plan.stored)
     self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event, UB, other keywords]
     self.origins: dict[int, Origin] = {}  # uop -> where it made values undefined (a deferred kind, `defer`)
     self.barrier_globals = True  # a BARRIER orders globals too (emulate's barrier_scope)
@@ -433,12 +434,11 @@ class Machine:
     self.env: list[Any] = [None] * len(plan.uops)
     for i, mem in self.globals.items(): self.env[i] = mem
     self.locals: list[Memory] = []
-    for i, u in enumerate(plan.uops):
-      if u.op is Ops.DEFINE_LOCAL:
-        data = np.zeros(u.dtype.size * grid.workgroups, dtype=to_np(u.dtype.base))
-        self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
-                             i in plan.stored)
-        self.locals.append(self.env[i])
+    for i, u in plan.local_defs:
+      data = np.zeros(u.dtype.size * grid.workgroups, dtype=to_np(u.dtype.base))
+      self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
+                           i in plan.stored)
+      self.locals.append(self.env[i])
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
     self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
     self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)
@@ -456,9 +456,10 @@ class Machine:
     loop run as lanes, a value from before it is repeated for the loop's lanes)."""
     j = self.plan.alias[j]
     x = self.env[j]
-    grid = self.control.grid
-    if x is LAZY: self.keep(j, Value(grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
-    elif self.regions and isinstance(x, Value) and x.v.shape[0] not in (1, grid.lanes): self.keep(j, _repeat(x, grid.lanes))
+    if x is LAZY: self.keep(j, Value(self.control.grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
+    elif self.regions and isinstance(x, Value) and x.v.shape[0] not in (1, self.control.grid.lanes):
+      self.keep(j, _repeat(x, self.control.grid.lanes))
+    else: return x
     return self.env[j]
 
   def keep(self, j: int, x: Value) -> None:
@@ -1075,8 +1076,13 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   for x in xs:
     if x.cert is not None: return _alu(m, i, u)
   v = m.plan.ufuncs[i](*[x.v for x in xs])
-  nan = np.isnan(v) if v.dtype.kind == "f" else None
-  m.env[i] = Value(v, nan.view(LEVEL), True) if nan is not None and nan.any() else Value(v)
+  m.env[i] = Value(v, np.isnan(v).view(LEVEL), True) if _has_nan(v) else Value(v)
+
+def _has_nan(v: np.ndarray) -> bool:
+  """Whether a float array holds a NaN (numpy's maximum propagates NaN); False for other dtypes."""
+  if v.dtype.kind != "f" or v.size == 0: return False
+  top = np.maximum.reduce(v, axis=None)
+  return bool(top != top)
 
 def _constant_alu(m: Machine, i: int, u: UOp) -> None:
   """IDIV, MOD, SHL or SHR by a constant with which its rule is defined on every lane (alu.constant_rule): that rule of
