@@ -153,6 +153,19 @@ def test_a_corrupt_chunk_file_is_named_and_redone(tmp_path):
   assert f"{path}: not a readable chunk file" in res.stderr and "2 done, 1 to run" in res.stderr
   assert store.read_chunk(path)["backends"]["CLANG"]["status"] == "pass"
 
+def test_a_sweep_removes_the_temporary_files_of_a_writer_that_is_gone(tmp_path):
+  """store.py: a chunk file is written as .NAME.PID.tmp and renamed; a SIGKILL between leaves the temporary file, which
+  the next sweep into the directory removes unless its writer still runs."""
+  out = tmp_path / "sweep"
+  store.open_dir(out, BITS)
+  (out / "NEG-f32").mkdir()
+  dead = out / "NEG-f32" / f".00000000.json.{(1 << 22) + 1}.tmp"  # above Linux's largest pid: no such process
+  live = out / "NEG-f32" / f".00001000.json.{os.getpid()}.tmp"
+  for tmp in (dead, live): tmp.write_text("{")
+  sweep(out, "--backend", "CLANG", "--ops", "NEG", "--range", _range(0, 1))
+  assert not dead.exists() and live.exists()
+  assert [p.name for p in store.chunk_files(out)["NEG-f32"]] == ["00000000.json"]
+
 def test_a_sweep_into_a_directory_of_another_chunk_size_is_refused(tmp_path):
   out = tmp_path / "sweep"
   store.open_dir(out, BITS)

@@ -5,7 +5,8 @@ complete: a sweep killed at any moment loses at most the chunks it was computing
   {"case", "start", "count", "reference_s", "finished" (unix time), "wall_s" (the chunk's time in its worker),
    "backends": {name: record (refimpl.sweep.chunk)}}
 A backend's record is added to an existing file (same rename), so a later sweep with more backends runs only theirs.
-The manifest holds the chunk size: a sweep into a directory made with another size is refused.
+The manifest holds the chunk size: a sweep into a directory made with another size is refused. A temporary file whose
+writer is gone (a sweep killed mid-write) is removed when a sweep opens the directory again.
 """
 from __future__ import annotations
 
@@ -31,8 +32,10 @@ def write_json(path: Path, data: dict) -> None:
   os.replace(tmp, path)
 
 def open_dir(out: Path, chunk_bits: int) -> None:
-  """Creates (or checks) the sweep directory `out` for chunks of 2^chunk_bits inputs."""
+  """Creates (or checks) the sweep directory `out` for chunks of 2^chunk_bits inputs; removes the temporary files of
+  writers that are gone."""
   out.mkdir(parents=True, exist_ok=True)
+  remove_orphans(out)
   manifest = out / MANIFEST
   if manifest.exists():
     have = read_manifest(out)
@@ -40,6 +43,23 @@ def open_dir(out: Path, chunk_bits: int) -> None:
       raise StoreError(f"{manifest}: this sweep has chunks of 2^{have.get('chunk_bits')} inputs, not 2^{chunk_bits} "
                        "(give the same --chunk-bits, or another --out)")
   else: write_json(manifest, {"chunk_bits": chunk_bits})
+
+def remove_orphans(out: Path) -> list[Path]:
+  """Removes the temporary files (write_json's .NAME.PID.tmp) in `out` and its case folders whose writing process no
+  longer exists on this machine; returns them. Only a sweep's main process writes, on the machine that holds `out`."""
+  gone = []
+  for tmp in [*out.glob(".*.tmp"), *out.glob("*/.*.tmp")]:
+    pid = tmp.name.rsplit(".", 2)[-2]
+    if pid.isdigit() and not _alive(int(pid)):
+      tmp.unlink(missing_ok=True)
+      gone.append(tmp)
+  return gone
+
+def _alive(pid: int) -> bool:
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except (PermissionError, OverflowError): return True  # another user's process, or not a pid: leave its files
+  return True
 
 def read_manifest(out: Path) -> dict:
   path = out / MANIFEST
