@@ -166,30 +166,38 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 
 class Grid:
   """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop after them
-  (`extend`). A lane is a thread, or a (thread, iteration) pair; lane numbers are C-order positions in `shape`, so a
-  thread's iterations are consecutive and a workgroup's lanes still are. A grid may be one chunk of the launch
-  (`chunks`): a box of whole workgroups at `origin` (a position per thread axis) whose threads are the launch's threads
-  base .. base + threads - 1; lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the launch's."""
+  (`extend`): axis ids 0-5 are the thread axes, 6, 7, ... the loops', outermost loop first; `sizes` has one size per
+  id. A lane is a thread, or a (thread, iteration) pair. Lanes are iteration-major: lane numbers are C-order positions
+  in `shape`, which is the loop axes, innermost loop first, then the six thread axes (`order`: the axis id of each
+  position). So one iteration's lanes are consecutive, as are a workgroup's threads within an iteration, and the lanes
+  of the grid a loop extends are the first iteration's. A grid may be one chunk of the launch (`chunks`): a box of whole
+  workgroups at `origin` (a position per thread axis) whose threads are the launch's threads base .. base + threads - 1;
+  lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the launch's."""
   def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
     g, lo = global_size, local_size
-    self.shape: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
-    self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # lanes, lanes per workgroup
-    self.workgroups = self.lanes // self.group
+    self.sizes: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
+    self.shape, self.order = self.sizes, tuple(range(6))
+    self.lanes, self.group = math.prod(self.shape), math.prod(lo)  # lanes, threads per workgroup
+    self.threads = self.lanes  # the lanes of one iteration of the loops that run as lanes
+    self.workgroups = self.threads // self.group
     self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
     self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
     self.first_group = 0  # the launch's number of this chunk's first workgroup
     self._ids: np.ndarray | None = None
 
-  def _like(self, shape: tuple[int, ...], group: int, inner: int) -> Grid:
+  def _like(self, sizes: tuple[int, ...], group: int) -> Grid:
     out = Grid.__new__(Grid)
-    out.shape, out.lanes, out.group, out.inner = shape, math.prod(shape), group, inner
-    out.workgroups = out.lanes // group
+    loops = sizes[6:]
+    out.sizes, out.shape, out.order = sizes, loops[::-1] + sizes[:6], tuple(range(len(sizes) - 1, 5, -1)) + tuple(range(6))
+    out.lanes, out.group, out.threads, out.inner = math.prod(sizes), group, math.prod(sizes[:6]), math.prod(loops)
+    out.workgroups = out.threads // group
     out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
     return out
 
   def extend(self, n: int) -> Grid:
-    """This grid with one more (innermost) axis of n iterations: each lane becomes n lanes."""
-    return self._like(self.shape + (n,), self.group * n, self.inner * n)
+    """This grid with one more axis of n iterations (the outermost in lane order): each lane becomes n lanes, lane
+    + k * self.lanes in iteration k."""
+    return self._like(self.sizes + (n,), self.group)
 
   def chunks(self, most: int) -> list[Grid]:
     """The launch as boxes of whole workgroups of at most `most` lanes each, in workgroup order: a range along one
@@ -203,7 +211,7 @@ class Grid:
     for fixed in np.ndindex(*self.shape[:d]):
       for start in range(0, self.shape[d], k):
         n = min(k, self.shape[d] - start)
-        box = self._like((1,) * d + (n,) + self.shape[d + 1:6], self.group, 1)
+        box = self._like((1,) * d + (n,) + self.shape[d + 1:6], self.group)
         box.origin = tuple(fixed) + (start,) + (0,) * (5 - d)
         box.base = int(np.ravel_multi_index(box.origin, self.launch))
         box.first_group = box.base // self.group
@@ -218,28 +226,40 @@ class Grid:
 
   def tids(self, lanes: np.ndarray) -> np.ndarray:
     """The thread of each lane, as its lane number in the launch without loop axes (what race tracking records)."""
-    return (lanes // self.inner if self.inner > 1 else lanes) + self.base
+    return (lanes % self.threads if self.inner > 1 else lanes) + self.base
+
+  def workgroup(self, lanes: np.ndarray) -> np.ndarray:
+    """The workgroup of each lane, numbered in this grid (0 .. workgroups - 1)."""
+    return (lanes % self.threads if self.inner > 1 else lanes) // self.group
+
+  def coordinate(self, lane: int, axis: int) -> int:
+    """The lane's position along the axis with id `axis`."""
+    return int(np.unravel_index(int(lane), self.shape)[self.order.index(axis)])
 
   def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
     """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
     lo = hi = off
-    for c, n in zip(coef, self.shape):
+    for c, n in zip(coef, self.sizes):
       if c > 0: hi += c * (n - 1)
       elif c < 0: lo += c * (n - 1)
     return lo, hi
+
+  def strides(self, coef: tuple[int, ...]) -> tuple[int, ...]:
+    """Coefficients per axis id as they apply to the positions of `shape` (lane order)."""
+    return tuple(coef[a] for a in self.order)
 
   def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
     """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane."""
     x: np.ndarray | int = off
     k = len(self.shape)
-    for d, (c, n) in enumerate(zip(coef, self.shape)):
+    for d, (c, n) in enumerate(zip(self.strides(coef), self.shape)):
       if c and n > 1: x = x + (np.arange(n, dtype=np.int64) * c).reshape((1,) * d + (n,) + (1,) * (k - 1 - d))
     if isinstance(x, int): return np.array([x], dtype=np.int64)
     return np.broadcast_to(x, self.shape).reshape(self.lanes)
 
   def thread(self, lane: int) -> tuple[int, ...]:
     """The thread of a lane: (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2)."""
-    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(lane) // self.inner + self.base, self.launch))
+    g2, g1, g0, l2, l1, l0 = (int(x) for x in np.unravel_index(int(self.tids(np.int64(lane))), self.launch))
     return (g0, g1, g2, l0, l1, l2)
 
   def shifted(self, coef: tuple[int, ...], off: int) -> int:
@@ -248,14 +268,18 @@ class Grid:
     return off + sum(c * o for c, o in zip(coef, self.origin))
 
   def iteration(self, lanes: np.ndarray) -> np.ndarray:
-    """The position of each lane in the loop axes, flat in C order (0 when there are none)."""
-    return lanes % self.inner
+    """The iteration of each lane in the loops run as lanes, flat in C order over their sizes, outermost loop first
+    (the sequential order of iterations; 0 when there are none)."""
+    it = lanes // self.threads
+    loops = self.sizes[6:]
+    if len(loops) < 2: return it
+    return np.ravel_multi_index(np.unravel_index(it, loops[::-1])[::-1], loops)
 
   def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6)) -> bool:
     """True when off + sum(coef[d] * id_d for d in axes) + w, w in [0, extent), is one-to-one in (ids, w).
     Sufficient condition (mixed radix): sorted by |coefficient|, each term's coefficient exceeds the largest value all
     smaller terms reach together. An axis of more than one thread with coefficient 0 fails it."""
-    terms = sorted([(abs(coef[d]), self.shape[d]) for d in axes if self.shape[d] > 1] + [(1, extent)])
+    terms = sorted([(abs(coef[d]), self.sizes[d]) for d in axes if self.sizes[d] > 1] + [(1, extent)])
     reach = 0
     for c, n in terms:
       if c <= reach: return False
@@ -306,7 +330,7 @@ def race_free(program: Program, infos: dict[int, IntInfo], grid: Grid) -> set[in
     if any(any(p[0][d] != coef[d] for d in shared) for p in parts): continue
     lo = hi = None
     for (tc, loops, const), (_, _, count) in zip(parts, acc):
-      spans = [(min(0, c * (n - 1)), max(0, c * (n - 1))) for d, (c, n) in enumerate(zip(tc, grid.shape)) if d not in shared]
+      spans = [(min(0, c * (n - 1)), max(0, c * (n - 1))) for d, (c, n) in enumerate(zip(tc, grid.sizes)) if d not in shared]
       spans += [(min(c * infos[r].lo, c * infos[r].hi), max(c * infos[r].lo, c * infos[r].hi)) for r, c in loops]
       a, b = const + sum(s[0] for s in spans), const + sum(s[1] for s in spans) + count - 1
       lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))

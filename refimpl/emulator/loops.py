@@ -249,22 +249,22 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
 
 def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray], n: int) -> Folded:
   """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself,
-  commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of iteration 0,
-  ..., then iteration 1, and so on; terms[k] holds step k's term of every iteration, (L * n, *vec) lane-major (a lane's n
-  iterations consecutive) or one row for all. Wide lanes take one in-place ufunc call per step on a strided view of
-  that iteration's terms (no copy, no transposition); narrow ones one `accumulate` along the steps. The levels: a NaN
+  commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of
+  iteration 0, ..., then iteration 1, and so on; terms[k] holds step k's term of every iteration, (n * L, *vec)
+  iteration-major (iteration it's L lanes consecutive: Grid) or one row for all. Wide lanes take one in-place ufunc
+  call per step on that iteration's contiguous terms; narrow ones one `accumulate` along the steps. The levels: a NaN
   step makes every later one NaN, so the chain is NAN_PAYLOAD exactly where its result is NaN."""
   lanes, tail = acc.shape[0], acc.shape[1:]
-  views = [np.broadcast_to(t, (lanes * n,) + tail).reshape((lanes, n) + tail) for t in terms]
+  views = [np.broadcast_to(t, (n * lanes,) + tail).reshape((n, lanes) + tail) for t in terms]
   with np.errstate(all="ignore"):
     if lanes < ROW_STEPS_FROM:
-      steps = np.stack(views, axis=2).reshape((lanes, n * len(views)) + tail)
-      chain = np.concatenate([acc[:, None], steps], axis=1)
-      out = fn.accumulate(chain, axis=1, dtype=chain.dtype)[:, -1]  # numpy would widen small ints
+      steps = np.stack(views, axis=1).reshape((n * len(views), lanes) + tail)
+      chain = np.concatenate([np.broadcast_to(acc, (1, lanes) + tail), steps])
+      out = fn.accumulate(chain, axis=0, dtype=chain.dtype)[-1]  # numpy would widen small ints
     else:
       out = np.array(np.broadcast_to(acc, (lanes,) + tail))
       for it in range(n):
-        for v in views: fn(out, v[:, it], out=out)
+        for v in views: fn(out, v[it], out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 

@@ -277,11 +277,16 @@ def _all_exact(levels: np.ndarray) -> bool:
   return levels is _exact_levels(levels.size)
 
 def _repeat(x: Value, lanes: int) -> Value:
-  """A value from outside a loop run as lanes, on the loop's lanes: each of its lanes repeated for every iteration."""
-  k = lanes // x.v.shape[0]
-  def rep(a: np.ndarray | None) -> np.ndarray | None:
-    return None if a is None else np.repeat(np.broadcast_to(a, x.v.shape), k, axis=0)
+  """A value from outside a loop run as lanes, on the loop's lanes: its lanes again for every iteration (Grid: the
+  lanes of the grid a loop extends are its first iteration's)."""
+  def rep(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else _per_iteration(a, x.v.shape, lanes)
   return Value(rep(x.v), rep(x.cert), x.settled)
+
+def _per_iteration(a: np.ndarray, shape: tuple[int, ...], lanes: int) -> np.ndarray:
+  """An array of `shape` (or broadcasting to it) over the lanes of an outer grid, repeated whole for each iteration of
+  the loops that extend it to `lanes` lanes (a copy)."""
+  k = lanes // shape[0]
+  return np.broadcast_to(a, (k,) + shape).reshape((lanes,) + shape[1:])
 
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
@@ -472,8 +477,8 @@ class Machine:
     coef, loops, off = form
     grid = self.control.grid
     off = grid.shifted(coef, off)
-    if not loops and len(grid.shape) == 6: return coef, off
-    full = list(coef) + [0] * (len(grid.shape) - 6)
+    if not loops and len(grid.sizes) == 6: return coef, off
+    full = list(coef) + [0] * (len(grid.sizes) - 6)
     for r, c in loops:
       if r in self.axes:
         axis, start = self.axes[r]
@@ -537,16 +542,15 @@ class Machine:
     loops run as lanes, then the lowest thread."""
     g = self.control.grid
     if g.inner == 1: return 0
-    return int(np.argmin(g.iteration(lanes) * (g.lanes // g.inner) + g.tids(lanes)))
+    return int(np.argmin(g.iteration(lanes) * g.threads + g.tids(lanes)))
 
   def order_key(self, i: int, lane: int) -> tuple[int, ...]:
     """Where uop i on `lane` comes in the sequential order: (loop, counter) for each RANGE around it, the uop, the
     thread. Keys compare like the order in which the sequential rule executes."""
     key: list[int] = []
     grid = self.control.grid
-    coords = np.unravel_index(lane, grid.shape) if self.axes else ()
     for r in self.plan.enclosing[i]:
-      if r in self.axes: key += [r, self.axes[r][1] + int(coords[self.axes[r][0]])]
+      if r in self.axes: key += [r, self.axes[r][1] + grid.coordinate(lane, self.axes[r][0])]
       else: key += [r, self.loops.get(r, 0)]
     return (*key, i, int(grid.tids(np.int64(lane))))
 
@@ -661,7 +665,7 @@ class Machine:
       idx, ok = x.v, lanes if x.cert is None else lanes & (x.cert != UNDEFINED)
     idx = np.broadcast_to(idx, (grid.lanes,)).astype(np.int64)
     ok = np.flatnonzero(ok & (idx >= 0) & (idx <= mem.size - count))
-    addr = idx[ok] + (grid.ids[ok] // grid.group * mem.size if mem.local else 0)
+    addr = idx[ok] + (grid.workgroup(grid.ids[ok]) * mem.size if mem.local else 0)
     return ok, addr[:, None] + np.arange(count)
 
   def uncertain(self, gate: Value | None) -> np.ndarray | None:
@@ -709,7 +713,7 @@ class Machine:
         self.ub(i, "out of bounds", lanes, describe)
         bad, live = _or(bad, oob), ~oob if live is None else live & ~oob
     addr = idx.astype(np.int64)
-    if mem.local: addr = addr + grid.ids // grid.group * mem.size
+    if mem.local: addr = addr + grid.workgroup(grid.ids) * mem.size
     if live is not None: addr = np.where(live, addr, 0)
     return Site(mem, count, live, addr=addr), bad
 
@@ -830,10 +834,10 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   outer = m.control
   end, lanes = m.plan.block_end[i], outer.grid.lanes
   def rep(mask: np.ndarray | None) -> np.ndarray | None:
-    return None if mask is None or mask.shape[0] == 1 else np.repeat(mask, n, axis=0)
+    return None if mask is None or mask.shape[0] == 1 else _per_iteration(mask, mask.shape, lanes * n)
   handlers = [_skip if j in loop.folded else h for j, h in enumerate(outer.handlers)] if loop.folded else outer.handlers
   m.control = Control(outer.grid.extend(n), handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
-  m.axes[i] = (len(m.control.grid.shape) - 1, start)
+  m.axes[i] = (len(m.control.grid.sizes) - 1, start)
   m.env[i] = LAZY
   m.regions.append((i, {}))
   try:
@@ -860,8 +864,8 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
   def chain(arrs: list[np.ndarray | None], fill: Any = EXACT) -> np.ndarray | None:
     """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
-    full = [np.broadcast_to(fill if a is None else a, (lanes * n,) + tail).reshape((lanes, n) + tail) for a in arrs]
-    return np.stack(full, axis=2).reshape((lanes, n * len(arrs)) + tail)
+    full = [np.broadcast_to(fill if a is None else a, (lanes * n,) + tail).reshape((n, lanes) + tail) for a in arrs]
+    return np.stack(full, axis=2).swapaxes(0, 1).reshape((lanes, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   fn = alu.ufunc_rule(scan.op, dt)
@@ -904,7 +908,7 @@ def _barrier(m: Machine, i: int, u: UOp) -> None:
   workgroup's threads made before it, to locals and globals, against every access they make after it (CUDA's
   __syncthreads), for every workgroup whose threads are active. Threads of different workgroups get no order from it."""
   real, grid = m.control.real, m.control.grid
-  groups = None if real is None else real.reshape(grid.workgroups, grid.group).any(axis=1)
+  groups = None if real is None else real.reshape(-1, grid.workgroups, grid.group).any(axis=(0, 2))
   for mem in (*m.locals, *(m.globals.values() if m.barrier_globals else ())): mem.barrier(groups, grid)
 
 def _load(m: Machine, i: int, u: UOp) -> None:

@@ -59,7 +59,7 @@ class Memory:
     self.reader_group = np.full(data.size, NOBODY, dtype=np.int64) if tracked and not local else None
     self.group_threads = grid.group  # threads per workgroup: a tracked thread's workgroup is its number // this
     # flat address = workgroup * size + index: the workgroup's coefficients on the six grid axes
-    gs = grid.shape
+    gs = grid.sizes
     self.base_coef = (size * gs[1] * gs[2], size * gs[2], size, 0, 0, 0) if local else (0,) * 6
 
   def levels(self) -> np.ndarray:
@@ -109,7 +109,7 @@ class Site:
     coef, off = self.view
     it = flat.itemsize
     shape = grid.shape + ((self.count,) if self.count > 1 else ())
-    strides = tuple(c * it for c in coef) + ((it,) if self.count > 1 else ())
+    strides = tuple(c * it for c in grid.strides(coef)) + ((it,) if self.count > 1 else ())
     return np.ndarray(shape, flat.dtype, buffer=flat, offset=off * it, strides=strides)
 
   def tail(self) -> tuple[int, ...]: return (self.count,) if self.count > 1 else ()
