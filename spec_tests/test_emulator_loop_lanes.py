@@ -72,6 +72,25 @@ def test_undefined_behavior_rule_first_in_sequential_order():
   assert [ev.op for ev in events] == [Ops.STORE, Ops.IDIV]  # permissive: in the order the sequential rule meets them
 
 
+def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(monkeypatch):
+  """Strict mode reports the first undefined op in the sequential order of nested loops, outer counter first: with
+  out[4i + j] = a[4i + j] / d[4i + j] and d zero at (i, j) = (1, 3) and (2, 0), the division at (1, 3) comes first
+  (IDIV by zero: DIVISOR_ZERO), although (2, 0) has the lower inner counter."""
+  b = ProgramBuilder("nested_ub_order")
+  out, a, d = b.global_buf(I32, 16), b.global_buf(I32, 16), b.global_buf(I32, 16)
+  with b.loop(4) as i, b.loop(4) as j:
+    k = b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(4, I32)), j)
+    b.store(out, k, b.alu(Ops.IDIV, b.load(a, k), b.load(d, k)))
+  p = b.build()
+  assert len(Plan.of(p, ()).lane_loops) == 2, "both loops should run as lanes"
+  divisors = np.ones(16, np.int32)
+  divisors[[7, 8]] = 0
+  for as_lanes in (True, False):
+    monkeypatch.setattr(machine, "LOOPS_AS_LANES", as_lanes)
+    with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(16, np.int32), np.arange(16, dtype=np.int32), divisors])
+    assert e.value.op is Ops.IDIV and e.value.operands == (7, 0), as_lanes
+
+
 def test_looseness_rule_nan_in_a_max_chain():
   """MAX of NaN is NaN, and a NaN result is loose (its payload is unspecified); looseness follows the chain to the end."""
   b = ProgramBuilder("max_chain")
