@@ -255,7 +255,7 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray], n: in
   call per step on that iteration's contiguous terms; narrow ones one `accumulate` along the steps. The levels: a NaN
   step makes every later one NaN, so the chain is NAN_PAYLOAD exactly where its result is NaN."""
   lanes, tail = acc.shape[0], acc.shape[1:]
-  views = [np.broadcast_to(t, (n * lanes,) + tail).reshape((n, lanes) + tail) for t in terms]
+  views = [_iterations(t, n, lanes, tail) for t in terms]
   with np.errstate(all="ignore"):
     if lanes < ROW_STEPS_FROM:
       steps = np.stack(views, axis=1).reshape((n * len(views), lanes) + tail)
@@ -267,6 +267,12 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray], n: in
         for v in views: fn(out, v[it], out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _iterations(term: np.ndarray, n: int, lanes: int, tail: tuple[int, ...]) -> np.ndarray:
+  """A term on n * lanes iteration-major lanes (or one row for all) as (n, lanes, *vec): a view."""
+  if term.shape[0] == n * lanes: return term.reshape((n, lanes) + tail)
+  return np.broadcast_to(term, (n * lanes,) + tail).reshape((n, lanes) + tail)
 
 
 def _chain_level(own: np.ndarray | None) -> np.ndarray | None:
