@@ -1123,10 +1123,12 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
   """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
   xs = [m.value_of(j) for j in u.src]
   n = max(x.v.shape[0] for x in xs)
-  def stack(arrs: list[np.ndarray | None]) -> np.ndarray | None:
+  def stack(arrs: list[np.ndarray | None], dtype: np.dtype) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
-    return np.stack([np.broadcast_to(EXACT if a is None else a, (n,)) for a in arrs], axis=-1)
-  m.env[i] = Value(stack([x.v for x in xs]), stack([x.cert for x in xs]), _all_settled(xs))
+    out = np.empty((n, len(arrs)), dtype)
+    for k, a in enumerate(arrs): out[:, k] = EXACT if a is None else a
+    return out
+  m.env[i] = Value(stack([x.v for x in xs], xs[0].v.dtype), stack([x.cert for x in xs], LEVEL), _all_settled(xs))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
