@@ -246,7 +246,7 @@ class Grid:
 
   def strides(self, coef: tuple[int, ...]) -> tuple[int, ...]:
     """Coefficients per axis id as they apply to the positions of `shape` (lane order)."""
-    return tuple(coef[a] for a in self.order)
+    return coef if len(self.order) == 6 else tuple(coef[a] for a in self.order)
 
   def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
     """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane."""
