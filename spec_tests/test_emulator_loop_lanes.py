@@ -72,17 +72,26 @@ def test_undefined_behavior_rule_first_in_sequential_order():
   assert [ev.op for ev in events] == [Ops.STORE, Ops.IDIV]  # permissive: in the order the sequential rule meets them
 
 
-def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(monkeypatch):
+@pytest.mark.parametrize("inner", ["parallel", "scan"])
+def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner, monkeypatch):
   """Strict mode reports the first undefined op in the sequential order of nested loops, outer counter first: with
-  out[4i + j] = a[4i + j] / d[4i + j] and d zero at (i, j) = (1, 3) and (2, 0), the division at (1, 3) comes first
-  (IDIV by zero: DIVISOR_ZERO), although (2, 0) has the lower inner counter."""
+  a[4i + j] / d[4i + j] and d zero at (i, j) = (1, 3) and (2, 0), the division at (1, 3) comes first (IDIV by zero:
+  DIVISOR_ZERO), although (2, 0) has the lower inner counter. Inner loop: each quotient stored (parallel, lane-major
+  lanes) or summed into out[i] (a scan of computed terms, iteration-major lanes)."""
   b = ProgramBuilder("nested_ub_order")
   out, a, d = b.global_buf(I32, 16), b.global_buf(I32, 16), b.global_buf(I32, 16)
-  with b.loop(4) as i, b.loop(4) as j:
-    k = b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(4, I32)), j)
-    b.store(out, k, b.alu(Ops.IDIV, b.load(a, k), b.load(d, k)))
+  with b.loop(4) as i:
+    acc = b.acc(b.const(0, I32)) if inner == "scan" else None
+    with b.loop(4) as j:
+      k = b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(4, I32)), j)
+      q = b.alu(Ops.IDIV, b.load(a, k), b.load(d, k))
+      if acc is None: b.store(out, k, q)
+      else: b.assign(acc, b.alu(Ops.ADD, acc, q))
+    if acc is not None: b.store(out, i, acc)
   p = b.build()
-  assert len(Plan.of(p, ()).lane_loops) == 2, "both loops should run as lanes"
+  loops = Plan.of(p, ()).lane_loops
+  assert len(loops) == 2, "both loops should run as lanes"
+  assert [loop.iteration_major for _, loop in sorted(loops.items())] == [False, inner == "scan"]
   divisors = np.ones(16, np.int32)
   divisors[[7, 8]] = 0
   for as_lanes in (True, False):

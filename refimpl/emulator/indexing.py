@@ -165,14 +165,15 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 # ***** the thread grid *****
 
 class Grid:
-  """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop after them
-  (`extend`): axis ids 0-5 are the thread axes, 6, 7, ... the loops', outermost loop first; `sizes` has one size per
-  id. A lane is a thread, or a (thread, iteration) pair. Lanes are iteration-major: lane numbers are C-order positions
-  in `shape`, which is the loop axes, innermost loop first, then the six thread axes (`order`: the axis id of each
-  position). So one iteration's lanes are consecutive, as are a workgroup's threads within an iteration, and the lanes
-  of the grid a loop extends are the first iteration's. A grid may be one chunk of the launch (`chunks`): a box of whole
-  workgroups at `origin` (a position per thread axis) whose threads are the launch's threads base .. base + threads - 1;
-  lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the launch's."""
+  """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop (`extend`):
+  axis ids 0-5 are the thread axes, 6, 7, ... the loops', outermost loop first; `sizes` has one size per id. A lane is
+  a thread, or a (thread, iteration) pair; lane numbers are C-order positions in `shape`, the axes in lane order
+  (`order`: the axis id of each position). A loop's axis goes either last in lane order (lane-major: a thread's
+  iterations are consecutive lanes) or first (iteration-major: one iteration's lanes are consecutive), as the loop
+  asks (loops.LaneLoop.iteration_major); the thread axes stay together, in launch order. A grid may be one chunk of the
+  launch (`chunks`): a box of whole workgroups at `origin` (a position per thread axis) whose threads are the launch's
+  threads base .. base + threads - 1; lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the
+  launch's."""
   def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
     g, lo = global_size, local_size
     self.sizes: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
@@ -181,23 +182,37 @@ class Grid:
     self.threads = self.lanes  # the lanes of one iteration of the loops that run as lanes
     self.workgroups = self.threads // self.group
     self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
+    self.after = 1  # the lanes of one step along the thread axes: the iterations of the loops placed after them
+    self.parent: Grid | None = None  # the grid this one extends by its last loop axis
     self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
     self.first_group = 0  # the launch's number of this chunk's first workgroup
     self._ids: np.ndarray | None = None
 
-  def _like(self, sizes: tuple[int, ...], group: int) -> Grid:
+  def _like(self, sizes: tuple[int, ...], order: tuple[int, ...], group: int) -> Grid:
     out = Grid.__new__(Grid)
-    loops = sizes[6:]
-    out.sizes, out.shape, out.order = sizes, loops[::-1] + sizes[:6], tuple(range(len(sizes) - 1, 5, -1)) + tuple(range(6))
-    out.lanes, out.group, out.threads, out.inner = math.prod(sizes), group, math.prod(sizes[:6]), math.prod(loops)
-    out.workgroups = out.threads // group
+    out.sizes, out.order, out.shape = sizes, order, tuple(sizes[a] for a in order)
+    out.lanes, out.group, out.threads, out.inner = math.prod(sizes), group, math.prod(sizes[:6]), math.prod(sizes[6:])
+    out.after = math.prod(out.shape[order.index(5) + 1:])
+    out.workgroups, out.parent = out.threads // group, None
     out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
     return out
 
-  def extend(self, n: int) -> Grid:
-    """This grid with one more axis of n iterations (the outermost in lane order): each lane becomes n lanes, lane
-    + k * self.lanes in iteration k."""
-    return self._like(self.sizes + (n,), self.group)
+  def extend(self, n: int, first: bool) -> Grid:
+    """This grid with one more axis of n iterations: each lane becomes n lanes. first: the axis goes first in lane
+    order (iteration-major: lane + k * self.lanes in iteration k), else last (lane-major: lane * n + k)."""
+    new = len(self.sizes)
+    out = self._like(self.sizes + (n,), (new, *self.order) if first else (*self.order, new), self.group)
+    out.parent = self
+    return out
+
+  def spread(self, a: np.ndarray) -> np.ndarray:
+    """An array over the lanes of an ancestor grid (one this one extends), (its lanes, *tail), on this grid's lanes:
+    the same for every iteration of the axes added since (a copy)."""
+    if a.shape[0] == self.lanes: return a
+    a = self.parent.spread(a)
+    n = self.sizes[-1]
+    if self.order[0] == len(self.sizes) - 1: return np.broadcast_to(a, (n,) + a.shape).reshape((self.lanes,) + a.shape[1:])
+    return np.repeat(a, n, axis=0)
 
   def chunks(self, most: int) -> list[Grid]:
     """The launch as boxes of whole workgroups of at most `most` lanes each, in workgroup order: a range along one
@@ -211,7 +226,7 @@ class Grid:
     for fixed in np.ndindex(*self.shape[:d]):
       for start in range(0, self.shape[d], k):
         n = min(k, self.shape[d] - start)
-        box = self._like((1,) * d + (n,) + self.shape[d + 1:6], self.group)
+        box = self._like((1,) * d + (n,) + self.shape[d + 1:6], tuple(range(6)), self.group)
         box.origin = tuple(fixed) + (start,) + (0,) * (5 - d)
         box.base = int(np.ravel_multi_index(box.origin, self.launch))
         box.first_group = box.base // self.group
@@ -226,11 +241,16 @@ class Grid:
 
   def tids(self, lanes: np.ndarray) -> np.ndarray:
     """The thread of each lane, as its lane number in the launch without loop axes (what race tracking records)."""
-    return (lanes % self.threads if self.inner > 1 else lanes) + self.base
+    return self._thread_lane(lanes) + self.base
 
   def workgroup(self, lanes: np.ndarray) -> np.ndarray:
     """The workgroup of each lane, numbered in this grid (0 .. workgroups - 1)."""
-    return (lanes % self.threads if self.inner > 1 else lanes) // self.group
+    return self._thread_lane(lanes) // self.group
+
+  def _thread_lane(self, lanes: np.ndarray) -> np.ndarray:
+    """The position of each lane's thread in this grid's threads (C order over the six thread axes)."""
+    if self.inner == 1: return lanes
+    return (lanes // self.after) % self.threads
 
   def coordinate(self, lane: int, axis: int) -> int:
     """The lane's position along the axis with id `axis`."""
@@ -270,10 +290,9 @@ class Grid:
   def iteration(self, lanes: np.ndarray) -> np.ndarray:
     """The iteration of each lane in the loops run as lanes, flat in C order over their sizes, outermost loop first
     (the sequential order of iterations; 0 when there are none)."""
-    it = lanes // self.threads
-    loops = self.sizes[6:]
-    if len(loops) < 2: return it
-    return np.ravel_multi_index(np.unravel_index(it, loops[::-1])[::-1], loops)
+    if self.inner == 1: return np.zeros_like(lanes)
+    coords = np.unravel_index(lanes, self.shape)
+    return np.ravel_multi_index([coords[self.order.index(a)] for a in range(6, len(self.sizes))], self.sizes[6:])
 
   def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6)) -> bool:
     """True when off + sum(coef[d] * id_d for d in axes) + w, w in [0, extent), is one-to-one in (ids, w).

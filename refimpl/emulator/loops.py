@@ -66,10 +66,13 @@ class Scan:
 
 @dataclass(frozen=True)
 class LaneLoop:
-  """A RANGE that may run as lanes: the accumulators it carries (none: a parallel loop), and the uops a lane run
-  leaves to `fold` (the chains' nodes and ASSIGNs)."""
+  """A RANGE that may run as lanes: the accumulators it carries (none: a parallel loop), the uops a lane run leaves to
+  `fold` (the chains' nodes and ASSIGNs), and its lane order (Grid.extend). A scan whose every term is computed by an
+  ALU op in the body runs iteration-major, so the fold reads each iteration's terms as one contiguous row; other
+  loops run lane-major, so a load that streams along the counter stays a view of memory (no copy)."""
   scans: tuple[Scan, ...]
   folded: frozenset[int]
+  iteration_major: bool = False
 
 
 def lane_loops(program: Program, infos: dict[int, IntInfo]) -> dict[int, LaneLoop]:
@@ -107,7 +110,8 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
     scans.append(scan)
   folded = {s.node for scan in scans for s in scan.steps} | {s.compare for scan in scans for s in scan.steps if s.compare}
   folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
-  return LaneLoop(tuple(scans), frozenset(folded))
+  computed = all(uops[s.term].op in GroupOp.ALU and i < s.term < end for scan in scans for s in scan.steps)
+  return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed)
 
 
 def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
@@ -247,32 +251,34 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
 
 
-def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray], n: int) -> Folded:
+def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray]) -> Folded:
   """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself,
   commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of
-  iteration 0, ..., then iteration 1, and so on; terms[k] holds step k's term of every iteration, (n * L, *vec)
-  iteration-major (iteration it's L lanes consecutive: Grid) or one row for all. Wide lanes take one in-place ufunc
-  call per step on that iteration's contiguous terms; narrow ones one `accumulate` along the steps. The levels: a NaN
-  step makes every later one NaN, so the chain is NAN_PAYLOAD exactly where its result is NaN."""
-  lanes, tail = acc.shape[0], acc.shape[1:]
-  views = [_iterations(t, n, lanes, tail) for t in terms]
+  iteration 0, ..., then iteration 1, and so on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`).
+  Wide lanes take one in-place ufunc call per step on that iteration's row (contiguous when the loop runs
+  iteration-major); narrow ones one `accumulate` along the steps. The levels: a NaN step makes every later one NaN, so
+  the chain is NAN_PAYLOAD exactly where its result is NaN."""
+  lanes, tail, n = acc.shape[0], acc.shape[1:], terms[0].shape[0]
   with np.errstate(all="ignore"):
     if lanes < ROW_STEPS_FROM:
-      steps = np.stack(views, axis=1).reshape((n * len(views), lanes) + tail)
+      steps = np.stack(terms, axis=1).reshape((n * len(terms), lanes) + tail)
       chain = np.concatenate([np.broadcast_to(acc, (1, lanes) + tail), steps])
       out = fn.accumulate(chain, axis=0, dtype=chain.dtype)[-1]  # numpy would widen small ints
     else:
       out = np.array(np.broadcast_to(acc, (lanes,) + tail))
       for it in range(n):
-        for v in views: fn(out, v[it], out=out)
+        for v in terms: fn(out, v[it], out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 
 
-def _iterations(term: np.ndarray, n: int, lanes: int, tail: tuple[int, ...]) -> np.ndarray:
-  """A term on n * lanes iteration-major lanes (or one row for all) as (n, lanes, *vec): a view."""
-  if term.shape[0] == n * lanes: return term.reshape((n, lanes) + tail)
-  return np.broadcast_to(term, (n * lanes,) + tail).reshape((n, lanes) + tail)
+def iterations(term: np.ndarray, n: int, lanes: int, iteration_major: bool) -> np.ndarray:
+  """A value of a loop run as lanes (n iterations of `lanes` outer lanes, Grid's lane order; or one row for all) as an
+  (n, lanes, *vec) view."""
+  tail = term.shape[1:]
+  if term.shape[0] != n * lanes: return np.broadcast_to(term, (n, lanes) + tail)
+  if iteration_major: return term.reshape((n, lanes) + tail)
+  return term.reshape((lanes, n) + tail).swapaxes(0, 1)
 
 
 def _chain_level(own: np.ndarray | None) -> np.ndarray | None:

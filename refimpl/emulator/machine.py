@@ -128,7 +128,7 @@ from refimpl.emulator.certainty import (
   where_undefined,
 )
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
-from refimpl.emulator.loops import LaneLoop, Scan, fold, fold_ufunc, lane_loops
+from refimpl.emulator.loops import LaneLoop, Scan, fold, fold_ufunc, iterations, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -276,17 +276,10 @@ def _all_exact(levels: np.ndarray) -> bool:
   """Whether `levels` are the shared all-EXACT ones a run returns for a buffer nothing uncertain reached."""
   return levels is _exact_levels(levels.size)
 
-def _repeat(x: Value, lanes: int) -> Value:
-  """A value from outside a loop run as lanes, on the loop's lanes: its lanes again for every iteration (Grid: the
-  lanes of the grid a loop extends are its first iteration's)."""
-  def rep(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else _per_iteration(a, x.v.shape, lanes)
+def _repeat(x: Value, grid: Grid) -> Value:
+  """A value from outside a loop run as lanes, on the loop's lanes: the same for every iteration (Grid.spread)."""
+  def rep(a: np.ndarray | None) -> np.ndarray | None: return None if a is None else grid.spread(np.broadcast_to(a, x.v.shape))
   return Value(rep(x.v), rep(x.cert), x.settled)
-
-def _per_iteration(a: np.ndarray, shape: tuple[int, ...], lanes: int) -> np.ndarray:
-  """An array of `shape` (or broadcasting to it) over the lanes of an outer grid, repeated whole for each iteration of
-  the loops that extend it to `lanes` lanes (a copy)."""
-  k = lanes // shape[0]
-  return np.broadcast_to(a, (k,) + shape).reshape((lanes,) + shape[1:])
 
 def _py(x: Any) -> Any:
   """A numpy element (or vector row) as a plain Python value."""
@@ -463,7 +456,7 @@ class Machine:
     x = self.env[j]
     if x is LAZY: self.keep(j, Value(self.control.grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
     elif self.regions and isinstance(x, Value) and x.v.shape[0] not in (1, self.control.grid.lanes):
-      self.keep(j, _repeat(x, self.control.grid.lanes))
+      self.keep(j, _repeat(x, self.control.grid))
     else: return x
     return self.env[j]
 
@@ -833,10 +826,10 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     return
   outer = m.control
   end, lanes = m.plan.block_end[i], outer.grid.lanes
-  def rep(mask: np.ndarray | None) -> np.ndarray | None:
-    return None if mask is None or mask.shape[0] == 1 else _per_iteration(mask, mask.shape, lanes * n)
+  grid = outer.grid.extend(n, loop.iteration_major)
+  def rep(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None or mask.shape[0] == 1 else grid.spread(mask)
   handlers = [_skip if j in loop.folded else h for j, h in enumerate(outer.handlers)] if loop.folded else outer.handlers
-  m.control = Control(outer.grid.extend(n), handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
+  m.control = Control(grid, handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
   m.axes[i] = (len(m.control.grid.sizes) - 1, start)
   m.env[i] = LAZY
   m.regions.append((i, {}))
@@ -851,11 +844,11 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     m.control = outer
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
-    for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes)
+    for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
 
-def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int, lanes: int) -> None:
+def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int, lanes: int, iteration_major: bool) -> None:
   """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
   levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
   if not scan.steps: return
@@ -864,13 +857,13 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
   def chain(arrs: list[np.ndarray | None], fill: Any = EXACT) -> np.ndarray | None:
     """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
-    full = [np.broadcast_to(fill if a is None else a, (lanes * n,) + tail).reshape((n, lanes) + tail) for a in arrs]
+    full = [iterations(np.broadcast_to(fill, (1,) + tail) if a is None else a, n, lanes, iteration_major) for a in arrs]
     return np.stack(full, axis=2).swapaxes(0, 1).reshape((lanes, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   fn = alu.ufunc_rule(scan.op, dt)
   if fn is not None and acc.cert is None and all(t.cert is None for t in terms):  # the chain rule with exact operands
-    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), [t.v for t in terms], n)
+    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), [iterations(t.v, n, lanes, iteration_major) for t in terms])
     _set_register(m, scan.acc, _with_levels(done.values, done.cert))
     return
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
@@ -908,7 +901,7 @@ def _barrier(m: Machine, i: int, u: UOp) -> None:
   workgroup's threads made before it, to locals and globals, against every access they make after it (CUDA's
   __syncthreads), for every workgroup whose threads are active. Threads of different workgroups get no order from it."""
   real, grid = m.control.real, m.control.grid
-  groups = None if real is None else real.reshape(-1, grid.workgroups, grid.group).any(axis=(0, 2))
+  groups = None if real is None else real.reshape(-1, grid.workgroups, grid.group, grid.after).any(axis=(0, 2, 3))
   for mem in (*m.locals, *(m.globals.values() if m.barrier_globals else ())): mem.barrier(groups, grid)
 
 def _load(m: Machine, i: int, u: UOp) -> None:
