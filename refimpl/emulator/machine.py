@@ -87,8 +87,8 @@ per counter value from the smallest start to the largest end.
 
 Loops as lanes. A RANGE with bounds that are one exact number on every lane, whose iterations loops.py proves cannot
 observe each other (parallel), or observe each other only through accumulator chains (scan), runs all its iterations
-at once: the grid gets one more axis, so each lane becomes one lane per iteration (iteration-major: one iteration's
-lanes are consecutive, Grid; race tracking still records threads). A value from before the loop is repeated for the
+at once: the grid gets one more axis, so each lane becomes one lane per iteration (lane-major, or iteration-major
+for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before the loop is repeated for the
 loop's lanes; the body's values die with the loop. A scan's chains are not run in the body: loops.fold applies them
 afterwards in the sequential order, and ASSIGN's rule writes the result. What the sequential rule would report is
 reported unchanged: every finding is keyed by its place in the sequential order ((loop, counter) of each RANGE
