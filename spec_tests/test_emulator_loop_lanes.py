@@ -188,14 +188,16 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
 
 # *** matmul-shaped scans: several accumulators per thread, vector loads through affine indices, MUL/ADD chains ***
 
-def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True):
+def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none"):
   """tinygrad's upcast matmul: thread t keeps a 2x2 tile of accumulators; each iteration loads a 2-wide row of a and a
   2-wide column pair of b through affine indices (vector loads, GEPs) and adds the four products, acc on the side
-  `acc_first` says, to the accumulators (a chain of two steps each per iteration)."""
+  `acc_first` says, to the accumulators (a chain of two steps each per iteration). loose: "operand" takes the square
+  root of a's elements first (NaN, so NAN_PAYLOAD, on negative ones: the products' operands have levels), "acc" starts
+  the first accumulator at NaN (the accumulator has levels)."""
   b = ProgramBuilder("matmul_tile")
   out, a, bm = b.global_buf(dt, 4 * threads), b.global_buf(dt, 2 * k * threads), b.global_buf(dt, 2 * k * threads)
   t = b.gidx(0, threads)
-  accs = [b.acc(b.const(0, dt)) for _ in range(4)]
+  accs = [b.acc(b.const(float("nan") if loose == "acc" and n == 0 else 0, dt)) for n in range(4)]
   with b.loop(k // 2) as r:
     base = b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(2 * k, I32)), b.alu(Ops.MUL, r, b.const(4, I32)))
     rows = [b.load(a, b.alu(Ops.ADD, base, b.const(2 * j, I32)), count=2) for j in range(2)]
@@ -203,7 +205,8 @@ def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True):
     for n, acc in enumerate(accs):
       chain = acc
       for s in range(2):
-        term = b.alu(Ops.MUL, b.gep(rows[s], n // 2), b.gep(cols[s], n % 2))
+        x = b.gep(rows[s], n // 2)
+        term = b.alu(Ops.MUL, b.alu(Ops.SQRT, x) if loose == "operand" else x, b.gep(cols[s], n % 2))
         chain = b.alu(Ops.ADD, chain, term) if acc_first else b.alu(Ops.ADD, term, chain)
       b.assign(acc, chain)
   for n, acc in enumerate(accs): b.store(out, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(4, I32)), b.const(n, I32)), acc)
@@ -219,15 +222,19 @@ def _specials(dt, size: int, rng) -> np.ndarray:
   return x
 
 
-@pytest.mark.parametrize("dt", [F32, dtypes.float64, I32], ids=lambda d: d.name)
+FLOAT_LOOSENESS = [(dt, loose) for dt in (F32, dtypes.float64) for loose in ("none", "operand", "acc")]
+
+@pytest.mark.parametrize("dt, loose", [*FLOAT_LOOSENESS, (I32, "none")], ids=lambda x: getattr(x, "name", x))
 @pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
 @pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
-def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, threads, acc_first, monkeypatch):
+def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc_first, monkeypatch):
   """RANGE runs iterations in order and each ADD / MUL is alu's rule: a matmul's scans (several accumulators per thread,
   vector loads, GEPs, the accumulator on either side) run as lanes give the sequential rule's buffers and certainty
-  levels bit for bit, on few threads and on many, through NaN, infinities, signed zeros, overflow and int wrap-around."""
-  p = _matmul_tile(dt, threads, 32, acc_first)
-  assert Plan.of(p, ()).lane_loops, "the k loop should run as lanes"
+  levels bit for bit, on few threads and on many, through NaN, infinities, signed zeros, overflow and int wrap-around,
+  whether the fold makes the products itself (exact operands) or they have levels (loose operands or accumulator)."""
+  p = _matmul_tile(dt, threads, 32, acc_first, loose)
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert all(step.product for scan in loop.scans for step in scan.steps), "the fold should make the products"
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,11 +51,13 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 @dataclass(frozen=True)
 class Step:
   """One update of an accumulator: acc = node(acc, term), or node(term, acc) when not acc_first. A select step,
-  node(p, q) = WHERE(CMPLT(p, q), q, p), has its CMPLT in `compare`."""
+  node(p, q) = WHERE(CMPLT(p, q), q, p), has its CMPLT in `compare`. `product`: the operands of a term the fold may
+  compute itself, step by step (`_products`), instead of the body computing it for every iteration at once."""
   node: int
   term: int
   acc_first: bool
   compare: int | None = None
+  product: tuple[int, int] | None = None
 
 @dataclass(frozen=True)
 class Scan:
@@ -107,9 +109,10 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
   for acc in sorted(carried):
     scan = _scan(program, i, end, acc, carried, ends, users)
     if scan is None: return None
-    scans.append(scan)
+    scans.append(_products(program, infos, i, end, ends, users, scan))
   folded = {s.node for scan in scans for s in scan.steps} | {s.compare for scan in scans for s in scan.steps if s.compare}
   folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
+  folded |= {s.term for scan in scans for s in scan.steps if s.product is not None}
   computed = all(uops[s.term].op in GroupOp.ALU and i < s.term < end for scan in scans for s in scan.steps)
   return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed)
 
@@ -191,6 +194,21 @@ def _scan(program: Program, i: int, end: int, acc: int, carried: set[int], ends:
   return Scan(acc, op if op is not None else Ops.ADD, tuple(steps))
 
 
+def _products(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int],
+              users: dict[int, list[int]], scan: Scan) -> Scan:
+  """The scan with the steps whose term the fold may compute itself marked (Step.product): a MUL made directly in loop
+  i's body, used by its step only, not an index form, where the MUL's rule and the chain op's are numpy ufuncs
+  (alu.ufunc_rule). The fold then makes each iteration's product just before the step that adds it."""
+  uops = program.uops
+  dt = uops[scan.steps[0].node].dtype.scalar() if scan.steps else None
+  if dt is None or alu.ufunc_rule(scan.op, dt) is None or alu.ufunc_rule(Ops.MUL, dt) is None: return scan
+  depth = _depths(program, i, end, ends)
+  def fused(s: Step) -> bool:
+    return (uops[s.term].op is Ops.MUL and i < s.term < end and depth[s.term] == 0 and users.get(s.term) == [s.node]
+            and getattr(infos.get(s.term), "aff", None) is None)
+  return replace(scan, steps=tuple(replace(s, product=uops[s.term].src) if fused(s) else s for s in scan.steps))
+
+
 def _select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
   """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) and the WHERE is its CMPLT's only user."""
   u = uops[node]
@@ -220,6 +238,15 @@ def _dependent(program: Program, i: int, end: int, carried: set[int]) -> set[int
 
 
 # ***** the fold *****
+
+@dataclass(frozen=True)
+class Product:
+  """A chain step's term the fold computes itself (Step.product): fn(a, b), fn the MUL's ufunc rule, a and b its exact
+  operands as (n iterations, L, *vec) views (`iterations`) or as the loop's values (n * L lanes, or one row)."""
+  fn: np.ufunc
+  a: np.ndarray
+  b: np.ndarray
+
 
 @dataclass
 class Folded:
@@ -251,23 +278,29 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
 
 
-def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray]) -> Folded:
+def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product]) -> Folded:
   """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself,
   commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of
-  iteration 0, ..., then iteration 1, and so on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`).
+  iteration 0, ..., then iteration 1, and so on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`),
+  or a Product the fold makes one iteration at a time (the same ufunc on the same operands as the body would).
   Wide lanes take one in-place ufunc call per step on that iteration's row (contiguous when the loop runs
   iteration-major); narrow ones one `accumulate` along the steps. The levels: a NaN step makes every later one NaN, so
   the chain is NAN_PAYLOAD exactly where its result is NaN."""
-  lanes, tail, n = acc.shape[0], acc.shape[1:], terms[0].shape[0]
+  lanes, tail = acc.shape[0], acc.shape[1:]
+  n = terms[0].a.shape[0] if isinstance(terms[0], Product) else terms[0].shape[0]
   with np.errstate(all="ignore"):
     if lanes < ROW_STEPS_FROM:
-      steps = np.stack(terms, axis=1).reshape((n * len(terms), lanes) + tail)
+      rows = [t.fn(t.a, t.b) if isinstance(t, Product) else t for t in terms]
+      steps = np.stack([np.broadcast_to(r, (n, lanes) + tail) for r in rows], axis=1).reshape((n * len(terms), lanes) + tail)
       chain = np.concatenate([np.broadcast_to(acc, (1, lanes) + tail), steps])
       out = fn.accumulate(chain, axis=0, dtype=chain.dtype)[-1]  # numpy would widen small ints
     else:
       out = np.array(np.broadcast_to(acc, (lanes,) + tail))
+      product = np.empty_like(out)
       for it in range(n):
-        for v in terms: fn(out, v[it], out=out)
+        for v in terms:
+          if isinstance(v, Product): fn(out, v.fn(v.a[it], v.b[it], out=product), out=out)
+          else: fn(out, v[it], out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 

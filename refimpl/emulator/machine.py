@@ -88,12 +88,14 @@ per counter value from the smallest start to the largest end.
 Loops as lanes. A RANGE with bounds that are one exact number on every lane, whose iterations loops.py proves cannot
 observe each other (parallel), or observe each other only through accumulator chains (scan), runs all its iterations
 at once: the grid gets one more axis, so each lane becomes one lane per iteration (lane-major, or iteration-major
-for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before the loop is repeated for the
-loop's lanes; the body's values die with the loop. A scan's chains are not run in the body: loops.fold applies them
-afterwards in the sequential order, and ASSIGN's rule writes the result. What the sequential rule would report is
-reported unchanged: every finding is keyed by its place in the sequential order ((loop, counter) of each RANGE
-around it, the uop, the thread), a permissive run lists its events in that order and describes each by its first
-lane in it, and strict mode raises, when the loop ends, the first finding, with the count of its own iteration.
+for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before
+the loop is repeated for the loop's lanes; the body's values die with the loop. A scan's chains are not run in the
+body: loops.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
+by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product).
+What the sequential rule would report is reported unchanged: every finding is keyed by its place in the sequential
+order ((loop, counter) of each RANGE around it, the uop, the thread), a permissive run lists its events in that order
+and describes each by its first lane in it, and strict mode raises, when the loop ends, the first finding, with the
+count of its own iteration.
 
 Memory bound. The values of a run's lanes take at most LANE_MEMORY bytes (estimated per lane from the program's uop
 dtypes, twice for masks and temporaries). A launch that needs more runs in chunks of whole workgroups, each a run of
@@ -128,7 +130,7 @@ from refimpl.emulator.certainty import (
   where_undefined,
 )
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
-from refimpl.emulator.loops import LaneLoop, Scan, fold, fold_ufunc, iterations, lane_loops
+from refimpl.emulator.loops import LaneLoop, Product, Scan, Step, fold, fold_ufunc, iterations, lane_loops
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -835,7 +837,7 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   m.regions.append((i, {}))
   try:
     m.run(i + 1, end)
-    terms = [[m.value_of(step.term) for step in scan.steps] for scan in loop.scans]
+    terms = [[_chain_term(m, step) for step in scan.steps] for scan in loop.scans]
   finally:
     _, restore = m.regions.pop()
     for j in range(i + 1, end): m.env[j] = None  # dead after the loop (loops.py)
@@ -848,7 +850,17 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
 
-def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int, lanes: int, iteration_major: bool) -> None:
+def _chain_term(m: Machine, step: Step) -> Value | Product:
+  """A chain step's term at the end of its loop's body: its value; for a product the fold makes itself (Step.product),
+  its exact operands as a Product, or, when an operand has levels, its value made now by its own handler."""
+  if step.product is None: return m.value_of(step.term)
+  x, y = (m.value_of(j) for j in step.product)
+  if x.cert is None and y.cert is None: return Product(m.plan.ufuncs[step.term], x.v, y.v)
+  m.plan.handlers[step.term](m, step.term, m.plan.uops[step.term])
+  return m.value_of(step.term)
+
+def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: int, n: int, lanes: int,
+          iteration_major: bool) -> None:
   """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
   levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
   if not scan.steps: return
@@ -862,10 +874,13 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value], start: int, n: int
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   fn = alu.ufunc_rule(scan.op, dt)
-  if fn is not None and acc.cert is None and all(t.cert is None for t in terms):  # the chain rule with exact operands
-    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), [iterations(t.v, n, lanes, iteration_major) for t in terms])
+  def rows(a: np.ndarray) -> np.ndarray: return iterations(a, n, lanes, iteration_major)
+  if fn is not None and acc.cert is None and all(isinstance(t, Product) or t.cert is None for t in terms):  # exact operands
+    views = [Product(t.fn, rows(t.a), rows(t.b)) if isinstance(t, Product) else rows(t.v) for t in terms]
+    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), views)
     _set_register(m, scan.acc, _with_levels(done.values, done.cert))
     return
+  terms = [_ufunc_value(t.fn(t.a, t.b)) if isinstance(t, Product) else t for t in terms]
   out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
              [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
@@ -1072,8 +1087,11 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   xs = [m.value_of(j) for j in u.src]
   for x in xs:
     if x.cert is not None: return _alu(m, i, u)
-  v = m.plan.ufuncs[i](*[x.v for x in xs])
-  m.env[i] = Value(v, np.isnan(v).view(LEVEL), True) if _has_nan(v) else Value(v)
+  m.env[i] = _ufunc_value(m.plan.ufuncs[i](*[x.v for x in xs]))
+
+def _ufunc_value(v: np.ndarray) -> Value:
+  """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns."""
+  return Value(v, np.isnan(v).view(LEVEL), True) if _has_nan(v) else Value(v)
 
 def _has_nan(v: np.ndarray) -> bool:
   """Whether a float array holds a NaN (numpy's maximum propagates NaN); False for other dtypes."""
