@@ -214,11 +214,15 @@ def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = 
 
 
 def _specials(dt, size: int, rng) -> np.ndarray:
-  """Values whose chains round, overflow and meet NaN, inf and signed zeros (ints: values that wrap)."""
+  """Values whose chains round, overflow and meet NaN (of three payloads: which one an op keeps shows the order of its
+  operands), inf and signed zeros (ints: values that wrap)."""
   if dtypes.is_int(dt): return rng.integers(-(2**31), 2**31, size).astype(np.int32)
   x = rng.standard_normal(size).astype(to_np(dt)) * to_np(dt).type(2.0**20)
-  picks = rng.integers(0, size, 12)
-  x[picks] = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e-40, np.nan, 1.0, 2.0**24, 1.0], x.dtype)
+  picks = rng.integers(0, size, 16)
+  x[picks] = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e-40, np.nan, 1.0, 2.0**24, 1.0, -np.nan, -np.nan,
+                       np.nan, np.nan], x.dtype)
+  bits = x.view(f"u{x.itemsize}")
+  bits[picks[-2:]] |= 5  # NaNs with a payload of their own
   return x
 
 
@@ -230,11 +234,13 @@ FLOAT_LOOSENESS = [(dt, loose) for dt in (F32, dtypes.float64) for loose in ("no
 def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc_first, monkeypatch):
   """RANGE runs iterations in order and each ADD / MUL is alu's rule: a matmul's scans (several accumulators per thread,
   vector loads, GEPs, the accumulator on either side) run as lanes give the sequential rule's buffers and certainty
-  levels bit for bit, on few threads and on many, through NaN, infinities, signed zeros, overflow and int wrap-around,
-  whether the fold makes the products itself (exact operands) or they have levels (loose operands or accumulator)."""
+  levels bit for bit (every NaN one value), on few threads and on many, through NaN, infinities, signed zeros,
+  overflow and int wrap-around, whether the fold makes the products itself (exact operands; on many threads the four
+  accumulators as one tile) or they have levels (loose operands or accumulator)."""
   p = _matmul_tile(dt, threads, 32, acc_first, loose)
   (loop,) = Plan.of(p, ()).lane_loops.values()
   assert all(step.product for scan in loop.scans for step in scan.steps), "the fold should make the products"
+  assert loop.outer is not None and len(loop.outer.scans) == 4, "the four accumulators should fold as one tile"
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
@@ -245,8 +251,11 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc
 
 def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   """The same rule on tinygrad 0.10.1's own 256x256 matmul kernel (bench/kernels/grid_matmul_256.json: 16 upcast
-  accumulators per thread, float4 loads, a 4096-thread grid): lanes and the sequential rule agree bit for bit."""
+  accumulators per thread, folded as one 4x4 tile; float4 loads, a 4096-thread grid): lanes and the sequential rule
+  agree bit for bit (every NaN one value)."""
   p = program_from_json((pathlib.Path(__file__).parent.parent / "bench" / "kernels" / "grid_matmul_256.json").read_text())
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert loop.outer is not None and len(loop.outer.scans) == 16
   rng = np.random.default_rng(0)
   inputs = [np.zeros(dt.size, to_np(dt.base)) if k == 0 else _specials(dt.base, dt.size, rng)
             for k, dt in sorted(p.buffers.items())]

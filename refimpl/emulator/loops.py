@@ -25,10 +25,12 @@ Everything else runs sequentially.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -67,14 +69,34 @@ class Scan:
   steps: tuple[Step, ...]
 
 @dataclass(frozen=True)
+class TileStep:
+  """One step of every chain of an OuterProduct tile: accumulator (r, c) is chained with the product of operands
+  rows[r] and cols[c] (keys that are one for GEPs and ALU ops of the same operands: `_outer_product`), the row's
+  operand first where row_first[r * cols + c]."""
+  rows: tuple[Any, ...]
+  cols: tuple[Any, ...]
+  row_first: tuple[bool, ...]
+
+@dataclass(frozen=True)
+class OuterProduct:
+  """Scans of one loop whose folds may run together (`fold_outer`): a tile of len(steps[0].rows) x len(steps[0].cols)
+  accumulators, scan `scans[r * cols + c]` (an index into LaneLoop.scans) at (r, c), whose chains have one op and one
+  dtype, and whose every step is a product (Step.product) of an operand its row shares with one its column shares
+  (tinygrad's upcast matmul)."""
+  scans: tuple[int, ...]
+  steps: tuple[TileStep, ...]
+
+@dataclass(frozen=True)
 class LaneLoop:
   """A RANGE that may run as lanes: the accumulators it carries (none: a parallel loop), the uops a lane run leaves to
   `fold` (the chains' nodes and ASSIGNs), and its lane order (Grid.extend). A scan whose every term is computed by an
   ALU op in the body runs iteration-major, so the fold reads each iteration's terms as one contiguous row; other
-  loops run lane-major, so a load that streams along the counter stays a view of memory (no copy)."""
+  loops run lane-major, so a load that streams along the counter stays a view of memory (no copy). `outer`: the
+  scans whose folds may run as one tile (`OuterProduct`), or None."""
   scans: tuple[Scan, ...]
   folded: frozenset[int]
   iteration_major: bool = False
+  outer: OuterProduct | None = None
 
 
 def lane_loops(program: Program, infos: dict[int, IntInfo]) -> dict[int, LaneLoop]:
@@ -114,7 +136,7 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
   folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
   folded |= {s.term for scan in scans for s in scan.steps if s.product is not None}
   computed = all(uops[s.term].op in GroupOp.ALU and i < s.term < end for scan in scans for s in scan.steps)
-  return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed)
+  return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed, _outer_product(program, scans))
 
 
 def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
@@ -209,6 +231,42 @@ def _products(program: Program, infos: dict[int, IntInfo], i: int, end: int, end
   return replace(scan, steps=tuple(replace(s, product=uops[s.term].src) if fused(s) else s for s in scan.steps))
 
 
+def _outer_product(program: Program, scans: Sequence[Scan]) -> OuterProduct | None:
+  """The loop's scans as one OuterProduct tile when every one of them has the shape its docstring gives (at least two
+  accumulators); the tile's rows and columns are the distinct first and second operands of the first step."""
+  uops = program.uops
+  if len(scans) < 2 or any(not scan.steps or not all(s.product for s in scan.steps) for scan in scans): return None
+  if len({(scan.op, len(scan.steps), uops[scan.steps[0].node].dtype) for scan in scans}) != 1: return None
+  @functools.cache
+  def same(j: int) -> Any:  # one key for uops that are one value: the same GEP or ALU op of the same operands
+    u = uops[j]
+    return (u.op, u.dtype, u.arg, *map(same, u.src)) if u.op in GroupOp.ALU or u.op is Ops.GEP else j
+  def operands(step: Step) -> tuple[Any, Any]: return same(step.product[0]), same(step.product[1])
+  first = {operands(scan.steps[0]): k for k, scan in enumerate(scans)}
+  xs, ys = list(dict.fromkeys(x for x, _ in first)), list(dict.fromkeys(y for _, y in first))
+  if len(first) != len(scans) or len(xs) * len(ys) != len(scans): return None
+  tile = tuple(first[(x, y)] for x in xs for y in ys)
+  steps = []
+  for s in range(len(scans[0].steps)):
+    step = _tile_step([operands(scans[k].steps[s]) for k in tile], len(xs), len(ys))
+    if step is None: return None
+    steps.append(TileStep(*step))
+  return OuterProduct(tile, tuple(steps))
+
+
+def _tile_step(pairs: list[tuple[Any, Any]], rows: int, cols: int):
+  """(row operands, column operands, row_first) such that pairs[r * cols + c] is (rows[r], cols[c]) or the other way
+  round, or None. Row 0's operand is one of pair (0, 0)'s: each choice fixes the columns' and so the other rows'."""
+  def other(pair: tuple[Any, Any], x: Any) -> Any: return pair[1] if pair[0] == x else pair[0] if pair[1] == x else None
+  for r0 in dict.fromkeys(pairs[0]):
+    col_ops = [other(pairs[c], r0) for c in range(cols)]
+    row_ops = [other(pairs[r * cols], col_ops[0]) for r in range(rows)] if col_ops[0] is not None else [None]
+    if None in col_ops or None in row_ops: continue
+    if all(pairs[r * cols + c] in ((row_ops[r], col_ops[c]), (col_ops[c], row_ops[r])) for r in range(rows) for c in range(cols)):
+      return tuple(row_ops), tuple(col_ops), tuple(pairs[r * cols + c][0] == row_ops[r] for r in range(rows) for c in range(cols))
+  return None
+
+
 def _select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
   """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) and the WHERE is its CMPLT's only user."""
   u = uops[node]
@@ -279,13 +337,14 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
 
 
 def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product]) -> Folded:
-  """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself,
-  commutative, defined everywhere) with exact operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of
-  iteration 0, ..., then iteration 1, and so on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`),
-  or a Product the fold makes one iteration at a time (the same ufunc on the same operands as the body would).
-  Wide lanes take one in-place ufunc call per step on that iteration's row (contiguous when the loop runs
-  iteration-major); narrow ones one `accumulate` along the steps. The levels: a NaN step makes every later one NaN, so
-  the chain is NAN_PAYLOAD exactly where its result is NaN."""
+  """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself, defined
+  everywhere, commutative up to which NaN payload it keeps, which the spec leaves open: NAN_PAYLOAD) with exact
+  operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of iteration 0, ..., then iteration 1, and so
+  on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`), or a Product the fold makes one iteration
+  at a time (the same ufunc on the same operands as the body would). Wide lanes take one in-place ufunc call per step
+  on that iteration's row (contiguous when the loop runs iteration-major); narrow ones one `accumulate` along the
+  steps. The levels: a NaN step makes every later one NaN, so the chain is NAN_PAYLOAD exactly where its result is
+  NaN."""
   lanes, tail = acc.shape[0], acc.shape[1:]
   n = terms[0].a.shape[0] if isinstance(terms[0], Product) else terms[0].shape[0]
   with np.errstate(all="ignore"):
@@ -301,6 +360,20 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Produ
         for v in terms:
           if isinstance(v, Product): fn(out, v.fn(v.a[it], v.b[it], out=product), out=out)
           else: fn(out, v[it], out=out)
+  nan = np.isnan(out) if out.dtype.kind == "f" else None
+  return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def fold_outer(fn: np.ufunc, acc: np.ndarray, steps: Sequence[Product]) -> Folded:
+  """fold_ufunc of an OuterProduct tile at once: acc (rows, cols, L); step s is Product(mul, x, y) with x (n, rows, L)
+  the rows' operands and y (n, cols, L) the columns', so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
+  step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
+  the whole tile (mul and fn commute, as fold_ufunc's chains do)."""
+  n = steps[0].a.shape[0]
+  with np.errstate(all="ignore"):
+    out, product = acc.copy(), np.empty_like(acc)
+    for it in range(n):
+      for p in steps: fn(out, p.fn(p.a[it][:, None], p.b[it][None, :], out=product), out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 

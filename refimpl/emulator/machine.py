@@ -91,7 +91,8 @@ at once: the grid gets one more axis, so each lane becomes one lane per iteratio
 for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before
 the loop is repeated for the loop's lanes; the body's values die with the loop. A scan's chains are not run in the
 body: loops.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
-by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product).
+by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product);
+the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together.
 What the sequential rule would report is reported unchanged: every finding is keyed by its place in the sequential
 order ((loop, counter) of each RANGE around it, the uop, the thread), a permissive run lists its events in that order
 and describes each by its first lane in it, and strict mode raises, when the loop ends, the first finding, with the
@@ -130,7 +131,18 @@ from refimpl.emulator.certainty import (
   where_undefined,
 )
 from refimpl.emulator.indexing import FULL, Grid, accesses, analyze, race_free, thread_form
-from refimpl.emulator.loops import LaneLoop, Product, Scan, Step, fold, fold_ufunc, iterations, lane_loops
+from refimpl.emulator.loops import (
+  ROW_STEPS_FROM,
+  LaneLoop,
+  Product,
+  Scan,
+  Step,
+  fold,
+  fold_outer,
+  fold_ufunc,
+  iterations,
+  lane_loops,
+)
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -846,7 +858,9 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     m.control = outer
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
-    for scan, ts in zip(loop.scans, terms): _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
+    tiled = _fold_tile(m, loop, terms, n, lanes)
+    for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
+      if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
 
@@ -891,6 +905,29 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
     else: m.ub(scan.steps[s % len(scan.steps)].node, "alu", np.array([lane]), describe)
   cert = join(_carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
   _set_register(m, scan.acc, _with_levels(out.values, cert))
+
+def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n: int, lanes: int) -> set[int]:
+  """The folds of loop.outer's tile at once (loops.fold_outer) when their accumulators are exact scalars, every term
+  is a Product and the lanes are wide; the same registers `_fold` would give each. Returns the scans it folded."""
+  tile = loop.outer
+  if tile is None or lanes < ROW_STEPS_FROM: return set()
+  scans, ts = [loop.scans[k] for k in tile.scans], [terms[k] for k in tile.scans]
+  accs = [m.env[scan.acc] for scan in scans]
+  if any(a.cert is not None or a.v.ndim != 1 for a in accs) or not all(isinstance(t, Product) for row in ts for t in row):
+    return set()
+  rows, cols = len(tile.steps[0].rows), len(tile.steps[0].cols)
+  def operand(p: Product, first: bool) -> np.ndarray: return iterations(p.a if first else p.b, n, lanes, loop.iteration_major)
+  steps = []
+  for s, step in enumerate(tile.steps):
+    x = np.stack([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)], axis=1)
+    y = np.stack([operand(ts[c][s], not step.row_first[c]) for c in range(cols)], axis=1)
+    steps.append(Product(ts[0][s].fn, x, y))
+  acc = np.stack([np.broadcast_to(a.v, (lanes,)) for a in accs]).reshape(rows, cols, lanes)
+  done = fold_outer(alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar()), acc, steps)
+  values = done.values.reshape(len(scans), lanes)
+  levels = None if done.cert is None else done.cert.reshape(len(scans), lanes)
+  for k, scan in enumerate(scans): _set_register(m, scan.acc, _with_levels(values[k], None if levels is None else levels[k]))
+  return set(tile.scans)
 
 def _if(m: Machine, i: int, u: UOp) -> int:
   """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is

@@ -9,8 +9,8 @@ against the emulator. The backend test files (spec_tests/test_backend_*.py) and 
   ops_kernel          one kernel computing many ops side by side, one output buffer and its inputs per op (ops_arrays)
   check_ops           run ops_kernel on a device; every lane must be an allowed result (assert_allowed, after
                       refimpl.emulator.alu.allowed_results)
-  emulation_outcome   everything one emulator run shows, to compare two ways of running a program (lanes or sequential,
-                      rules bound per program or not, chunks of the launch or not)
+  emulation_outcome   everything one emulator run shows that the spec pins, to compare two ways of running a program
+                      (lanes or sequential, rules bound per program or not, chunks of the launch or not)
   check_against_emulator / run_against_emulator   a whole program on a device vs the emulator: the elements the
                       emulator pins to one value (EXACT, NAN_PAYLOAD) must be it (NaN as one value); loose and
                       undefined elements are not compared
@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from refimpl.device import Device
-from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
+from refimpl.dtype import DType, PtrDType, dtypes, from_np, to_np, truncate
 from refimpl.emulator.alu import allowed_results, exec_alu
-from refimpl.emulator.certainty import is_one_value
+from refimpl.emulator.certainty import NAN_PAYLOAD, is_one_value
 from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program, ProgramBuilder, alu_allows, elementwise
@@ -57,12 +57,21 @@ def ew(device: str, op: Ops, dt: DType, *xs, out_dtype: DType | None = None) -> 
 
 def emulation_outcome(program: Program, inputs: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True):
   """What a run of the emulator shows: the bytes of every buffer and of its certainty levels, and every event; or, when
-  strict mode stops it, the report (op, uop, lane, operands, reason, count, origin)."""
+  strict mode stops it, the report (op, uop, lane, operands, reason, count, origin). A NaN of level NAN_PAYLOAD shows as
+  one NaN: the spec leaves its payload open (an op whose operands are both NaN keeps either one's)."""
   try:
     e = emulate(program, inputs, vals, strict=strict)
-    return [x.tobytes() for x in e.buffers + e.certainty], [str(ev) for ev in e.events]
+    shown = [_one_nan(x, c).tobytes() for x, c in zip(e.buffers, e.certainty)]
+    return shown + [c.tobytes() for c in e.certainty], [str(ev) for ev in e.events]
   except UndefinedBehavior as ex:
     return ("UB", ex.op, ex.uop_index, ex.lane, repr(ex.operands), ex.reason, ex.count, str(ex.origin))
+
+def _one_nan(values: np.ndarray, levels: np.ndarray) -> np.ndarray:
+  """values with every NaN whose level is NAN_PAYLOAD replaced by one NaN."""
+  if not dtypes.is_float(from_np(values.dtype)): return values
+  out = values.copy()
+  with np.errstate(invalid="ignore"): out[(levels == NAN_PAYLOAD) & np.isnan(values.astype(np.float64))] = np.nan
+  return out
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
   """Lanes where got and want are the same value: identical bits, or both NaN. The arrays must be of one dtype."""
