@@ -425,3 +425,46 @@ def test_race_freedom_proof_is_sound_and_tracking_finds_every_write_write_race(g
     want = np.full(size, -1, np.int32)
     want[addr.ravel()] = np.repeat(tid, trips)
     np.testing.assert_array_equal(emulate(p, [zeros(size) - 1]).buffers[0], want)
+
+
+def test_upcast_stores_shifted_by_constants_are_proven_race_free():
+  # tinygrad's upcast store: thread t writes a 4-vector at 4t + 64k, one STORE per k < 4 (16 threads): an element is
+  # one (t, k, w), so no tracking is needed; with 8t the copies of neighbouring threads overlap and the proof must fail
+  for scale, free_expected in ((4, True), (8, False)):
+    b = ProgramBuilder("upcast")
+    out, a = b.global_buf(I32, 8 * 16 + 4 * 64), b.global_buf(I32, 4)
+    t = b.gidx(0, 16)
+    v = b.load(a, c32(b, 0), count=4)
+    for k in range(4): b.store(out, add(b, mul(b, t, c32(b, scale)), c32(b, 64 * k)), v)
+    p = b.build()
+    assert (out in race_free(p, analyze(p), Grid(p.global_size, p.local_size))) == free_expected
+
+
+@given(gs=st.integers(1, 6), ls=st.integers(1, 4), coef=st.lists(st.integers(-8, 8), min_size=2, max_size=2),
+       step=st.integers(-9, 9), copies=st.integers(2, 4), width=st.integers(1, 2))
+def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef, step, copies, width):
+  # every thread stores its id as a `width`-vector at  off + c0*gidx0 + c1*lidx0 + step*k, one STORE per k < copies.
+  # Brute force over (thread, k, element) says whether two threads share an element: a proof of freedom must never
+  # hold when they do, and strict mode must raise exactly when they do
+  ids = np.indices((gs, ls)).reshape(2, -1)
+  tid = np.arange(ids.shape[1])
+  base = coef[0] * ids[0] + coef[1] * ids[1]
+  addr = base[:, None, None] + step * np.arange(copies)[:, None] + np.arange(width)
+  off = -addr.min()
+  addr = (addr + off).reshape(len(tid), -1)
+  size = int(addr.max()) + 1
+  owners: dict[int, set[int]] = {}
+  for t, row in zip(tid, addr):
+    for x in row: owners.setdefault(int(x), set()).add(int(t))
+  shared = any(len(o) > 1 for o in owners.values())
+  b = ProgramBuilder("copies")
+  out = b.global_buf(I32, size)
+  g0, l0 = b.gidx(0, gs), b.lidx(0, ls)
+  t = add(b, mul(b, g0, c32(b, ls)), l0)
+  value = b.vectorize(*[t] * width) if width > 1 else t
+  idx = add(b, add(b, mul(b, g0, c32(b, coef[0])), mul(b, l0, c32(b, coef[1]))), c32(b, off))
+  for k in range(copies): b.store(out, add(b, idx, c32(b, step * k)), value)
+  p = b.build()
+  if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
+  if shared:
+    with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])

@@ -294,11 +294,12 @@ class Grid:
     coords = np.unravel_index(lanes, self.shape)
     return np.ravel_multi_index([coords[self.order.index(a)] for a in range(6, len(self.sizes))], self.sizes[6:])
 
-  def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6)) -> bool:
-    """True when off + sum(coef[d] * id_d for d in axes) + w, w in [0, extent), is one-to-one in (ids, w).
-    Sufficient condition (mixed radix): sorted by |coefficient|, each term's coefficient exceeds the largest value all
-    smaller terms reach together. An axis of more than one thread with coefficient 0 fails it."""
-    terms = sorted([(abs(coef[d]), self.sizes[d]) for d in axes if self.sizes[d] > 1] + [(1, extent)])
+  def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6), copies: tuple[int, int] = (1, 1)) -> bool:
+    """True when off + sum(coef[d] * id_d for d in axes) + step * k + w, w in [0, extent), k in [0, m) for
+    copies = (step, m), is one-to-one in (ids, k, w). Sufficient condition (mixed radix): sorted by |coefficient|,
+    each term's coefficient exceeds the largest value all smaller terms reach together. An axis of more than one
+    thread with coefficient 0 fails it."""
+    terms = sorted([(abs(coef[d]), self.sizes[d]) for d in axes if self.sizes[d] > 1] + [(1, extent), copies])
     reach = 0
     for c, n in terms:
       if c <= reach: return False
@@ -347,11 +348,21 @@ def race_free(program: Program, infos: dict[int, IntInfo], grid: Grid) -> set[in
     parts = [thread_form(f) for f in forms]
     coef = tuple(c if d in shared else 0 for d, c in enumerate(parts[0][0]))
     if any(any(p[0][d] != coef[d] for d in shared) for p in parts): continue
-    lo = hi = None
+    hulls = []  # per access: (its constant, its lowest and highest offset from it)
     for (tc, loops, const), (_, _, count) in zip(parts, acc):
       spans = [(min(0, c * (n - 1)), max(0, c * (n - 1))) for d, (c, n) in enumerate(zip(tc, grid.sizes)) if d not in shared]
       spans += [(min(c * infos[r].lo, c * infos[r].hi), max(c * infos[r].lo, c * infos[r].hi)) for r, c in loops]
-      a, b = const + sum(s[0] for s in spans), const + sum(s[1] for s in spans) + count - 1
-      lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
-    if grid.separated(coef, hi - lo + 1, shared): free.add(i)
+      hulls.append((const, sum(s[0] for s in spans), sum(s[1] for s in spans) + count - 1))
+    lo, hi = min(c + a for c, a, _ in hulls), max(c + b for c, _, b in hulls)
+    if grid.separated(coef, hi - lo + 1, shared) or _copies_separated(grid, coef, shared, hulls): free.add(i)
   return free
+
+def _copies_separated(grid: Grid, coef: tuple[int, ...], shared: range, hulls: list[tuple[int, int, int]]) -> bool:
+  """race_free's rule for accesses that are copies of one access shifted by constants in an arithmetic progression
+  (tinygrad's upcast stores: out[base + 0], out[base + 256], ...): the copy number is one more mixed-radix term."""
+  consts = sorted({c for c, _, _ in hulls})
+  if len(consts) < 2 or len({(a, b) for _, a, b in hulls}) != 1: return False
+  step = consts[1] - consts[0]
+  if consts != list(range(consts[0], consts[0] + step * len(consts), step)): return False
+  _, a, b = hulls[0]
+  return grid.separated(coef, b - a + 1, shared, (step, len(consts)))
