@@ -919,8 +919,8 @@ def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n
   def operand(p: Product, first: bool) -> np.ndarray: return iterations(p.a if first else p.b, n, lanes, loop.iteration_major)
   steps = []
   for s, step in enumerate(tile.steps):
-    x = np.stack([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)], axis=1)
-    y = np.stack([operand(ts[c][s], not step.row_first[c]) for c in range(cols)], axis=1)
+    x = _side_by_side([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)])
+    y = _side_by_side([operand(ts[c][s], not step.row_first[c]) for c in range(cols)])
     steps.append(Product(ts[0][s].fn, x, y))
   acc = np.stack([np.broadcast_to(a.v, (lanes,)) for a in accs]).reshape(rows, cols, lanes)
   done = fold_outer(alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar()), acc, steps)
@@ -928,6 +928,18 @@ def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n
   levels = None if done.cert is None else done.cert.reshape(len(scans), lanes)
   for k, scan in enumerate(scans): _set_register(m, scan.acc, _with_levels(values[k], None if levels is None else levels[k]))
   return set(tile.scans)
+
+def _side_by_side(arrays: list[np.ndarray]) -> np.ndarray:
+  """(n, L) arrays as one (n, k, L) array: a view where they are one array's equally spaced rows (the GEPs of a vector
+  LOAD, which lays each element out across the lanes), else a copy."""
+  first = arrays[0]
+  at = [a.__array_interface__["data"][0] for a in arrays]
+  step = at[1] - at[0] if len(at) > 1 else 0
+  if first.base is not None and all(a.base is first.base and a.strides == first.strides and a.shape == first.shape
+                                    and at[k] == at[0] + k * step for k, a in enumerate(arrays)):
+    return np.lib.stride_tricks.as_strided(first, (first.shape[0], len(arrays), first.shape[1]),
+                                           (first.strides[0], step, first.strides[1]), writeable=False)
+  return np.stack(arrays, axis=1)
 
 def _if(m: Machine, i: int, u: UOp) -> int:
   """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is
