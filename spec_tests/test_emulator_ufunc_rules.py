@@ -1,6 +1,7 @@
 """ALU rules the emulator binds once per program: those that are one numpy ufunc (alu.ufunc_rule; machine._ufunc_alu,
-loops.fold_ufunc) and those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
-(alu.constant_rule; machine._constant_alu). Each must be its op's rule, and running them directly must never show."""
+loops.fold_ufunc), those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
+(alu.constant_rule; machine._constant_alu), and the CASTs and BITCASTs that are one numpy function
+(alu.conversion_rule; machine._convert). Each must be its op's rule, and running them directly must never show."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,35 @@ def test_constant_rule_is_the_alu_rule(op):
 
 
 
+@pytest.mark.parametrize("op", [Ops.CAST, Ops.BITCAST], ids=lambda o: o.name)
+def test_conversion_rule_is_the_alu_rule(op):
+  """alu.conversion_rule(op, src, dst), where it gives a function, is alu's rule for op (exec_cast / exec_bitcast) bit
+  for bit (NaN payloads aside) on every edge value of src; the rule leaves no lane undefined there, and its loose lanes
+  are exactly its NaN results (BITCAST: none). It gives one for the pairs tinygrad's kernels convert most."""
+  given = set()
+  for src in spec.VALUE_DTYPES:
+    for dst in spec.VALUE_DTYPES:
+      if op is Ops.BITCAST and (src.itemsize != dst.itemsize or dtypes.bool in (src, dst)): continue
+      fn = alu.conversion_rule(op, src, dst)
+      if fn is None: continue
+      given.add((src, dst))
+      e = edge_values(src)
+      rule = alu.exec_cast(e, src, dst) if op is Ops.CAST else alu.exec_bitcast(e, src, dst)
+      with np.errstate(all="ignore"): got = fn(e)
+      assert rule.undefined is None and got.dtype == rule.values.dtype, f"{op.name} {src!r} -> {dst!r}"
+      nan = np.isnan(rule.values) if rule.values.dtype.kind == "f" else np.zeros(len(got), bool)
+      loose = np.zeros(len(got), bool) if rule.loose is None else rule.loose
+      if op is Ops.BITCAST: assert not loose.any() and np.array_equal(to_bits(got), to_bits(rule.values))
+      else: assert np.array_equal(to_bits(got)[~nan], to_bits(rule.values)[~nan]) and np.array_equal(loose, nan)
+  common = {Ops.CAST: {(dtypes.int32, dtypes.float32), (dtypes.bool, dtypes.int32), (dtypes.float32, dtypes.bool)},
+            Ops.BITCAST: {(dtypes.float32, dtypes.uint32), (dtypes.int32, dtypes.float32)}}
+  assert common[op] <= given
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
-  """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc and constant rules run directly,
+  """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc, constant and conversion rules
+  run directly,
   the outputs, certainty levels, events and strict-mode report are those of every op run through alu's rules."""
   for index in range(30):
     g, arrays, vals = generate(seed, index, Profile(barrier=True))
@@ -71,16 +98,18 @@ def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
     for strict in (True, False):
       monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL[0])
       monkeypatch.setattr(alu, "constant_rule", ORIGINAL[1])
+      monkeypatch.setattr(alu, "conversion_rule", ORIGINAL[2])
       machine.Plan._cache.clear()
       direct = emulation_outcome(p, inputs, vals, strict)
       monkeypatch.setattr(alu, "ufunc_rule", lambda op, dt: None)
       monkeypatch.setattr(alu, "constant_rule", lambda op, dt, c: None)
+      monkeypatch.setattr(alu, "conversion_rule", lambda op, src, dst: None)
       machine.Plan._cache.clear()
       assert direct == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
   machine.Plan._cache.clear()
 
 
-ORIGINAL = (alu.ufunc_rule, alu.constant_rule)
+ORIGINAL = (alu.ufunc_rule, alu.constant_rule, alu.conversion_rule)
 
 
 def test_malloc_tuning_is_opt_out():

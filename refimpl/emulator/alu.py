@@ -167,6 +167,22 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op is not Ops.RECIP: return _FLOAT_FN.get(op)
   return None
 
+def conversion_rule(op: Ops, src: DType, dst: DType) -> Callable[[np.ndarray], np.ndarray] | None:
+  """The numpy function that is this module's rule for CAST or BITCAST from src to dst, lane for lane and bit for bit,
+  where the rule is that function and nothing more, defined everywhere and loose exactly on the NaNs it returns:
+  BITCAST (the bits read as dst: never loose); CAST to bool from ints, bool, float32 and float64 (x != 0); from bool
+  (0 or 1); between ints (wrap: numpy's astype); from ints to float64, and from ints of at most 32 bits to float32 (the
+  exact value rounded once: numpy's astype); float32 to float64 (exact; a NaN stays NaN, loose). None for every other
+  pair. The emulator applies them directly to exact operands (machine._convert)."""
+  native = (dtypes.float32, dtypes.float64)
+  if op is Ops.BITCAST: return lambda x: np.ascontiguousarray(x).view(to_np(dst))
+  if dst is dtypes.bool and (dtypes.is_int(src) or src is dtypes.bool or src in native): return lambda x: x != 0
+  if src is dtypes.bool or (dtypes.is_int(src) and dtypes.is_int(dst)): return lambda x: x.astype(to_np(dst))
+  if dtypes.is_int(src) and (dst is dtypes.float64 or (dst is dtypes.float32 and src.itemsize <= 4)):
+    return lambda x: x.astype(to_np(dst))
+  if src is dtypes.float32 and dst is dtypes.float64: return lambda x: x.astype(np.float64)
+  return None
+
 @undefined(UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW)
 def idiv_mod(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """IDIV, MOD (ints only).

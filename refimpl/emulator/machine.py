@@ -365,6 +365,9 @@ class Plan:
         rule = alu.constant_rule(u.op, self.operand_dtype[i], self.constants[u.src[1]].v[0])
         if rule is not None: self.constant_rules[i] = rule
     for i in self.constant_rules: self.handlers[i] = _constant_alu
+    # CAST and BITCAST whose rule is one numpy function (alu.conversion_rule): run by it directly on exact operands
+    self.conversions = {i: alu.conversion_rule(u.op, self.operand_dtype[i], u.dtype.scalar()) for i, u in enumerate(uops)
+                        if u.op in (Ops.CAST, Ops.BITCAST)}
 
   @functools.cached_property
   def _assigns(self) -> dict[int, list[int]]:
@@ -1169,6 +1172,9 @@ def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""
   xs = [m.value_of(j) for j in u.src]
   out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
+  if xs[0].cert is None and xs[1].cert is None and xs[2].cert is None:
+    m.env[i] = Value(out.values)
+    return
   chosen = _sel(xs[0].v, xs[1].cert, xs[2].cert)  # moved, not carried
   _settle(m, i, xs, out, join(_carried_levels(xs[0]), chosen), _all_settled(xs[1:]))
 
@@ -1176,6 +1182,10 @@ def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
   ops', except that BITCAST, which shows a NaN's payload, carries a NAN_PAYLOAD operand as UNKNOWN (carry_bits)."""
   x = m.value_of(u.src[0])
+  rule = m.plan.conversions.get(i)
+  if rule is not None and x.cert is None:  # alu.conversion_rule on an exact operand
+    m.env[i] = Value(rule(x.v)) if u.op is Ops.BITCAST else _ufunc_value(rule(x.v))
+    return
   carried = carry_bits(x.cert) if u.op is Ops.BITCAST else _carried_levels(x)
   _settle(m, i, [x], alu.run_conversion(u.op, x.v, m.plan.operand_dtype[i], u.dtype.scalar()), carried)
 
