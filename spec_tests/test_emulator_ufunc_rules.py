@@ -89,8 +89,8 @@ def test_conversion_rule_is_the_alu_rule(op):
 @pytest.mark.parametrize("seed", [3, 4])
 def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
   """Fuzzer programs (undefined behaviour, NaN and loose values left in): with the ufunc, constant and conversion rules
-  run directly,
-  the outputs, certainty levels, events and strict-mode report are those of every op run through alu's rules."""
+  run directly, the outputs, certainty levels, events and strict-mode report are those of every op run through alu's
+  rules."""
   for index in range(30):
     g, arrays, vals = generate(seed, index, Profile(barrier=True))
     p = g.program(check=False)
