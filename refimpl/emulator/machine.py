@@ -429,7 +429,7 @@ class Machine:
   """The state of one run: values (env), memories, the control (which lanes run), loop counters and the events found.
   What is known before the run is its Plan's."""
   def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
-    self.plan, self.strict = plan, strict
+    self.plan, self.strict, self.alias = plan, strict, plan.alias
     self.globals: dict[int, Memory] = {}
     for i, u in plan.global_defs:
       given = np.asarray(buffers[u.arg])
@@ -469,10 +469,10 @@ class Machine:
   def value_of(self, j: int) -> Value:
     """The value of uop j now (an ASSIGN reads as its register; an affine value is computed on first use; inside a
     loop run as lanes, a value from before it is repeated for the loop's lanes)."""
-    j = self.plan.alias[j]
+    j = self.alias[j]
     x = self.env[j]
     if x is LAZY: self.keep(j, Value(self.control.grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
-    elif self.regions and isinstance(x, Value) and x.v.shape[0] not in (1, self.control.grid.lanes):
+    elif self.regions and x.__class__ is Value and len(x.v) not in (1, self.control.grid.lanes):
       self.keep(j, _repeat(x, self.control.grid))
     else: return x
     return self.env[j]
@@ -1136,10 +1136,14 @@ def _alu(m: Machine, i: int, u: UOp) -> None:
 def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   """An ALU op whose rule is one numpy ufunc (alu.ufunc_rule), on exact operands: that ufunc, and NAN_PAYLOAD on the
   NaNs it returns, as `_alu` would give them; operands with levels go through `_alu`."""
-  xs = [m.value_of(j) for j in u.src]
-  for x in xs:
+  if len(u.src) == 1:
+    x = m.value_of(u.src[0])
     if x.cert is not None: return _alu(m, i, u)
-  m.env[i] = _ufunc_value(m.plan.ufuncs[i](*[x.v for x in xs]))
+    m.env[i] = _ufunc_value(m.plan.ufuncs[i](x.v))
+    return
+  x, y = m.value_of(u.src[0]), m.value_of(u.src[1])
+  if x.cert is not None or y.cert is not None: return _alu(m, i, u)
+  m.env[i] = _ufunc_value(m.plan.ufuncs[i](x.v, y.v))
 
 def _ufunc_value(v: np.ndarray) -> Value:
   """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns."""
