@@ -1174,13 +1174,13 @@ def _division_uses(m: Machine, i: int, u: UOp, xs: list[Value]) -> None:
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""
-  xs = [m.value_of(j) for j in u.src]
-  out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
-  if xs[0].cert is None and xs[1].cert is None and xs[2].cert is None:
+  c, a, b = m.value_of(u.src[0]), m.value_of(u.src[1]), m.value_of(u.src[2])
+  out = alu.run_alu(u.op, m.plan.operand_dtype[i], c.v, a.v, b.v)
+  if c.cert is None and a.cert is None and b.cert is None:
     m.env[i] = Value(out.values)
     return
-  chosen = _sel(xs[0].v, xs[1].cert, xs[2].cert)  # moved, not carried
-  _settle(m, i, xs, out, join(_carried_levels(xs[0]), chosen), _all_settled(xs[1:]))
+  chosen = _sel(c.v, a.cert, b.cert)  # moved, not carried
+  _settle(m, i, [c, a, b], out, join(_carried_levels(c), chosen), _all_settled([a, b]))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
   """CAST / BITCAST: alu's rule from the source's scalar dtype to the result's, element by element; levels as ALU
@@ -1196,7 +1196,12 @@ def _convert(m: Machine, i: int, u: UOp) -> None:
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
   """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
   xs = [m.value_of(j) for j in u.src]
-  n = max(x.v.shape[0] for x in xs)
+  n = max(len(x.v) for x in xs)
+  if all(x.cert is None for x in xs):
+    out = np.empty((n, len(xs)), xs[0].v.dtype)
+    for k, x in enumerate(xs): out[:, k] = x.v
+    m.env[i] = Value(out)
+    return
   def stack(arrs: list[np.ndarray | None], dtype: np.dtype) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
     out = np.empty((n, len(arrs)), dtype)
