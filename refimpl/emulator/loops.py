@@ -370,10 +370,11 @@ def fold_outer(fn: np.ufunc, acc: np.ndarray, steps: Sequence[Product]) -> Folde
   step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
   the whole tile (mul and fn commute, as fold_ufunc's chains do)."""
   n = steps[0].a.shape[0]
+  sides = [(p.fn, p.a[:, :, None], p.b[:, None]) for p in steps]  # (n, rows, 1, L) by (n, 1, cols, L)
   with np.errstate(all="ignore"):
     out, product = acc.copy(), np.empty_like(acc)
     for it in range(n):
-      for p in steps: fn(out, p.fn(p.a[it][:, None], p.b[it][None, :], out=product), out=out)
+      for mul, x, y in sides: fn(out, mul(x[it], y[it], out=product), out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 
