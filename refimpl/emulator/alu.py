@@ -175,7 +175,7 @@ def conversion_rule(op: Ops, src: DType, dst: DType) -> Callable[[np.ndarray], n
   exact value rounded once: numpy's astype); float32 to float64 (exact; a NaN stays NaN, loose). None for every other
   pair. The emulator applies them directly to exact operands (machine._convert)."""
   native = (dtypes.float32, dtypes.float64)
-  if op is Ops.BITCAST: return lambda x: np.ascontiguousarray(x).view(to_np(dst))
+  if op is Ops.BITCAST: return lambda x: bitcast(x, src, dst).values
   if dst is dtypes.bool and (dtypes.is_int(src) or src is dtypes.bool or src in native): return lambda x: x != 0
   if src is dtypes.bool or (dtypes.is_int(src) and dtypes.is_int(dst)): return lambda x: x.astype(to_np(dst))
   if dtypes.is_int(src) and (dst is dtypes.float64 or (dst is dtypes.float32 and src.itemsize <= 4)):

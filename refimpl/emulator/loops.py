@@ -254,7 +254,7 @@ def _outer_product(program: Program, scans: Sequence[Scan]) -> OuterProduct | No
   return OuterProduct(tile, tuple(steps))
 
 
-def _tile_step(pairs: list[tuple[Any, Any]], rows: int, cols: int):
+def _tile_step(pairs: list[tuple[Any, Any]], rows: int, cols: int) -> tuple[tuple, tuple, tuple[bool, ...]] | None:
   """(row operands, column operands, row_first) such that pairs[r * cols + c] is (rows[r], cols[c]) or the other way
   round, or None. Row 0's operand is one of pair (0, 0)'s: each choice fixes the columns' and so the other rows'."""
   def other(pair: tuple[Any, Any], x: Any) -> Any: return pair[1] if pair[0] == x else pair[0] if pair[1] == x else None
@@ -364,17 +364,20 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Produ
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 
 
-def fold_outer(fn: np.ufunc, acc: np.ndarray, steps: Sequence[Product]) -> Folded:
-  """fold_ufunc of an OuterProduct tile at once: acc (rows, cols, L); step s is Product(mul, x, y) with x (n, rows, L)
-  the rows' operands and y (n, cols, L) the columns', so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
-  step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
-  the whole tile (mul and fn commute, as fold_ufunc's chains do)."""
-  n = steps[0].a.shape[0]
+def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product]) -> Folded:
+  """fold_ufunc of an OuterProduct tile at once: accs the tile's accumulators (L,) in (r, c) order; step s is
+  Product(mul, x, y) with x (n, rows, L) the rows' operands and y (n, cols, L) the columns', so that accumulator (r, c)
+  is fn'd with mul(x[it, r], y[it, c]), step by step, iteration by iteration: each accumulator's own chain in its own
+  order, two ufunc calls per step for the whole tile (mul and fn commute, as fold_ufunc's chains do). The result is
+  (rows * cols, L), in accs' order."""
+  n, rows, cols = steps[0].a.shape[0], steps[0].a.shape[1], steps[0].b.shape[1]
   sides = [(p.fn, p.a[:, :, None], p.b[:, None]) for p in steps]  # (n, rows, 1, L) by (n, 1, cols, L)
   with np.errstate(all="ignore"):
-    out, product = acc.copy(), np.empty_like(acc)
+    out = np.stack(accs).reshape(rows, cols, -1)
+    product = np.empty_like(out)
     for it in range(n):
       for mul, x, y in sides: fn(out, mul(x[it], y[it], out=product), out=out)
+  out = out.reshape(rows * cols, -1)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
 

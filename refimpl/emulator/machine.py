@@ -925,11 +925,10 @@ def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n
     x = _side_by_side([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)])
     y = _side_by_side([operand(ts[c][s], not step.row_first[c]) for c in range(cols)])
     steps.append(Product(ts[0][s].fn, x, y))
-  acc = np.stack([np.broadcast_to(a.v, (lanes,)) for a in accs]).reshape(rows, cols, lanes)
-  done = fold_outer(alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar()), acc, steps)
-  values = done.values.reshape(len(scans), lanes)
-  levels = None if done.cert is None else done.cert.reshape(len(scans), lanes)
-  for k, scan in enumerate(scans): _set_register(m, scan.acc, _with_levels(values[k], None if levels is None else levels[k]))
+  fn = alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
+  done = fold_outer(fn, [np.broadcast_to(a.v, (lanes,)) for a in accs], steps)
+  for k, scan in enumerate(scans):
+    _set_register(m, scan.acc, _with_levels(done.values[k], None if done.cert is None else done.cert[k]))
   return set(tile.scans)
 
 def _side_by_side(arrays: list[np.ndarray]) -> np.ndarray:
@@ -1197,17 +1196,14 @@ def _vectorize(m: Machine, i: int, u: UOp) -> None:
   """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
   xs = [m.value_of(j) for j in u.src]
   n = max(len(x.v) for x in xs)
-  if all(x.cert is None for x in xs):
-    out = np.empty((n, len(xs)), xs[0].v.dtype)
-    for k, x in enumerate(xs): out[:, k] = x.v
-    m.env[i] = Value(out)
-    return
   def stack(arrs: list[np.ndarray | None], dtype: np.dtype) -> np.ndarray | None:
     if all(a is None for a in arrs): return None
     out = np.empty((n, len(arrs)), dtype)
     for k, a in enumerate(arrs): out[:, k] = EXACT if a is None else a
     return out
-  m.env[i] = Value(stack([x.v for x in xs], xs[0].v.dtype), stack([x.cert for x in xs], LEVEL), _all_settled(xs))
+  values = stack([x.v for x in xs], xs[0].v.dtype)
+  if all(x.cert is None for x in xs): m.env[i] = Value(values)
+  else: m.env[i] = Value(values, stack([x.cert for x in xs], LEVEL), _all_settled(xs))
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
