@@ -164,6 +164,8 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 
 # ***** the thread grid *****
 
+MEMO_SIZE = 4096  # the most entries a grid memoises per question (coefficients -> answer)
+
 class Grid:
   """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop (`extend`):
   axis ids 0-5 are the thread axes, 6, 7, ... the loops', outermost loop first; `sizes` has one size per id. A lane is
@@ -187,6 +189,9 @@ class Grid:
     self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
     self.first_group = 0  # the launch's number of this chunk's first workgroup
     self._ids: np.ndarray | None = None
+    self._lane_strides: dict[tuple[int, ...], int | None] = {}
+    self._reach: dict[tuple[int, ...], tuple[int, int]] = {}  # span's memo: coefficients -> (lowest, highest) offset
+    self._extended: dict[tuple[int, bool], Grid] = {}
 
   def _like(self, sizes: tuple[int, ...], order: tuple[int, ...], group: int) -> Grid:
     out = Grid.__new__(Grid)
@@ -195,14 +200,17 @@ class Grid:
     out.after = math.prod(out.shape[order.index(5) + 1:])
     out.workgroups, out.parent = out.threads // group, None
     out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
+    out._lane_strides, out._reach, out._extended = {}, {}, {}
     return out
 
   def extend(self, n: int, first: bool) -> Grid:
     """This grid with one more axis of n iterations: each lane becomes n lanes. first: the axis goes first in lane
     order (iteration-major: lane + k * self.lanes in iteration k), else last (lane-major: lane * n + k)."""
+    if (n, first) in self._extended: return self._extended[(n, first)]  # made once: its memos serve every run
     new = len(self.sizes)
     out = self._like(self.sizes + (n,), (new, *self.order) if first else (*self.order, new), self.group)
     out.parent = self
+    if len(self._extended) < 64: self._extended[(n, first)] = out
     return out
 
   def spread(self, a: np.ndarray) -> np.ndarray:
@@ -256,13 +264,29 @@ class Grid:
     """The lane's position along the axis with id `axis`."""
     return int(np.unravel_index(int(lane), self.shape)[self.order.index(axis)])
 
+  def lane_stride(self, coef: tuple[int, ...]) -> int | None:
+    """How far apart an affine form (coefficients per axis id) is on consecutive lanes, where that is one number for
+    every pair of them (each axis's coefficient is the next inner one's times its size), else None (memoised)."""
+    if coef in self._lane_strides: return self._lane_strides[coef]
+    stride, inner = 0, None  # inner: (coefficient, size) of the innermost axis of more than one position so far
+    for c, n in reversed(list(zip(self.strides(coef), self.shape))):
+      if n == 1: continue
+      if inner is None: stride = c
+      elif c != inner[0] * inner[1]:
+        stride = None
+        break
+      inner = (c, n)
+    if len(self._lane_strides) < MEMO_SIZE: self._lane_strides[coef] = stride
+    return stride
+
   def span(self, coef: tuple[int, ...], off: int) -> tuple[int, int]:
     """min and max over every lane of off + sum(coef[d] * id_d): exact, from the corners of the box."""
-    lo = hi = off
-    for c, n in zip(coef, self.sizes):
-      if c > 0: hi += c * (n - 1)
-      elif c < 0: lo += c * (n - 1)
-    return lo, hi
+    reach = self._reach.get(coef)
+    if reach is None:
+      reach = (sum(c * (n - 1) for c, n in zip(coef, self.sizes) if c < 0),
+               sum(c * (n - 1) for c, n in zip(coef, self.sizes) if c > 0))
+      if len(self._reach) < MEMO_SIZE: self._reach[coef] = reach
+    return off + reach[0], off + reach[1]
 
   def strides(self, coef: tuple[int, ...]) -> tuple[int, ...]:
     """Coefficients per axis id as they apply to the positions of `shape` (lane order)."""

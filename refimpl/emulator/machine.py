@@ -144,6 +144,7 @@ from refimpl.emulator.loops import (
   lane_loops,
 )
 from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
+from refimpl.emulator.straight import compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -315,6 +316,7 @@ LANE_MEMORY = 1 << 30
 LOOP_CHUNK_MEMORY = 1 << 27
 CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
+STRAIGHT_FROM: int | None = 2  # from this run of a plan on, its straight-line stretches run compiled (straight.py); None: never
 
 class Plan:
   """Everything a run knows before it starts. It depends only on (program, vals), and programs are immutable, so it
@@ -368,6 +370,17 @@ class Plan:
     # CAST and BITCAST whose rule is one numpy function (alu.conversion_rule): run by it directly on exact operands
     self.conversions = {i: alu.conversion_rule(u.op, self.operand_dtype[i], u.dtype.scalar()) for i, u in enumerate(uops)
                         if u.op in (Ops.CAST, Ops.BITCAST)}
+    self.runs, self._straight = 0, None
+
+  def handler_table(self) -> list[Callable]:
+    """What runs each uop, for a new run: the handlers, and from the plan's run number STRAIGHT_FROM on, with its
+    straight-line stretches compiled (straight.py: once per plan, so programs run once never pay for it)."""
+    self.runs += 1
+    if STRAIGHT_FROM is None or self.runs < STRAIGHT_FROM: return self.handlers
+    if self._straight is None:
+      folded = set().union(*(loop.folded for loop in self.lane_loops.values()))
+      self._straight = compile_stretches(self, self.handlers, folded, INLINE, QUIET, VALUES)
+    return self._straight
 
   @functools.cached_property
   def _assigns(self) -> dict[int, list[int]]:
@@ -440,12 +453,13 @@ class Machine:
     self.origins: dict[int, Origin] = {}  # uop -> where it made values undefined (a deferred kind, `defer`)
     self.barrier_globals = True  # a BARRIER orders globals too (emulate's barrier_scope)
     self.chunked = False  # the launch runs in chunks of workgroups: strict mode raises the first finding at the end
+    self.handlers = plan.handler_table()
     self.start(plan.grid)
 
   def start(self, grid: Grid) -> None:
     """Ready to run the program on `grid` (the launch, or a chunk of its workgroups): no values yet, fresh locals."""
     plan = self.plan
-    self.control = Control(grid, plan.handlers)
+    self.control = Control(grid, self.handlers)
     self.env: list[Any] = [None] * len(plan.uops)
     for i, mem in self.globals.items(): self.env[i] = mem
     self.locals: list[Memory] = []
@@ -699,8 +713,8 @@ class Machine:
       coef, off = self.place(form)
       lo, hi = grid.span(coef, off)
       if lo >= 0 and hi <= limit:
-        base = mem.base_coef + (0,) * (len(coef) - 6)
-        return Site(mem, count, live, view=(tuple(a + b for a, b in zip(coef, base)), off)), None
+        if mem.local: coef = tuple(a + b for a, b in zip(coef, mem.base_coef + (0,) * (len(coef) - 6)))
+        return Site(mem, count, live, view=(coef, off)), None
       idx, checked = grid.evaluate(coef, off), False
     else:
       x = self.value_of(ref.idx)
@@ -1195,15 +1209,18 @@ def _convert(m: Machine, i: int, u: UOp) -> None:
 def _vectorize(m: Machine, i: int, u: UOp) -> None:
   """VECTORIZE: the vector of its scalar operands, element k the k-th operand (with its level)."""
   xs = [m.value_of(j) for j in u.src]
-  n = max(len(x.v) for x in xs)
-  def stack(arrs: list[np.ndarray | None], dtype: np.dtype) -> np.ndarray | None:
-    if all(a is None for a in arrs): return None
-    out = np.empty((n, len(arrs)), dtype)
-    for k, a in enumerate(arrs): out[:, k] = EXACT if a is None else a
-    return out
-  values = stack([x.v for x in xs], xs[0].v.dtype)
+  values = _stacked([x.v for x in xs])
   if all(x.cert is None for x in xs): m.env[i] = Value(values)
-  else: m.env[i] = Value(values, stack([x.cert for x in xs], LEVEL), _all_settled(xs))
+  else: m.env[i] = Value(values, _stacked([EXACT if x.cert is None else x.cert for x in xs], LEVEL, len(values)),
+                         _all_settled(xs))
+
+def _stacked(arrays: Sequence[Any], dtype: Any = None, lanes: int = 0) -> np.ndarray:
+  """Per-lane arrays (or one element for every lane) as one (lanes, len(arrays)) array: element k of a row is array k's
+  (lanes: at least this many rows)."""
+  n = max([lanes] + [a.shape[0] for a in arrays if isinstance(a, np.ndarray)])
+  out = np.empty((n, len(arrays)), arrays[0].dtype if dtype is None else dtype)
+  for k, a in enumerate(arrays): out[:, k] = a
+  return out
 
 def _gep(m: Machine, i: int, u: UOp) -> None:
   """GEP: the elements `arg` of a vector (with their levels): a scalar for one, else a vector in that order."""
@@ -1246,6 +1263,52 @@ def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
   n = k + 1
   gamma = n * eps / (1 - n * eps) if n * eps < 1 else np.inf  # the bound of n rounded steps
   return gamma * np.asarray(magnitude, np.float64) + (2 * k + 1) * tau
+
+# ***** inline forms: a handler's path for exact operands, as straight.py writes it into a stretch's function *****
+# form(plan, i, u, operands, bind) -> (guard, expression): uop i's value is the expression where the guard holds (None:
+# always) and what its handler gives elsewhere; operands: the expressions of its operands' Values; bind(obj) -> the
+# name of obj there. Each says what its handler does when the guard holds.
+
+def _exact(operands: list[str]) -> str: return " and ".join(f"{x}.cert is None" for x in operands)
+
+def _inline_const(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  return None, bind(plan.constants[i])
+
+def _inline_lazy(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  return None, bind(LAZY, "LAZY")
+
+def _inline_index(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  return None, f"{bind(Ref)}(env[{u.src[0]}], {u.src[1]})"
+
+def _inline_ufunc_alu(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  operands = ", ".join(f"{x}.v" for x in xs)
+  return _exact(xs), f"{bind(_ufunc_value)}({bind(plan.ufuncs[i])}({operands}))"
+
+def _inline_constant_alu(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  return _exact(xs[:1]), f"{bind(Value)}({bind(plan.constant_rules[i])}({xs[0]}.v))"
+
+def _inline_convert(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str] | None:
+  rule = plan.conversions.get(i)
+  if rule is None: return None
+  return _exact(xs), f"{bind(Value if u.op is Ops.BITCAST else _ufunc_value)}({bind(rule)}({xs[0]}.v))"
+
+def _inline_gep(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  sel = bind(list(u.arg)) if len(u.arg) > 1 else u.arg[0]
+  return _exact(xs), f"{bind(Value)}({bind(np.ascontiguousarray)}({xs[0]}.v[:, {sel}]), None, {xs[0]}.settled)"
+
+def _inline_where(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  rule = f"{bind(alu.run_alu)}({bind(u.op)}, {bind(plan.operand_dtype[i])}, {', '.join(f'{x}.v' for x in xs)})"
+  return _exact(xs), f"{bind(Value)}({rule}.values)"
+
+def _inline_vectorize(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+  return _exact(xs), f"{bind(Value)}({bind(_stacked)}([{', '.join(f'{x}.v' for x in xs)}]))"
+
+INLINE = {_const: _inline_const, _lazy: _inline_lazy, _special: _inline_lazy, _define_var: _inline_lazy,
+          _index: _inline_index, _ufunc_alu: _inline_ufunc_alu, _constant_alu: _inline_constant_alu,
+          _convert: _inline_convert, _gep: _inline_gep, _where: _inline_where, _vectorize: _inline_vectorize}
+QUIET = {_define_global, _define_local, _end_block, _skip}  # handlers that do nothing
+# handlers that leave a plain Value in the env (straight.py keeps it in a local for the ops after it)
+VALUES = {_const, _ufunc_alu, _alu, _constant_alu, _where, _convert, _vectorize, _gep, _load, _wmma}
 
 HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {
   Ops.DEFINE_GLOBAL: _define_global, Ops.DEFINE_LOCAL: _define_local, Ops.DEFINE_VAR: _define_var, Ops.SPECIAL: _special,

@@ -121,10 +121,21 @@ def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray
   if site.view is not None:
     coef, off = site.view
     if not any(coef): out = flat[off:off + site.count].reshape((1,) + site.tail())
-    else: out = _as_lanes(site.strided(flat, grid), grid)
+    else:
+      out = _lane_view(flat, site, grid)
+      if out is None: out = _as_lanes(site.strided(flat, grid), grid)
     return out.copy() if snapshot and np.may_share_memory(out, flat) else out
   a = site.addr
   return flat[a] if site.count == 1 else flat[a[:, None] + np.arange(site.count)]
+
+def _lane_view(flat: np.ndarray, site: Site, grid: Grid) -> np.ndarray | None:
+  """A strided site's elements as a (lanes,) (+ (count,)) view of flat where consecutive lanes are one stride apart
+  (Grid.lane_stride), else None."""
+  stride = grid.lane_stride(site.view[0])
+  if stride is None: return None
+  it = flat.itemsize
+  if site.count == 1: return np.ndarray((grid.lanes,), flat.dtype, flat, site.view[1] * it, (stride * it,))
+  return np.ndarray((grid.lanes, site.count), flat.dtype, flat, site.view[1] * it, (stride * it, it))
 
 def _as_lanes(view: np.ndarray, grid: Grid) -> np.ndarray:
   """A strided view of shape grid.shape (+ (count,)) as (lanes,) (+ (count,)): a view where its strides allow that,
@@ -142,6 +153,11 @@ def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
   if site.view is not None and grid.lanes == 1:  # one lane: its elements start at the offset
     if site.live is None or site.live.reshape(-1)[0]: flat[site.view[1]:site.view[1] + site.count] = values.reshape(-1)
     return
+  if site.view is not None and site.live is None:
+    lanes = _lane_view(flat, site, grid)
+    if lanes is not None:
+      lanes[...] = values
+      return
   if site.view is not None:
     view = site.strided(flat, grid)
     lead = grid.shape if values.shape[0] == grid.lanes and grid.lanes > 1 else (1,) * len(grid.shape)

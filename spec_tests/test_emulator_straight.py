@@ -1,0 +1,104 @@
+"""Straight-line stretches (refimpl/emulator/straight.py) compute what the handler loop computes, op for op: the same
+buffers bit for bit, the same certainty levels, the same events and deferred origins, the same strict-mode report."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from refimpl.emulator import machine
+from refimpl.emulator.machine import Plan, emulate
+from refimpl.emulator.straight import stretches
+from refimpl.errors import UndefinedBehavior
+from refimpl.fuzz.corpus import load_finding
+from refimpl.fuzz.generate import Profile, generate
+from refimpl.ir import Ops
+from refimpl.lower.grid_to_loops import lower_grid_to_loops
+
+CORPUS = pathlib.Path(__file__).resolve().parent.parent / "corpus" / "tinygrad-0.10.1"
+
+
+def _outcome(program, inputs, vals, strict: bool):
+  """Everything a run shows, bit for bit (NaN payloads included: the stretches run the same numpy calls)."""
+  try:
+    e = emulate(program, inputs, vals, strict=strict)
+    return ([b.tobytes() for b in e.buffers], [c.tobytes() for c in e.certainty], [repr(ev) for ev in e.events],
+            [repr(ev) for ev in e.deferred])
+  except UndefinedBehavior as ex:
+    return ("UB", repr(ex), ex.count, repr(ex.origin))
+
+def _both(program, inputs, vals, strict: bool, monkeypatch) -> tuple:
+  """(the handler loop's outcome, the stretches' outcome) of one run each."""
+  monkeypatch.setattr(machine, "STRAIGHT_FROM", None)
+  loop = _outcome(program, inputs, vals, strict)
+  monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+  return loop, _outcome(program, inputs, vals, strict)
+
+def _compiled(program, vals) -> int:
+  """How many stretches of the program's plan run compiled."""
+  table = Plan.of(program, tuple(vals))._straight
+  return 0 if table is None else sum(1 for h in table if hasattr(h, "source"))
+
+
+def test_stretches_are_runs_of_ops_between_block_boundaries():
+  """A stretch is a maximal run of at least two ops that neither opens nor closes a block and that no loop folds."""
+  ops = [Ops.DEFINE_GLOBAL, Ops.CONST, Ops.RANGE, Ops.LOAD, Ops.ADD, Ops.MUL, Ops.ENDRANGE, Ops.IF, Ops.STORE, Ops.ENDIF]
+  class U:  # only .op matters to `stretches`
+    def __init__(self, op): self.op = op
+  uops = [U(op) for op in ops]
+  assert stretches(uops, set()) == [(0, 2), (3, 6)]
+  assert stretches(uops, {4}) == [(0, 2)]  # LOAD alone and MUL alone are no stretches
+  assert stretches(uops, {0}) == [(3, 6)]
+
+
+def test_straight_runs_are_the_handler_loop_on_the_corpus(monkeypatch):
+  """Every corpus kernel (tinygrad's, as its backends render them), strict and permissive."""
+  paths = sorted(CORPUS.glob("*/*.json"))
+  assert len(paths) > 300
+  compiled = 0
+  for path in paths:
+    case = load_finding(path).case
+    for strict in (True, False):
+      loop, straight = _both(case.program, case.inputs, case.vals, strict, monkeypatch)
+      assert straight == loop, f"{path.name} strict={strict}"
+    compiled += _compiled(case.program, case.vals) > 0
+  assert compiled == len(paths)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypatch):
+  """Fuzzer programs (grid form and lowered to loops; barriers, NaNs, loose ops and undefined behaviour left in), strict
+  and permissive, and again in chunks of workgroups."""
+  compiled = 0
+  for index in range(30):
+    g, arrays, vals = generate(seed, index, Profile(barrier=True))
+    grid = g.program(check=False)
+    inputs = [arrays[id(buf)] for buf in g.globals()]
+    for p in (grid, lower_grid_to_loops(grid)):
+      for strict in (True, False):
+        loop, straight = _both(p, inputs, vals, strict, monkeypatch)
+        assert straight == loop, f"seed {seed} program {index} strict={strict}"
+      compiled += _compiled(p, vals) > 0
+      plan = Plan.of(p, tuple(vals))
+      if plan.grid.workgroups > 1:
+        monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
+        loop, straight = _both(p, inputs, vals, False, monkeypatch)
+        monkeypatch.undo()
+        assert straight == loop, f"seed {seed} program {index}, in chunks"
+  assert compiled >= 40
+
+
+def test_straight_runs_read_each_run_s_buffers(monkeypatch):
+  """A compiled plan serves every later run: each reads its own buffers (the inplace buffers of the PYTHON device)."""
+  path = sorted(CORPUS.glob("*/*.json"))[0]
+  case = load_finding(path).case
+  monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+  rng = np.random.default_rng(0)
+  for _ in range(3):
+    inputs = [rng.standard_normal(b.shape).astype(b.dtype) if b.dtype.kind == "f" else b.copy() for b in case.inputs]
+    monkeypatch.setattr(machine, "STRAIGHT_FROM", None)
+    want = _outcome(case.program, inputs, case.vals, True)
+    monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+    assert _outcome(case.program, inputs, case.vals, True) == want
+  assert _compiled(case.program, case.vals) > 0
