@@ -143,8 +143,8 @@ from refimpl.emulator.loops import (
   iterations,
   lane_loops,
 )
-from refimpl.emulator.memory import Memory, Site, elements, read, track_load, track_store, write
-from refimpl.emulator.straight import compile_stretches
+from refimpl.emulator.memory import Memory, Site, elements, lane_view, read, track_load, track_store, write
+from refimpl.emulator.straight import Form, compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -318,6 +318,13 @@ CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LAN
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 STRAIGHT_FROM: int | None = 2  # from this run of a plan on, its straight-line stretches run compiled (straight.py); None: never
 
+def _fixed_value(form: tuple | None) -> Value | None:
+  """The value of an affine form (indexing.thread_form) that is one number, the same on every lane, else None."""
+  if form is None or any(form[0]) or form[1]: return None
+  v = np.array([form[2]], np.int64).astype(np.int32)  # as Machine.value_of evaluates it
+  v.flags.writeable = False
+  return Value(v)
+
 class Plan:
   """Everything a run knows before it starts. It depends only on (program, vals), and programs are immutable, so it
   is made once per pair (`Plan.of`, which also verifies the program) and shared by every run of them."""
@@ -370,6 +377,9 @@ class Plan:
     # CAST and BITCAST whose rule is one numpy function (alu.conversion_rule): run by it directly on exact operands
     self.conversions = {i: alu.conversion_rule(u.op, self.operand_dtype[i], u.dtype.scalar()) for i, u in enumerate(uops)
                         if u.op in (Ops.CAST, Ops.BITCAST)}
+    # RANGEs whose bounds are the same number on every lane whatever the run (affine forms of constants), as Values
+    self.fixed_bounds = {i: tuple(_fixed_value(self.forms[j]) for j in u.src) for i, u in enumerate(uops)
+                         if u.op is Ops.RANGE and all(_fixed_value(self.forms.get(j)) is not None for j in u.src)}
     self.runs, self._straight = 0, None
 
   def handler_table(self) -> list[Callable]:
@@ -501,15 +511,16 @@ class Machine:
     coef, loops, off = form
     grid = self.control.grid
     off = grid.shifted(coef, off)
-    if not loops and len(grid.sizes) == 6: return coef, off
-    full = list(coef) + [0] * (len(grid.sizes) - 6)
+    extra = len(grid.sizes) - 6  # the axes of loops run as lanes
+    if not loops: return (coef + (0,) * extra if extra else coef), off
+    on_axis = [0] * extra
     for r, c in loops:
       if r in self.axes:
         axis, start = self.axes[r]
-        full[axis] += c
+        on_axis[axis - 6] += c
         off += c * start
       else: off += c * self.loops[r]
-    return tuple(full), off
+    return coef + tuple(on_axis), off
 
   def result(self) -> Emulation:
     evs = [UndefinedBehavior(*e, kind=kind, **extra)
@@ -819,9 +830,11 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   becomes loose (control rule). A loop that loops.py proves may run as lanes runs its iterations at once (in chunks
   that fit LANE_MEMORY), with the same results and findings as the sequential order."""
   end = m.plan.block_end[i]
-  s, e = m.value_of(u.src[0]), m.value_of(u.src[1])
-  for bound, j in ((s, u.src[0]), (e, u.src[1])):
-    m.use(i, "loop bound", m.undefined_here(bound), lambda lane: (_at(s.v, lane), _at(e.v, lane)), j)
+  if i in m.plan.fixed_bounds: s, e = m.plan.fixed_bounds[i]
+  else:
+    s, e = m.value_of(u.src[0]), m.value_of(u.src[1])
+    for bound, j in ((s, u.src[0]), (e, u.src[1])):
+      m.use(i, "loop bound", m.undefined_here(bound), lambda lane: (_at(s.v, lane), _at(e.v, lane)), j)
   loop = m.plan.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
   if LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
@@ -869,7 +882,7 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     terms = [[_chain_term(m, step) for step in scan.steps] for scan in loop.scans]
   finally:
     _, restore = m.regions.pop()
-    for j in range(i + 1, end): m.env[j] = None  # dead after the loop (loops.py)
+    m.env[i + 1:end] = [None] * (end - i - 1)  # dead after the loop (loops.py)
     for j, x in restore.items(): m.env[j] = x
     del m.axes[i]
     m.control = outer
@@ -1066,6 +1079,9 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   index, or under uncertain control, the element written joins their carried level, and so does the element a lane
   would have written had that control gone the other way."""
   ref, value = m.env[u.src[0]], m.value_of(u.src[1])
+  count = m.plan.uops[u.src[1]].dtype.count
+  if len(u.src) == 2 and value.cert is None and m.control.level is None and ref.idx in m.plan.forms:
+    return _write(m, i, ref, value, m.control.real, count)  # nothing uncertain: what follows changes nothing
   gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
   if gate is not None: m.use(i, "gate", m.undefined_here(gate), lambda lane: (_index_at(m, ref, lane),), u.src[2])
   live = m.gated(gate)
@@ -1076,7 +1092,6 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   ctl = m.uncertain(gate)
   shaky = ctl if ref.idx in m.plan.forms else join(ctl, _carried_levels(m.value_of(ref.idx)))  # + an uncertain index
   if shaky is not None: value = _with_levels(value.v, join(value.cert, _lanewise(shaky, value.v.ndim)))
-  count = m.plan.uops[u.src[1]].dtype.count
   _write(m, i, ref, value, live, count)
   if ctl is None or not ctl.any(): return
   # lanes whose control is uncertain and did not store might have: the element they would store to joins the control
@@ -1163,10 +1178,12 @@ def _ufunc_value(v: np.ndarray) -> Value:
   return Value(v, np.isnan(v).view(LEVEL), True) if _has_nan(v) else Value(v)
 
 def _has_nan(v: np.ndarray) -> bool:
-  """Whether a float array holds a NaN (numpy's maximum propagates NaN); False for other dtypes."""
+  """Whether a float array holds a NaN; False for other dtypes. A one-dimensional one: its sum of squares is NaN
+  exactly when an element is (IEEE: NaN propagates, and sums of non-negative terms never meet inf - inf); dot is the
+  cheapest numpy call that computes it. Else numpy's maximum, which propagates NaN."""
   if v.dtype.kind != "f" or v.size == 0: return False
-  top = np.maximum.reduce(v, axis=None)
-  return bool(top != top)
+  total = v.dot(v) if v.ndim == 1 else np.maximum.reduce(v, axis=None)
+  return bool(total != total)
 
 def _constant_alu(m: Machine, i: int, u: UOp) -> None:
   """IDIV, MOD, SHL or SHR by a constant with which its rule is defined on every lane (alu.constant_rule): that rule of
@@ -1264,48 +1281,99 @@ def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
   gamma = n * eps / (1 - n * eps) if n * eps < 1 else np.inf  # the bound of n rounded steps
   return gamma * np.asarray(magnitude, np.float64) + (2 * k + 1) * tau
 
-# ***** inline forms: a handler's path for exact operands, as straight.py writes it into a stretch's function *****
-# form(plan, i, u, operands, bind) -> (guard, expression): uop i's value is the expression where the guard holds (None:
-# always) and what its handler gives elsewhere; operands: the expressions of its operands' Values; bind(obj) -> the
-# name of obj there. Each says what its handler does when the guard holds.
+# ***** inline forms: a handler's path where nothing is uncertain, as straight.py writes it into a stretch's function *****
+# form(plan, i, u, operand, bind) -> Form: where its guard holds, uop i is its value (or the guard did its work), and
+# elsewhere its handler runs; operand(j) -> the expression of uop j's Value; bind(obj) -> the name of obj there. Each
+# does what its handler does when the guard holds.
 
-def _exact(operands: list[str]) -> str: return " and ".join(f"{x}.cert is None" for x in operands)
+def _exact(xs: list[str]) -> str: return " and ".join(f"{x}.cert is None" for x in xs)
 
-def _inline_const(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  return None, bind(plan.constants[i])
+def _inline_const(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  return Form(None, bind(plan.constants[i]))
 
-def _inline_lazy(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  return None, bind(LAZY, "LAZY")
+def _inline_lazy(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  return Form(None, bind(LAZY, "LAZY"))
 
-def _inline_index(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  return None, f"{bind(Ref)}(env[{u.src[0]}], {u.src[1]})"
+def _inline_index(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  return Form(None, f"{bind(Ref)}(env[{u.src[0]}], {u.src[1]})")
 
-def _inline_ufunc_alu(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  operands = ", ".join(f"{x}.v" for x in xs)
-  return _exact(xs), f"{bind(_ufunc_value)}({bind(plan.ufuncs[i])}({operands}))"
+def _inline_ufunc_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  xs = [operand(j) for j in u.src]
+  return Form(_exact(xs), f"{bind(_ufunc_value)}({bind(plan.ufuncs[i])}({', '.join(f'{x}.v' for x in xs)}))")
 
-def _inline_constant_alu(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  return _exact(xs[:1]), f"{bind(Value)}({bind(plan.constant_rules[i])}({xs[0]}.v))"
+def _inline_constant_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  x = operand(u.src[0])
+  return Form(_exact([x]), f"{bind(Value)}({bind(plan.constant_rules[i])}({x}.v))")
 
-def _inline_convert(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str] | None:
+def _inline_convert(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
   rule = plan.conversions.get(i)
   if rule is None: return None
-  return _exact(xs), f"{bind(Value if u.op is Ops.BITCAST else _ufunc_value)}({bind(rule)}({xs[0]}.v))"
+  x = operand(u.src[0])
+  return Form(_exact([x]), f"{bind(Value if u.op is Ops.BITCAST else _ufunc_value)}({bind(rule)}({x}.v))")
 
-def _inline_gep(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  sel = bind(list(u.arg)) if len(u.arg) > 1 else u.arg[0]
-  return _exact(xs), f"{bind(Value)}({bind(np.ascontiguousarray)}({xs[0]}.v[:, {sel}]), None, {xs[0]}.settled)"
+def _inline_gep(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  x, sel = operand(u.src[0]), bind(list(u.arg)) if len(u.arg) > 1 else u.arg[0]
+  return Form(_exact([x]), f"{bind(Value)}({bind(np.ascontiguousarray)}({x}.v[:, {sel}]), None, {x}.settled)")
 
-def _inline_where(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
+def _inline_where(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  xs = [operand(j) for j in u.src]
   rule = f"{bind(alu.run_alu)}({bind(u.op)}, {bind(plan.operand_dtype[i])}, {', '.join(f'{x}.v' for x in xs)})"
-  return _exact(xs), f"{bind(Value)}({rule}.values)"
+  return Form(_exact(xs), f"{bind(Value)}({rule}.values)")
 
-def _inline_vectorize(plan: Plan, i: int, u: UOp, xs: list[str], bind: Callable) -> tuple[str | None, str]:
-  return _exact(xs), f"{bind(Value)}({bind(_stacked)}([{', '.join(f'{x}.v' for x in xs)}]))"
+def _inline_vectorize(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
+  xs = [operand(j) for j in u.src]
+  return Form(_exact(xs), f"{bind(Value)}({bind(_stacked)}([{', '.join(f'{x}.v' for x in xs)}]))")
+
+def _plain_access(plan: Plan, u: UOp) -> tuple[int, tuple] | None:
+  """(buffer uop, index form) of a LOAD or STORE with no gate through an affine index into a global buffer that needs
+  no race tracking; None for any other."""
+  buf, idx = plan.uops[u.src[0]].src
+  ungated = len(u.src) == (1 if u.op is Ops.LOAD else 2)
+  plain = ungated and idx in plan.forms and plan.uops[buf].op is Ops.DEFINE_GLOBAL and buf in plan.free
+  return (buf, plan.forms[idx]) if plain else None
+
+def _inline_load(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
+  plain = _plain_access(plan, u)
+  if plain is None: return None
+  buf, form = plain
+  return Form("t is not None", f"{bind(Value)}(t)", f"t = {bind(_loaded)}(m, env[{buf}], {bind(form)}, {u.dtype.count})")
+
+def _inline_store(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
+  plain = _plain_access(plan, u)
+  if plain is None: return None
+  (buf, form), x = plain, operand(u.src[1])
+  count = plan.uops[u.src[1]].dtype.count
+  return Form(f"{x}.cert is None and {bind(_stored)}(m, env[{buf}], {bind(form)}, {count}, {x}.v)", None)
+
+def _affine_view(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
+  """The elements that an in-bounds access through affine `form` touches, as memory.read and memory.write see them
+  (one uniform row where the address is the same on every lane, else memory.lane_view), where nothing about the
+  access is uncertain (no phantom lanes, no levels in memory); None where its handler must run."""
+  if mem.cert is not None or m.control.phantom is not None: return None
+  coef, off = m.place(form)
+  lo, hi = m.control.grid.span(coef, off)
+  if lo < 0 or hi > mem.size - count: return None
+  if not any(coef): return mem.data[off:off + count].reshape((1, count) if count > 1 else (1,))
+  return lane_view(mem.data, (coef, off), count, m.control.grid)
+
+def _loaded(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
+  """What `_load` reads through a plain access (`_plain_access`) where `_affine_view` has it; None elsewhere."""
+  v = _affine_view(m, mem, form, count)
+  return None if v is None else v.copy() if mem.mutable else v
+
+def _stored(m: Machine, mem: Memory, form: tuple, count: int, values: np.ndarray) -> bool:
+  """Stores `values` as `_store` would through a plain access (`_plain_access`) where `_affine_view` has it, every
+  lane really runs and control is exact; False (nothing done) elsewhere."""
+  if m.control.real is not None or m.control.level is not None: return False
+  view = _affine_view(m, mem, form, count)
+  if view is None or (view.shape[0] == 1 and m.control.grid.lanes > 1): return False  # one element, many lanes
+  view[...] = values
+  return True
 
 INLINE = {_const: _inline_const, _lazy: _inline_lazy, _special: _inline_lazy, _define_var: _inline_lazy,
           _index: _inline_index, _ufunc_alu: _inline_ufunc_alu, _constant_alu: _inline_constant_alu,
-          _convert: _inline_convert, _gep: _inline_gep, _where: _inline_where, _vectorize: _inline_vectorize}
+          _convert: _inline_convert, _gep: _inline_gep, _where: _inline_where, _vectorize: _inline_vectorize,
+          _load: _inline_load, _store: _inline_store}
 QUIET = {_define_global, _define_local, _end_block, _skip}  # handlers that do nothing
 # handlers that leave a plain Value in the env (straight.py keeps it in a local for the ops after it)
 VALUES = {_const, _ufunc_alu, _alu, _constant_alu, _where, _convert, _vectorize, _gep, _load, _wmma}

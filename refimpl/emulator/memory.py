@@ -25,7 +25,7 @@ touch one element.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -93,8 +93,7 @@ def _reached(group: np.ndarray, groups: np.ndarray | None, grid: Grid) -> np.nda
   return inside & groups[np.clip(k, 0, grid.workgroups - 1)]
 
 
-@dataclass
-class Site:
+class Site(NamedTuple):
   """Where one LOAD/STORE lands. `live` (None = every lane) are the lanes that access memory. Either `view` =
   (coefficients on the grid axes, offset) of the flat address, valid on every lane, or `addr` = the flat address per
   lane ((lanes,) or (1,) when uniform; 0 on lanes that are not live). `count` elements per lane (a vector access)."""
@@ -122,20 +121,20 @@ def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray
     coef, off = site.view
     if not any(coef): out = flat[off:off + site.count].reshape((1,) + site.tail())
     else:
-      out = _lane_view(flat, site, grid)
+      out = lane_view(flat, site.view, site.count, grid)
       if out is None: out = _as_lanes(site.strided(flat, grid), grid)
     return out.copy() if snapshot and np.may_share_memory(out, flat) else out
   a = site.addr
   return flat[a] if site.count == 1 else flat[a[:, None] + np.arange(site.count)]
 
-def _lane_view(flat: np.ndarray, site: Site, grid: Grid) -> np.ndarray | None:
-  """A strided site's elements as a (lanes,) (+ (count,)) view of flat where consecutive lanes are one stride apart
-  (Grid.lane_stride), else None."""
-  stride = grid.lane_stride(site.view[0])
+def lane_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid) -> np.ndarray | None:
+  """The `count` elements from flat address view = (coefficients, offset) on each lane, as a (lanes,) (+ (count,)) view
+  of flat where consecutive lanes are one stride apart (Grid.lane_stride), else None."""
+  stride = grid.lane_stride(view[0])
   if stride is None: return None
   it = flat.itemsize
-  if site.count == 1: return np.ndarray((grid.lanes,), flat.dtype, flat, site.view[1] * it, (stride * it,))
-  return np.ndarray((grid.lanes, site.count), flat.dtype, flat, site.view[1] * it, (stride * it, it))
+  if count == 1: return np.ndarray((grid.lanes,), flat.dtype, flat, view[1] * it, (stride * it,))
+  return np.ndarray((grid.lanes, count), flat.dtype, flat, view[1] * it, (stride * it, it))
 
 def _as_lanes(view: np.ndarray, grid: Grid) -> np.ndarray:
   """A strided view of shape grid.shape (+ (count,)) as (lanes,) (+ (count,)): a view where its strides allow that,
@@ -154,7 +153,7 @@ def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
     if site.live is None or site.live.reshape(-1)[0]: flat[site.view[1]:site.view[1] + site.count] = values.reshape(-1)
     return
   if site.view is not None and site.live is None:
-    lanes = _lane_view(flat, site, grid)
+    lanes = lane_view(flat, site.view, site.count, grid)
     if lanes is not None:
       lanes[...] = values
       return

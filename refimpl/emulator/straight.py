@@ -19,13 +19,21 @@ from __future__ import annotations
 
 import linecache
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from refimpl.ir import GroupOp, Ops, UOp
 
-# an inline form: (plan, uop index, uop, operand expressions, bind) -> (guard or None for always, value expression), or
-# None where the op has none; bind(obj) -> the name obj has in the function
-Inline = Callable[[Any, int, UOp, list[str], Callable[[Any], str]], tuple[str | None, str] | None]
+
+class Form(NamedTuple):
+  """An op's inline form, as source: `before` (a statement, or None) runs first; where `guard` holds (None: always),
+  the op's value is `value` (None: the op has none, and the guard did its work), else the op's handler runs."""
+  guard: str | None
+  value: str | None
+  before: str | None = None
+
+# (plan, uop index, uop, operand, bind) -> its Form, or None where it has none here. operand(j) -> the expression of uop
+# j's Value (read before the op where needed); bind(obj) -> the name obj has in the function
+Inline = Callable[[Any, int, UOp, Callable[[int], str], Callable[[Any], str]], Form | None]
 
 
 def stretches(uops: Sequence[UOp], breaks: set[int] | frozenset[int]) -> list[tuple[int, int]]:
@@ -76,18 +84,19 @@ def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], i
     w.lines.append(f"  # {i}: {u.op.name} {u.dtype} {u.src}")
     if h in quiet: continue
     call = f"{w.bind(h)}(m, {i}, {w.bind(u, f'u{i}')})"
-    form = inline[h](plan, i, u, [operand(j) for j in u.src] if h in values else [], w.bind) if h in inline else None
+    form = inline[h](plan, i, u, operand, w.bind) if h in inline else None
     if form is None:
       w.lines.append(f"  {call}")
       continue
-    guard, expr = form
-    if h not in values:  # not a value later ops read as a local (a Ref, a lazy form)
-      w.lines.append(f"  env[{i}] = {expr}")
-    elif guard is None:
-      w.lines.append(f"  env[{i}] = v{i} = {expr}")
+    if form.before is not None: w.lines.append(f"  {form.before}")
+    if form.value is None: w.lines.append(f"  if not ({form.guard}): {call}")  # the guard did the op's work
+    elif h not in values:  # not a value later ops read as a local (a Ref, a lazy form)
+      w.lines.append(f"  env[{i}] = {form.value}")
+    elif form.guard is None:
+      w.lines.append(f"  env[{i}] = v{i} = {form.value}")
       local[i] = f"v{i}"
     else:
-      w.lines += [f"  if {guard}: env[{i}] = v{i} = {expr}", f"  else: {call}; v{i} = env[{i}]"]
+      w.lines += [f"  if {form.guard}: env[{i}] = v{i} = {form.value}", f"  else: {call}; v{i} = env[{i}]"]
       local[i] = f"v{i}"
   name = f"stretch_{lo}_{hi}"
   source = "\n".join([f"def {name}(m, i, u):", "  env = m.env", *w.lines, f"  return {hi}", ""])
