@@ -8,8 +8,8 @@ Kernels:
     thread; grid: GPU): elementwise a*b+1 over 2^20 float32, a 1024x1024 row sum, a 128^3 matmul (loop form), and
     elementwise 2^20, a 2^20 sum, a 256^3 matmul (grid form). Inputs: standard normal float32 (seed 0).
     `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
-Times (best of --repeat, warm, buffers already on the device): the PYTHON device (the emulator, in place, strict) and
-CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
+Times (best of --repeat after WARMUP untimed runs, buffers already on the device): the PYTHON device (the emulator,
+in place, strict) and CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
 `--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram), one run per kernel: on the uops tinygrad
 generated for the six (recaptured, so it implies --capture; zeroed buffers), and on each corpus kernel exported to
 tinygrad's uops (refimpl.tinygrad.exporter, for tinygrad's PYTHON renderer; the case's inputs). Printed: its time, the
@@ -108,7 +108,12 @@ def add64_seconds(calls: int = 2000) -> float:
   return (time.perf_counter() - start) / calls
 
 
+# untimed runs first, to time the steady state of a kernel launched again and again: the emulator makes its plan on a
+# program's first run and compiles its stretches on the second, and Python specialises their bytecode over a few more
+WARMUP = 10
+
 def best(kernel: Kernel, bufs: list[np.ndarray], vals: tuple[int, ...], repeat: int) -> float:
+  for _ in range(WARMUP): kernel(*bufs, vals=vals)
   times = []
   for _ in range(repeat):
     kernel(*bufs, vals=vals)

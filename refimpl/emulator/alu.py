@@ -270,7 +270,9 @@ def compare(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
 def where(op: Ops, dt: DType, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> Outcome:
   """WHERE (c ? a : b): selects the bits of a where the bool c is true, else of b. Exact for every dtype, NaN payloads
   included (it moves bits; a NaN it passes on is only as loose as its operand was)."""
-  return Outcome(np.where(c, a, b))
+  return Outcome(select(c, a, b))
+
+select = np.where  # WHERE's rule as a function of the operands' arrays, for every dtype (machine.py's exact path)
 
 UNFUSED = (Ops.ADD, (Ops.MUL, 0, 1), 2)  # a * b + c with MUL rounded, then ADD rounded
 

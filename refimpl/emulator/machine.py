@@ -143,7 +143,7 @@ from refimpl.emulator.loops import (
   iterations,
   lane_loops,
 )
-from refimpl.emulator.memory import Memory, Site, elements, lane_view, read, track_load, track_store, write
+from refimpl.emulator.memory import Memory, Site, elements, lane_view, read, read_view, track_load, track_store, write
 from refimpl.emulator.straight import Form, compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -223,8 +223,7 @@ class Value(NamedTuple):
   cert: np.ndarray | None = None
   settled: bool = False
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
   """An INDEX: the memory and the uop that holds the index (located when a LOAD/STORE knows its width and gate)."""
   mem: Memory
   idx: int
@@ -340,6 +339,8 @@ class Plan:
     self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _ in acc)}
     self.alias = [u.src[0] if u.op is Ops.ASSIGN else i for i, u in enumerate(uops)]
     self.global_defs = [(i, u) for i, u in enumerate(uops) if u.op is Ops.DEFINE_GLOBAL]
+    self.names = {i: f"buffer {u.arg}" if u.op is Ops.DEFINE_GLOBAL else f"local {u.arg}" for i, u in enumerate(uops)
+                  if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL)}
     self.local_defs = [(i, u) for i, u in enumerate(uops) if u.op is Ops.DEFINE_LOCAL]
     self.block_end: dict[int, int] = {}
     opened = []
@@ -367,6 +368,14 @@ class Plan:
     self.ufuncs = {i: alu.ufunc_rule(u.op, self.operand_dtype[i]) for i, u in enumerate(uops)
                    if self.handlers[i] is _alu and alu.ufunc_rule(u.op, self.operand_dtype[i]) is not None}
     for i in self.ufuncs: self.handlers[i] = _ufunc_alu
+    # float ufunc ops whose NaN levels no op reads: each use is a float ufunc op that no loop folds, which gives NaN
+    # wherever an operand is NaN (alu.ufunc_rule) and so marks those lanes NAN_PAYLOAD itself (_ufunc_alu skips them)
+    users: dict[int, list[int]] = {}
+    for j, u in enumerate(uops):
+      for k in u.src: users.setdefault(k, []).append(j)
+    folded = set().union(*(loop.folded for loop in self.lane_loops.values()))
+    def nan_propagating(j: int) -> bool: return j in self.ufuncs and dtypes.is_float(uops[j].dtype) and j not in folded
+    self.levels_unread = {i for i in self.ufuncs if nan_propagating(i) and all(map(nan_propagating, users.get(i, [None])))}
     # IDIV, MOD, SHL, SHR by a constant with which the rule is defined everywhere (alu.constant_rule)
     self.constant_rules = {}
     for i, u in enumerate(uops):
@@ -456,8 +465,9 @@ class Machine:
     self.globals: dict[int, Memory] = {}
     for i, u in plan.global_defs:
       given = np.asarray(buffers[u.arg])
-      data = given if inplace and given.ndim == 1 and given.flags.c_contiguous and given.flags.writeable else given.flatten()
-      self.globals[i] = Memory(f"buffer {u.arg}", u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
+      flags = given.flags
+      data = given if inplace and given.ndim == 1 and flags.c_contiguous and flags.writeable else given.flatten()
+      self.globals[i] = Memory(plan.names[i], u.dtype.base, u.dtype.size, data, plan.grid, False, i not in plan.free,
                                i in plan.stored)
     self.events: dict[tuple[int, str], list] = {}  # (uop, kind) -> [order key, event, UB, other keywords]
     self.origins: dict[int, Origin] = {}  # uop -> where it made values undefined (a deferred kind, `defer`)
@@ -475,7 +485,7 @@ class Machine:
     self.locals: list[Memory] = []
     for i, u in plan.local_defs:
       data = np.zeros(u.dtype.size * grid.workgroups, dtype=to_np(u.dtype.base))
-      self.env[i] = Memory(f"local {u.arg}", u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
+      self.env[i] = Memory(plan.names[i], u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
                            i in plan.stored)
       self.locals.append(self.env[i])
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
@@ -524,9 +534,9 @@ class Machine:
 
   def result(self) -> Emulation:
     evs = [UndefinedBehavior(*e, kind=kind, **extra)
-           for _, e, kind, extra in sorted(self.events.values(), key=lambda entry: entry[0])]
-    mems = list(self.globals.values())
-    deferred = [o.event for o in sorted(self.origins.values(), key=lambda o: o.key)]
+           for _, e, kind, extra in sorted(self.events.values(), key=lambda entry: entry[0])] if self.events else []
+    mems = self.globals.values()
+    deferred = [o.event for o in sorted(self.origins.values(), key=lambda o: o.key)] if self.origins else []
     return Emulation([g.data for g in mems], [_exact_levels(g.data.size) if g.cert is None else g.cert for g in mems], evs,
                      deferred)
 
@@ -1163,27 +1173,26 @@ def _alu(m: Machine, i: int, u: UOp) -> None:
 
 def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   """An ALU op whose rule is one numpy ufunc (alu.ufunc_rule), on exact operands: that ufunc, and NAN_PAYLOAD on the
-  NaNs it returns, as `_alu` would give them; operands with levels go through `_alu`."""
+  NaNs it returns, as `_alu` would give them (not looked for where no op reads them: Plan.levels_unread); operands with
+  levels go through `_alu`."""
+  wrap = Value if i in m.plan.levels_unread else _ufunc_value
   if len(u.src) == 1:
     x = m.value_of(u.src[0])
     if x.cert is not None: return _alu(m, i, u)
-    m.env[i] = _ufunc_value(m.plan.ufuncs[i](x.v))
+    m.env[i] = wrap(m.plan.ufuncs[i](x.v))
     return
   x, y = m.value_of(u.src[0]), m.value_of(u.src[1])
   if x.cert is not None or y.cert is not None: return _alu(m, i, u)
-  m.env[i] = _ufunc_value(m.plan.ufuncs[i](x.v, y.v))
+  m.env[i] = wrap(m.plan.ufuncs[i](x.v, y.v))
 
 def _ufunc_value(v: np.ndarray) -> Value:
-  """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns."""
-  return Value(v, np.isnan(v).view(LEVEL), True) if _has_nan(v) else Value(v)
-
-def _has_nan(v: np.ndarray) -> bool:
-  """Whether a float array holds a NaN; False for other dtypes. A one-dimensional one: its sum of squares is NaN
-  exactly when an element is (IEEE: NaN propagates, and sums of non-negative terms never meet inf - inf); dot is the
-  cheapest numpy call that computes it. Else numpy's maximum, which propagates NaN."""
-  if v.dtype.kind != "f" or v.size == 0: return False
+  """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns. Whether a float
+  array holds a NaN: a one-dimensional one's sum of squares is NaN exactly when an element is (IEEE: NaN propagates,
+  and sums of non-negative terms never meet inf - inf), and dot is the cheapest numpy call that computes it; else
+  numpy's maximum, which propagates NaN."""
+  if v.dtype.kind != "f" or v.size == 0: return Value(v)
   total = v.dot(v) if v.ndim == 1 else np.maximum.reduce(v, axis=None)
-  return bool(total != total)
+  return Value(v) if total == total else Value(v, np.isnan(v).view(LEVEL), True)
 
 def _constant_alu(m: Machine, i: int, u: UOp) -> None:
   """IDIV, MOD, SHL or SHR by a constant with which its rule is defined on every lane (alu.constant_rule): that rule of
@@ -1299,7 +1308,8 @@ def _inline_index(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable)
 
 def _inline_ufunc_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
   xs = [operand(j) for j in u.src]
-  return Form(_exact(xs), f"{bind(_ufunc_value)}({bind(plan.ufuncs[i])}({', '.join(f'{x}.v' for x in xs)}))")
+  wrap = _ufunc_value if dtypes.is_float(u.dtype.scalar()) and i not in plan.levels_unread else Value  # NaN levels
+  return Form(_exact(xs), f"{bind(wrap)}({bind(plan.ufuncs[i])}({', '.join(f'{x}.v' for x in xs)}))")
 
 def _inline_constant_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
   x = operand(u.src[0])
@@ -1317,8 +1327,7 @@ def _inline_gep(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -
 
 def _inline_where(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
   xs = [operand(j) for j in u.src]
-  rule = f"{bind(alu.run_alu)}({bind(u.op)}, {bind(plan.operand_dtype[i])}, {', '.join(f'{x}.v' for x in xs)})"
-  return Form(_exact(xs), f"{bind(Value)}({rule}.values)")
+  return Form(_exact(xs), f"{bind(Value)}({bind(alu.select)}({', '.join(f'{x}.v' for x in xs)}))")
 
 def _inline_vectorize(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
   xs = [operand(j) for j in u.src]
@@ -1345,29 +1354,29 @@ def _inline_store(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable)
   count = plan.uops[u.src[1]].dtype.count
   return Form(f"{x}.cert is None and {bind(_stored)}(m, env[{buf}], {bind(form)}, {count}, {x}.v)", None)
 
-def _affine_view(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
-  """The elements that an in-bounds access through affine `form` touches, as memory.read and memory.write see them
-  (one uniform row where the address is the same on every lane, else memory.lane_view), where nothing about the
-  access is uncertain (no phantom lanes, no levels in memory); None where its handler must run."""
+def _in_bounds(m: Machine, mem: Memory, form: tuple, count: int) -> tuple[tuple[int, ...], int] | None:
+  """Where an access through affine `form` lands (Machine.place) when it is in bounds on every lane and nothing about
+  it is uncertain (no phantom lanes, no levels in memory); None where its handler must run."""
   if mem.cert is not None or m.control.phantom is not None: return None
   coef, off = m.place(form)
   lo, hi = m.control.grid.span(coef, off)
-  if lo < 0 or hi > mem.size - count: return None
-  if not any(coef): return mem.data[off:off + count].reshape((1, count) if count > 1 else (1,))
-  return lane_view(mem.data, (coef, off), count, m.control.grid)
+  return None if lo < 0 or hi > mem.size - count else (coef, off)
 
 def _loaded(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
-  """What `_load` reads through a plain access (`_plain_access`) where `_affine_view` has it; None elsewhere."""
-  v = _affine_view(m, mem, form, count)
-  return None if v is None else v.copy() if mem.mutable else v
+  """What `_load` reads through a plain access (`_plain_access`) where `_in_bounds` finds it; None elsewhere."""
+  view = _in_bounds(m, mem, form, count)
+  return None if view is None else read_view(mem.data, view, count, m.control.grid, mem.mutable)
 
 def _stored(m: Machine, mem: Memory, form: tuple, count: int, values: np.ndarray) -> bool:
-  """Stores `values` as `_store` would through a plain access (`_plain_access`) where `_affine_view` has it, every
-  lane really runs and control is exact; False (nothing done) elsewhere."""
+  """Stores `values` as `_store` would through a plain access (`_plain_access`) where `_in_bounds` finds it, every
+  lane really runs, control is exact and the lanes' elements are one stride apart (memory.lane_view); False (nothing
+  done) elsewhere."""
   if m.control.real is not None or m.control.level is not None: return False
-  view = _affine_view(m, mem, form, count)
-  if view is None or (view.shape[0] == 1 and m.control.grid.lanes > 1): return False  # one element, many lanes
-  view[...] = values
+  view = _in_bounds(m, mem, form, count)
+  if view is None or (m.control.grid.lanes > 1 and not any(view[0])): return False  # many lanes, one element: handler
+  lanes = lane_view(mem.data, view, count, m.control.grid)
+  if lanes is None: return False
+  lanes[...] = values
   return True
 
 INLINE = {_const: _inline_const, _lazy: _inline_lazy, _special: _inline_lazy, _define_var: _inline_lazy,

@@ -24,7 +24,6 @@ touch one element.
 """
 from __future__ import annotations
 
-import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +44,8 @@ def _marked_group(x: np.ndarray) -> np.ndarray:
   return -3 - x
 
 
+_GLOBAL_BASE = (0,) * 6  # a global's flat address is the index itself
+
 class Memory:
   """One buffer or local (see the module docstring)."""
   def __init__(self, name: str, dtype: DType, size: int, data: np.ndarray, grid: Grid, local: bool, tracked: bool,
@@ -59,8 +60,7 @@ class Memory:
     self.reader_group = np.full(data.size, NOBODY, dtype=np.int64) if tracked and not local else None
     self.group_threads = grid.group  # threads per workgroup: a tracked thread's workgroup is its number // this
     # flat address = workgroup * size + index: the workgroup's coefficients on the six grid axes
-    gs = grid.sizes
-    self.base_coef = (size * gs[1] * gs[2], size * gs[2], size, 0, 0, 0) if local else (0,) * 6
+    self.base_coef = (size * grid.sizes[1] * grid.sizes[2], size * grid.sizes[2], size, 0, 0, 0) if local else _GLOBAL_BASE
 
   def levels(self) -> np.ndarray:
     """The certainty levels, allocated (all EXACT) on first use."""
@@ -105,27 +105,41 @@ class Site(NamedTuple):
 
   def strided(self, flat: np.ndarray, grid: Grid) -> np.ndarray:
     """The view as a numpy array of shape grid.shape (+ (count,)) into `flat` (writable: it aliases memory)."""
-    coef, off = self.view
-    it = flat.itemsize
-    shape = grid.shape + ((self.count,) if self.count > 1 else ())
-    strides = tuple(c * it for c in grid.strides(coef)) + ((it,) if self.count > 1 else ())
-    return np.ndarray(shape, flat.dtype, buffer=flat, offset=off * it, strides=strides)
+    return _strided(flat, self.view, self.count, grid)
 
   def tail(self) -> tuple[int, ...]: return (self.count,) if self.count > 1 else ()
 
 
+def _strided(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid) -> np.ndarray:
+  """Site.strided of a site with that view and count."""
+  coef, off = view
+  it = flat.itemsize
+  shape = grid.shape + ((count,) if count > 1 else ())
+  strides = tuple(c * it for c in grid.strides(coef)) + ((it,) if count > 1 else ())
+  return np.ndarray(shape, flat.dtype, buffer=flat, offset=off * it, strides=strides)
+
 def read(flat: np.ndarray, site: Site, grid: Grid, snapshot: bool) -> np.ndarray:
   """The elements each lane reads from `flat` (data or certainty levels): shape (lanes,) or (1,) (+ (count,)). Lanes that are not
   live read something harmless. snapshot: never return a view of `flat` (it will change later)."""
-  if site.view is not None:
-    coef, off = site.view
-    if not any(coef): out = flat[off:off + site.count].reshape((1,) + site.tail())
-    else:
-      out = lane_view(flat, site.view, site.count, grid)
-      if out is None: out = _as_lanes(site.strided(flat, grid), grid)
-    return out.copy() if snapshot and np.may_share_memory(out, flat) else out
+  if site.view is not None: return read_view(flat, site.view, site.count, grid, snapshot)
   a = site.addr
   return flat[a] if site.count == 1 else flat[a[:, None] + np.arange(site.count)]
+
+def read_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid, snapshot: bool) -> np.ndarray:
+  """`read` of a site whose address is view = (coefficients, offset) on every lane: one row where that is the same on
+  every lane; a view of flat where consecutive lanes are one stride apart (`lane_view`); else a copy, laid out so
+  that each element of a vector is contiguous across the lanes (a GEP of it is then a view)."""
+  coef, off = view
+  if not any(coef): out = flat[off:off + count].reshape((1, count) if count > 1 else (1,))
+  else:
+    out = lane_view(flat, view, count, grid)
+    if out is None:
+      strided = _strided(flat, view, count, grid)
+      if count == 1: return strided.reshape(grid.lanes)  # a copy: no one stride fits the lanes
+      copy = np.empty((count,) + grid.shape, flat.dtype)
+      np.copyto(copy, np.moveaxis(strided, -1, 0))
+      return copy.reshape(count, grid.lanes).T
+  return out.copy() if snapshot else out
 
 def lane_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid) -> np.ndarray | None:
   """The `count` elements from flat address view = (coefficients, offset) on each lane, as a (lanes,) (+ (count,)) view
@@ -135,16 +149,6 @@ def lane_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, g
   it = flat.itemsize
   if count == 1: return np.ndarray((grid.lanes,), flat.dtype, flat, view[1] * it, (stride * it,))
   return np.ndarray((grid.lanes, count), flat.dtype, flat, view[1] * it, (stride * it, it))
-
-def _as_lanes(view: np.ndarray, grid: Grid) -> np.ndarray:
-  """A strided view of shape grid.shape (+ (count,)) as (lanes,) (+ (count,)): a view where its strides allow that,
-  else a copy laid out so that each element of a vector is contiguous across the lanes (a GEP of it is then a view)."""
-  axes = [(n, st) for n, st in zip(grid.shape, view.strides) if n > 1]
-  if all(st == st2 * n2 for (_, st), (n2, st2) in itertools.pairwise(axes)) or view.ndim == len(grid.shape):
-    return view.reshape((grid.lanes,) + view.shape[len(grid.shape):])
-  out = np.empty((view.shape[-1],) + grid.shape, view.dtype)
-  np.copyto(out, np.moveaxis(view, -1, 0))
-  return out.reshape(view.shape[-1], grid.lanes).T
 
 def write(flat: np.ndarray, site: Site, grid: Grid, values: np.ndarray) -> None:
   """Stores `values` (shape (lanes,) or (1,), + (count,)) into `flat` on the live lanes."""
