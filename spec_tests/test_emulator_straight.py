@@ -35,10 +35,10 @@ def _both(program, inputs, vals, strict: bool, monkeypatch) -> tuple:
   monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
   return loop, _outcome(program, inputs, vals, strict)
 
-def _compiled(program, vals) -> int:
-  """How many stretches of the program's plan run compiled."""
+def _stretches_made(program, vals) -> int:
+  """How many stretches of the program's plan run as steps."""
   table = Plan.of(program, tuple(vals))._straight
-  return 0 if table is None else sum(1 for h in table if hasattr(h, "source"))
+  return 0 if table is None else sum(1 for h in table if hasattr(h, "steps"))
 
 
 def test_stretches_are_runs_of_ops_between_block_boundaries():
@@ -56,21 +56,21 @@ def test_straight_runs_are_the_handler_loop_on_the_corpus(monkeypatch):
   """Every corpus kernel (tinygrad's, as its backends render them), strict and permissive."""
   paths = sorted(CORPUS.glob("*/*.json"))
   assert len(paths) > 300
-  compiled = 0
+  made = 0
   for path in paths:
     case = load_finding(path).case
     for strict in (True, False):
       loop, straight = _both(case.program, case.inputs, case.vals, strict, monkeypatch)
       assert straight == loop, f"{path.name} strict={strict}"
-    compiled += _compiled(case.program, case.vals) > 0
-  assert compiled == len(paths)
+    made += _stretches_made(case.program, case.vals) > 0
+  assert made == len(paths)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypatch):
   """Fuzzer programs (grid form and lowered to loops; barriers, NaNs, loose ops and undefined behaviour left in), strict
   and permissive, and again in chunks of workgroups."""
-  compiled = 0
+  made = 0
   for index in range(30):
     g, arrays, vals = generate(seed, index, Profile(barrier=True))
     grid = g.program(check=False)
@@ -79,18 +79,18 @@ def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypa
       for strict in (True, False):
         loop, straight = _both(p, inputs, vals, strict, monkeypatch)
         assert straight == loop, f"seed {seed} program {index} strict={strict}"
-      compiled += _compiled(p, vals) > 0
+      made += _stretches_made(p, vals) > 0
       plan = Plan.of(p, tuple(vals))
       if plan.grid.workgroups > 1:
         monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
         loop, straight = _both(p, inputs, vals, False, monkeypatch)
         monkeypatch.undo()
         assert straight == loop, f"seed {seed} program {index}, in chunks"
-  assert compiled >= 40
+  assert made >= 40
 
 
 def test_straight_runs_read_each_run_s_buffers(monkeypatch):
-  """A compiled plan serves every later run: each reads its own buffers (the inplace buffers of the PYTHON device)."""
+  """A plan's steps serve every later run: each reads its own buffers (the inplace buffers of the PYTHON device)."""
   path = sorted(CORPUS.glob("*/*.json"))[0]
   case = load_finding(path).case
   monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
@@ -101,4 +101,20 @@ def test_straight_runs_read_each_run_s_buffers(monkeypatch):
     want = _outcome(case.program, inputs, case.vals, True)
     monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
     assert _outcome(case.program, inputs, case.vals, True) == want
-  assert _compiled(case.program, case.vals) > 0
+  assert _stretches_made(case.program, case.vals) > 0
+
+
+def test_stretches_are_made_from_run_straight_from_on(monkeypatch):
+  """The first STRAIGHT_FROM - 1 runs of a plan go through the handler loop; the next makes the steps, once."""
+  case = load_finding(sorted(CORPUS.glob("*/*.json"))[0]).case
+  program = case.program
+  monkeypatch.setattr(machine, "STRAIGHT_FROM", 3)
+  plan = Plan.of(program, tuple(case.vals))
+  plan.runs, plan._straight = 0, None
+  for _ in range(2): emulate(program, case.inputs, case.vals)
+  assert plan._straight is None
+  emulate(program, case.inputs, case.vals)
+  made = plan._straight
+  assert made is not None and _stretches_made(program, case.vals) > 0
+  emulate(program, case.inputs, case.vals)
+  assert plan._straight is made

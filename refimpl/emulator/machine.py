@@ -144,7 +144,7 @@ from refimpl.emulator.loops import (
   lane_loops,
 )
 from refimpl.emulator.memory import Memory, Site, elements, lane_view, read, read_view, track_load, track_store, write
-from refimpl.emulator.straight import Form, compile_stretches
+from refimpl.emulator.straight import compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
@@ -315,7 +315,9 @@ LANE_MEMORY = 1 << 30
 LOOP_CHUNK_MEMORY = 1 << 27
 CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
-STRAIGHT_FROM: int | None = 2  # from this run of a plan on, its straight-line stretches run compiled (straight.py); None: never
+# from this run of a plan on, its straight-line stretches run as steps (straight.py): making them costs about one run,
+# and each later run is about a fifth faster; None: never
+STRAIGHT_FROM: int | None = 4
 
 def _fixed_value(form: tuple | None) -> Value | None:
   """The value of an affine form (indexing.thread_form) that is one number, the same on every lane, else None."""
@@ -393,7 +395,7 @@ class Plan:
 
   def handler_table(self) -> list[Callable]:
     """What runs each uop, for a new run: the handlers, and from the plan's run number STRAIGHT_FROM on, with its
-    straight-line stretches compiled (straight.py: once per plan, so programs run once never pay for it)."""
+    straight-line stretches as steps (straight.py: made once per plan, so programs run a few times never pay for it)."""
     self.runs += 1
     if STRAIGHT_FROM is None or self.runs < STRAIGHT_FROM: return self.handlers
     if self._straight is None:
@@ -1290,48 +1292,76 @@ def wmma_error_bound(dt, k: int, magnitude: np.ndarray) -> np.ndarray:
   gamma = n * eps / (1 - n * eps) if n * eps < 1 else np.inf  # the bound of n rounded steps
   return gamma * np.asarray(magnitude, np.float64) + (2 * k + 1) * tau
 
-# ***** inline forms: a handler's path where nothing is uncertain, as straight.py writes it into a stretch's function *****
-# form(plan, i, u, operand, bind) -> Form: where its guard holds, uop i is its value (or the guard did its work), and
-# elsewhere its handler runs; operand(j) -> the expression of uop j's Value; bind(obj) -> the name of obj there. Each
-# does what its handler does when the guard holds.
+# ***** inline forms: a handler's path where nothing is uncertain, as a step of a straight-line stretch (straight.py) *****
+# form(plan, i, u, direct) -> step(m, env): does what uop i's handler does where the operands are exact (and the access
+# plain), and calls the handler elsewhere; direct(j): uop j's Value is env[j] itself, else it is read by value_of.
 
-def _exact(xs: list[str]) -> str: return " and ".join(f"{x}.cert is None" for x in xs)
+def _const_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  value = plan.constants[i]
+  def step(m: Machine, env: list) -> None: env[i] = value
+  return step
 
-def _inline_const(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  return Form(None, bind(plan.constants[i]))
+def _lazy_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  def step(m: Machine, env: list) -> None: env[i] = LAZY
+  return step
 
-def _inline_lazy(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  return Form(None, bind(LAZY, "LAZY"))
+def _index_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  buf, idx = u.src
+  def step(m: Machine, env: list) -> None: env[i] = Ref(env[buf], idx)
+  return step
 
-def _inline_index(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  return Form(None, f"{bind(Ref)}(env[{u.src[0]}], {u.src[1]})")
+def _unary_step(i: int, u: UOp, direct: Callable[[int], bool], rule: Callable, wrap: Callable, handler: Callable,
+                keep_settled: bool = False) -> Callable:
+  """The step of an op whose value on an exact operand x is wrap(rule(x.v)) (keep_settled: with x's `settled`)."""
+  a = u.src[0]
+  da = direct(a)
+  def step(m: Machine, env: list) -> None:
+    x = env[a] if da else m.value_of(a)
+    if x.cert is not None: handler(m, i, u)
+    elif keep_settled: env[i] = wrap(rule(x.v), None, x.settled)
+    else: env[i] = wrap(rule(x.v))
+  return step
 
-def _inline_ufunc_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  xs = [operand(j) for j in u.src]
+def _ufunc_alu_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  fn = plan.ufuncs[i]
   wrap = _ufunc_value if dtypes.is_float(u.dtype.scalar()) and i not in plan.levels_unread else Value  # NaN levels
-  return Form(_exact(xs), f"{bind(wrap)}({bind(plan.ufuncs[i])}({', '.join(f'{x}.v' for x in xs)}))")
+  if len(u.src) == 1: return _unary_step(i, u, direct, fn, wrap, _ufunc_alu)
+  a, b = u.src
+  da, db = direct(a), direct(b)
+  def step(m: Machine, env: list) -> None:
+    x = env[a] if da else m.value_of(a)
+    y = env[b] if db else m.value_of(b)
+    if x.cert is None and y.cert is None: env[i] = wrap(fn(x.v, y.v))
+    else: _ufunc_alu(m, i, u)
+  return step
 
-def _inline_constant_alu(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  x = operand(u.src[0])
-  return Form(_exact([x]), f"{bind(Value)}({bind(plan.constant_rules[i])}({x}.v))")
+def _constant_alu_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  return _unary_step(i, u, direct, plan.constant_rules[i], Value, _constant_alu)
 
-def _inline_convert(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
+def _convert_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable | None:
   rule = plan.conversions.get(i)
   if rule is None: return None
-  x = operand(u.src[0])
-  return Form(_exact([x]), f"{bind(Value if u.op is Ops.BITCAST else _ufunc_value)}({bind(rule)}({x}.v))")
+  return _unary_step(i, u, direct, rule, Value if u.op is Ops.BITCAST else _ufunc_value, _convert)
 
-def _inline_gep(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  x, sel = operand(u.src[0]), bind(list(u.arg)) if len(u.arg) > 1 else u.arg[0]
-  return Form(_exact([x]), f"{bind(Value)}({bind(np.ascontiguousarray)}({x}.v[:, {sel}]), None, {x}.settled)")
+def _gep_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  sel = list(u.arg) if len(u.arg) > 1 else u.arg[0]
+  def pick(v: np.ndarray) -> np.ndarray: return np.ascontiguousarray(v[:, sel])
+  return _unary_step(i, u, direct, pick, Value, _gep, keep_settled=True)
 
-def _inline_where(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  xs = [operand(j) for j in u.src]
-  return Form(_exact(xs), f"{bind(Value)}({bind(alu.select)}({', '.join(f'{x}.v' for x in xs)}))")
+def _many_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool], rule: Callable, handler: Callable) -> Callable:
+  """The step of an op whose value on exact operands is Value(rule(operands' values))."""
+  srcs = [(j, direct(j)) for j in u.src]
+  def step(m: Machine, env: list) -> None:
+    xs = [env[j] if dj else m.value_of(j) for j, dj in srcs]
+    if all(x.cert is None for x in xs): env[i] = Value(rule([x.v for x in xs]))
+    else: handler(m, i, u)
+  return step
 
-def _inline_vectorize(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form:
-  xs = [operand(j) for j in u.src]
-  return Form(_exact(xs), f"{bind(Value)}({bind(_stacked)}([{', '.join(f'{x}.v' for x in xs)}]))")
+def _where_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  return _many_step(plan, i, u, direct, lambda vs: alu.select(*vs), _where)
+
+def _vectorize_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  return _many_step(plan, i, u, direct, _stacked, _vectorize)
 
 def _plain_access(plan: Plan, u: UOp) -> tuple[int, tuple] | None:
   """(buffer uop, index form) of a LOAD or STORE with no gate through an affine index into a global buffer that needs
@@ -1341,18 +1371,25 @@ def _plain_access(plan: Plan, u: UOp) -> tuple[int, tuple] | None:
   plain = ungated and idx in plan.forms and plan.uops[buf].op is Ops.DEFINE_GLOBAL and buf in plan.free
   return (buf, plan.forms[idx]) if plain else None
 
-def _inline_load(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
+def _load_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable | None:
   plain = _plain_access(plan, u)
   if plain is None: return None
-  buf, form = plain
-  return Form("t is not None", f"{bind(Value)}(t)", f"t = {bind(_loaded)}(m, env[{buf}], {bind(form)}, {u.dtype.count})")
+  (buf, form), count = plain, u.dtype.count
+  def step(m: Machine, env: list) -> None:
+    v = _loaded(m, env[buf], form, count)
+    if v is None: _load(m, i, u)
+    else: env[i] = Value(v)
+  return step
 
-def _inline_store(plan: Plan, i: int, u: UOp, operand: Callable, bind: Callable) -> Form | None:
+def _store_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable | None:
   plain = _plain_access(plan, u)
   if plain is None: return None
-  (buf, form), x = plain, operand(u.src[1])
-  count = plan.uops[u.src[1]].dtype.count
-  return Form(f"{x}.cert is None and {bind(_stored)}(m, env[{buf}], {bind(form)}, {count}, {x}.v)", None)
+  (buf, form), a, count = plain, u.src[1], plan.uops[u.src[1]].dtype.count
+  da = direct(a)
+  def step(m: Machine, env: list) -> None:
+    x = env[a] if da else m.value_of(a)
+    if x.cert is not None or not _stored(m, env[buf], form, count, x.v): _store(m, i, u)
+  return step
 
 def _in_bounds(m: Machine, mem: Memory, form: tuple, count: int) -> tuple[tuple[int, ...], int] | None:
   """Where an access through affine `form` lands (Machine.place) when it is in bounds on every lane and nothing about
@@ -1379,10 +1416,9 @@ def _stored(m: Machine, mem: Memory, form: tuple, count: int, values: np.ndarray
   lanes[...] = values
   return True
 
-INLINE = {_const: _inline_const, _lazy: _inline_lazy, _special: _inline_lazy, _define_var: _inline_lazy,
-          _index: _inline_index, _ufunc_alu: _inline_ufunc_alu, _constant_alu: _inline_constant_alu,
-          _convert: _inline_convert, _gep: _inline_gep, _where: _inline_where, _vectorize: _inline_vectorize,
-          _load: _inline_load, _store: _inline_store}
+INLINE = {_const: _const_step, _lazy: _lazy_step, _special: _lazy_step, _define_var: _lazy_step, _index: _index_step,
+          _ufunc_alu: _ufunc_alu_step, _constant_alu: _constant_alu_step, _convert: _convert_step, _gep: _gep_step,
+          _where: _where_step, _vectorize: _vectorize_step, _load: _load_step, _store: _store_step}
 QUIET = {_define_global, _define_local, _end_block, _skip}  # handlers that do nothing
 # handlers that leave a plain Value in the env (straight.py keeps it in a local for the ops after it)
 VALUES = {_const, _ufunc_alu, _alu, _constant_alu, _where, _convert, _vectorize, _gep, _load, _wmma}
