@@ -1188,12 +1188,18 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   m.env[i] = wrap(m.plan.ufuncs[i](x.v, y.v))
 
 def _ufunc_value(v: np.ndarray) -> Value:
-  """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns. Whether a float
-  array holds a NaN: a one-dimensional one's sum of squares is NaN exactly when an element is (IEEE: NaN propagates,
-  and sums of non-negative terms never meet inf - inf), and dot is the cheapest numpy call that computes it; else
-  numpy's maximum, which propagates NaN."""
+  """The value of a ufunc rule on exact operands: exact, except NAN_PAYLOAD on the NaNs it returns."""
   if v.dtype.kind != "f" or v.size == 0: return Value(v)
-  total = v.dot(v) if v.ndim == 1 else np.maximum.reduce(v, axis=None)
+  return _scalar_float_value(v) if v.ndim == 1 else _float_value(v, np.maximum.reduce(v, axis=None))
+
+def _scalar_float_value(v: np.ndarray) -> Value:
+  """_ufunc_value of a float array of one dimension (a scalar dtype's lanes). Its sum of squares is NaN exactly when an
+  element is (IEEE: NaN propagates, and sums of non-negative terms never meet inf - inf): dot is the cheapest numpy
+  call that computes it."""
+  return _float_value(v, v.dot(v))
+
+def _float_value(v: np.ndarray, total: Any) -> Value:
+  """v exact, except NAN_PAYLOAD on its NaNs, where `total` (a reduction of v that propagates NaN) says it has any."""
   return Value(v) if total == total else Value(v, np.isnan(v).view(LEVEL), True)
 
 def _constant_alu(m: Machine, i: int, u: UOp) -> None:
@@ -1324,7 +1330,8 @@ def _unary_step(i: int, u: UOp, direct: Callable[[int], bool], rule: Callable, w
 
 def _ufunc_alu_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
   fn = plan.ufuncs[i]
-  wrap = _ufunc_value if dtypes.is_float(u.dtype.scalar()) and i not in plan.levels_unread else Value  # NaN levels
+  if i in plan.levels_unread or not dtypes.is_float(u.dtype.scalar()): wrap = Value  # no NaN levels to look for
+  else: wrap = _scalar_float_value if u.dtype.count == 1 else _ufunc_value  # a scalar's lanes: one dimension
   if len(u.src) == 1: return _unary_step(i, u, direct, fn, wrap, _ufunc_alu)
   a, b = u.src
   da, db = direct(a), direct(b)
@@ -1348,20 +1355,24 @@ def _gep_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Call
   def pick(v: np.ndarray) -> np.ndarray: return np.ascontiguousarray(v[:, sel])
   return _unary_step(i, u, direct, pick, Value, _gep, keep_settled=True)
 
-def _many_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool], rule: Callable, handler: Callable) -> Callable:
-  """The step of an op whose value on exact operands is Value(rule(operands' values))."""
+def _where_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
+  (c, a, b), select = u.src, alu.select
+  dc, da, db = direct(c), direct(a), direct(b)
+  def step(m: Machine, env: list) -> None:
+    x = env[c] if dc else m.value_of(c)
+    y = env[a] if da else m.value_of(a)
+    z = env[b] if db else m.value_of(b)
+    if x.cert is None and y.cert is None and z.cert is None: env[i] = Value(select(x.v, y.v, z.v))
+    else: _where(m, i, u)
+  return step
+
+def _vectorize_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
   srcs = [(j, direct(j)) for j in u.src]
   def step(m: Machine, env: list) -> None:
     xs = [env[j] if dj else m.value_of(j) for j, dj in srcs]
-    if all(x.cert is None for x in xs): env[i] = Value(rule([x.v for x in xs]))
-    else: handler(m, i, u)
+    if all(x.cert is None for x in xs): env[i] = Value(_stacked([x.v for x in xs]))
+    else: _vectorize(m, i, u)
   return step
-
-def _where_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
-  return _many_step(plan, i, u, direct, lambda vs: alu.select(*vs), _where)
-
-def _vectorize_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
-  return _many_step(plan, i, u, direct, _stacked, _vectorize)
 
 def _plain_access(plan: Plan, u: UOp) -> tuple[int, tuple] | None:
   """(buffer uop, index form) of a LOAD or STORE with no gate through an affine index into a global buffer that needs
