@@ -83,7 +83,8 @@ Speed. indexing.py analyses the int32 index arithmetic before the run: an affine
 (no gather), its bounds need no scan, the integer ops that only feed indices are never executed, and race tracking
 runs only on buffers where two threads could meet (memory.py). That analysis and the verification are done once per
 (program, vals) and reused by later runs (`Plan`). A loop whose bounds differ per thread costs one pass over all lanes
-per counter value from the smallest start to the largest end.
+per counter value from the smallest start to the largest end. From a plan's STRAIGHT_FROM-th run on, each stretch of
+ops between block boundaries runs as a list of steps (straight.py, INLINE), which do what the handlers do.
 
 Loops as lanes. A RANGE with bounds that are one exact number on every lane, whose iterations loops.py proves cannot
 observe each other (parallel), or observe each other only through accumulator chains (scan), runs all its iterations
@@ -391,6 +392,19 @@ class Plan:
     # RANGEs whose bounds are the same number on every lane whatever the run (affine forms of constants), as Values
     self.fixed_bounds = {i: tuple(_fixed_value(self.forms[j]) for j in u.src) for i, u in enumerate(uops)
                          if u.op is Ops.RANGE and all(_fixed_value(self.forms.get(j)) is not None for j in u.src)}
+    # ops outside every block whose value is known before the run (a constant, a lazy form, an INDEX): set when a run
+    # starts (Machine.start), so the steps of a stretch skip them; their handlers would set the same
+    depth, outside = 0, []
+    for i, u in enumerate(uops):
+      if u.op in GroupOp.BlockEnd: depth -= 1
+      if depth == 0: outside.append(i)
+      if u.op in GroupOp.BlockStart: depth += 1
+    self.initial_env: list[Any] = [None] * len(uops)
+    for i in outside:
+      if self.handlers[i] is _const: self.initial_env[i] = self.constants[i]
+      elif self.handlers[i] in (_lazy, _special, _define_var): self.initial_env[i] = LAZY
+    self.initial_refs = [(i, *uops[i].src) for i in outside if self.handlers[i] is _index]
+    self.preset = {i for i, x in enumerate(self.initial_env) if x is not None} | {i for i, _, _ in self.initial_refs}
     self.runs, self._straight = 0, None
 
   def handler_table(self) -> list[Callable]:
@@ -400,7 +414,7 @@ class Plan:
     if STRAIGHT_FROM is None or self.runs < STRAIGHT_FROM: return self.handlers
     if self._straight is None:
       folded = set().union(*(loop.folded for loop in self.lane_loops.values()))
-      self._straight = compile_stretches(self, self.handlers, folded, INLINE, QUIET, VALUES)
+      self._straight = compile_stretches(self, self.handlers, folded, INLINE, QUIET, VALUES, self.preset)
     return self._straight
 
   @functools.cached_property
@@ -482,7 +496,7 @@ class Machine:
     """Ready to run the program on `grid` (the launch, or a chunk of its workgroups): no values yet, fresh locals."""
     plan = self.plan
     self.control = Control(grid, self.handlers)
-    self.env: list[Any] = [None] * len(plan.uops)
+    self.env: list[Any] = list(plan.initial_env)  # constants and lazy forms outside blocks already set
     for i, mem in self.globals.items(): self.env[i] = mem
     self.locals: list[Memory] = []
     for i, u in plan.local_defs:
@@ -490,6 +504,7 @@ class Machine:
       self.env[i] = Memory(plan.names[i], u.dtype.base, u.dtype.size, data, grid, True, i not in plan.free,
                            i in plan.stored)
       self.locals.append(self.env[i])
+    for i, buf, idx in plan.initial_refs: self.env[i] = Ref(self.env[buf], idx)
     self.loops: dict[int, int] = {}        # RANGE uop -> its counter now (a loop that runs sequentially)
     self.axes: dict[int, tuple[int, int]] = {}  # RANGE uop -> (its grid axis, its first counter): a loop run as lanes
     self.regions: list[tuple[int, dict[int, Any]]] = []  # loops running as lanes: (RANGE uop, env entries to restore)

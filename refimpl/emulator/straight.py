@@ -51,14 +51,16 @@ def _call(handler: Callable, i: int, u: UOp) -> Step:
 
 
 def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], inline: dict[Callable, Inline],
-                    quiet: set[Callable], values: set[Callable]) -> Callable:
+                    quiet: set[Callable], values: set[Callable], preset: set[int]) -> Callable:
   """The handler that runs ops lo..hi-1 of plan.uops as `handlers` would and returns hi. quiet: handlers that do
-  nothing; values: handlers that always leave a plain Value in the env."""
+  nothing; values: handlers that always leave a plain Value in the env; preset: ops whose env entry a run sets when it
+  starts, to what their handlers would set (they get no step)."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
   for i in range(lo, hi):
     u, h = plan.uops[i], handlers[i]
-    if h in quiet: continue
+    if i in preset and h in values: made.add(i)
+    if h in quiet or i in preset: continue
     step = inline[h](plan, i, u, made.__contains__) if h in inline else None
     steps.append(_call(h, i, u) if step is None else step)
     if h in values and u.op is not Ops.ASSIGN: made.add(i)
@@ -71,9 +73,10 @@ def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], i
 
 
 def compile_stretches(plan: Any, handlers: Sequence[Callable], breaks: set[int] | frozenset[int],
-                      inline: dict[Callable, Inline], quiet: set[Callable], values: set[Callable]) -> list[Callable]:
+                      inline: dict[Callable, Inline], quiet: set[Callable], values: set[Callable],
+                      preset: set[int] = frozenset()) -> list[Callable]:
   """`handlers` with each stretch's handler (compile_stretch) at the stretch's first op."""
   out = list(handlers)
   for lo, hi in stretches(plan.uops, breaks):
-    out[lo] = compile_stretch(plan, lo, hi, handlers, inline, quiet, values)
+    out[lo] = compile_stretch(plan, lo, hi, handlers, inline, quiet, values, preset)
   return out
