@@ -9,7 +9,8 @@ Kernels:
     elementwise 2^20, a 2^20 sum, a 256^3 matmul (grid form). Inputs: standard normal float32 (seed 0).
     `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
 Times (best of --repeat after WARMUP untimed runs, buffers already on the device): the PYTHON device (the emulator,
-in place, strict) and CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric mean per group.
+in place, strict) and CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric
+mean per group.
 `--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram), one run per kernel: on the uops tinygrad
 generated for the six (recaptured, so it implies --capture; zeroed buffers), and on each corpus kernel exported to
 tinygrad's uops (refimpl.tinygrad.exporter, for tinygrad's PYTHON renderer; the case's inputs). Printed: its time, the
