@@ -11,9 +11,8 @@ from refimpl.dtype import dtypes, to_np
 from refimpl.emulator import machine
 from refimpl.emulator.machine import Plan, emulate
 from refimpl.errors import UndefinedBehavior
-from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
-from refimpl.lower.grid_to_loops import lower_grid_to_loops
+from refimpl.testing.generated import both_forms
 from refimpl.testing.programs import emulation_outcome
 
 F32, I32 = dtypes.float32, dtypes.int32
@@ -130,18 +129,14 @@ def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
   """Fuzzer programs (grid form and lowered to loops, undefined behaviour left in): running loops as lanes gives the
   outputs, masks, events and strict-mode report of the sequential rule (LOOPS_AS_LANES=False) exactly."""
   checked = 0
-  for index in range(40):
-    g, arrays, vals = generate(seed, index, Profile(barrier=True))
-    grid = g.program(check=False)
-    inputs = [arrays[id(buf)] for buf in g.globals()]
-    for p in (grid, lower_grid_to_loops(grid)):
-      if not Plan.of(p, tuple(vals)).lane_loops: continue
-      for strict in (True, False):
-        monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-        lanes = emulation_outcome(p, inputs, vals, strict)
-        monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-        assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
-        checked += 1
+  for index, p, inputs, vals in both_forms(seed, 40):
+    if not Plan.of(p, tuple(vals)).lane_loops: continue
+    for strict in (True, False):
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+      lanes = emulation_outcome(p, inputs, vals, strict)
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+      assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+      checked += 1
   assert checked >= 20
 
 

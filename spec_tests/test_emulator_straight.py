@@ -12,9 +12,8 @@ from refimpl.emulator.machine import Plan, emulate
 from refimpl.emulator.straight import stretches
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
-from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops
-from refimpl.lower.grid_to_loops import lower_grid_to_loops
+from refimpl.testing.generated import both_forms
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "corpus" / "tinygrad-0.10.1"
 
@@ -71,21 +70,17 @@ def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypa
   """Fuzzer programs (grid form and lowered to loops; barriers, NaNs, loose ops and undefined behaviour left in), strict
   and permissive, and again in chunks of workgroups."""
   made = 0
-  for index in range(30):
-    g, arrays, vals = generate(seed, index, Profile(barrier=True))
-    grid = g.program(check=False)
-    inputs = [arrays[id(buf)] for buf in g.globals()]
-    for p in (grid, lower_grid_to_loops(grid)):
-      for strict in (True, False):
-        loop, straight = _both(p, inputs, vals, strict, monkeypatch)
-        assert straight == loop, f"seed {seed} program {index} strict={strict}"
-      made += _stretches_made(p, vals) > 0
-      plan = Plan.of(p, tuple(vals))
-      if plan.grid.workgroups > 1:
-        monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
-        loop, straight = _both(p, inputs, vals, False, monkeypatch)
-        monkeypatch.undo()
-        assert straight == loop, f"seed {seed} program {index}, in chunks"
+  for index, p, inputs, vals in both_forms(seed, 30):
+    for strict in (True, False):
+      loop, straight = _both(p, inputs, vals, strict, monkeypatch)
+      assert straight == loop, f"seed {seed} program {index} strict={strict}"
+    made += _stretches_made(p, vals) > 0
+    plan = Plan.of(p, tuple(vals))
+    if plan.grid.workgroups > 1:
+      monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
+      loop, straight = _both(p, inputs, vals, False, monkeypatch)
+      monkeypatch.undo()
+      assert straight == loop, f"seed {seed} program {index}, in chunks"
   assert made >= 40
 
 

@@ -1,0 +1,22 @@
+"""Generated programs for tests that hold one way of running a program to another: the fuzzer's programs, undefined
+behaviour left in, each in grid form and lowered to loops."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from refimpl.fuzz.generate import Profile, generate
+from refimpl.ir import Program
+from refimpl.lower.grid_to_loops import lower_grid_to_loops
+
+
+def both_forms(seed: int, count: int, profile: Profile | None = None) -> Iterator[tuple[int, Program, list[np.ndarray],
+                                                                                       list[int]]]:
+  """(index, program, inputs, vals) for programs 0..count-1 of campaign `seed` (default profile: with barriers), each
+  once in grid form and once lowered to loops."""
+  for index in range(count):
+    g, arrays, vals = generate(seed, index, profile or Profile(barrier=True))
+    grid = g.program(check=False)
+    inputs = [arrays[id(buf)] for buf in g.globals()]
+    for p in (grid, lower_grid_to_loops(grid)): yield index, p, inputs, vals
