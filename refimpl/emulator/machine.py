@@ -376,9 +376,13 @@ class Plan:
     users: dict[int, list[int]] = {}
     for j, u in enumerate(uops):
       for k in u.src: users.setdefault(k, []).append(j)
-    folded = set().union(*(loop.folded for loop in self.lane_loops.values()))
-    def nan_propagating(j: int) -> bool: return j in self.ufuncs and dtypes.is_float(uops[j].dtype) and j not in folded
+    self.folded = set().union(*(loop.folded for loop in self.lane_loops.values()))  # ops only loops' folds compute
+    def nan_propagating(j: int) -> bool: return j in self.ufuncs and dtypes.is_float(uops[j].dtype) and j not in self.folded
     self.levels_unread = {i for i in self.ufuncs if nan_propagating(i) and all(map(nan_propagating, users.get(i, [None])))}
+    # per ufunc op, what makes the Value of its result on exact operands: NAN_PAYLOAD on its NaNs where a float op's may
+    # be read (a scalar's lanes: one dimension), else none
+    self.ufunc_values = {i: Value if i in self.levels_unread or not dtypes.is_float(uops[i].dtype.scalar())
+                         else _scalar_float_value if uops[i].dtype.count == 1 else _ufunc_value for i in self.ufuncs}
     # IDIV, MOD, SHL, SHR by a constant with which the rule is defined everywhere (alu.constant_rule)
     self.constant_rules = {}
     for i, u in enumerate(uops):
@@ -390,8 +394,10 @@ class Plan:
     self.conversions = {i: alu.conversion_rule(u.op, self.operand_dtype[i], u.dtype.scalar()) for i, u in enumerate(uops)
                         if u.op in (Ops.CAST, Ops.BITCAST)}
     # RANGEs whose bounds are the same number on every lane whatever the run (affine forms of constants), as Values
-    self.fixed_bounds = {i: tuple(_fixed_value(self.forms[j]) for j in u.src) for i, u in enumerate(uops)
-                         if u.op is Ops.RANGE and all(_fixed_value(self.forms.get(j)) is not None for j in u.src)}
+    self.fixed_bounds = {}
+    for i, u in enumerate(uops):
+      bounds = tuple(_fixed_value(self.forms.get(j)) for j in u.src) if u.op is Ops.RANGE else (None,)
+      if None not in bounds: self.fixed_bounds[i] = bounds
     # ops outside every block whose value is known before the run (a constant, a lazy form, an INDEX): set when a run
     # starts (Machine.start), so the steps of a stretch skip them; their handlers would set the same
     depth, outside = 0, []
@@ -413,8 +419,7 @@ class Plan:
     self.runs += 1
     if STRAIGHT_FROM is None or self.runs < STRAIGHT_FROM: return self.handlers
     if self._straight is None:
-      folded = set().union(*(loop.folded for loop in self.lane_loops.values()))
-      self._straight = compile_stretches(self, self.handlers, folded, INLINE, QUIET, VALUES, self.preset)
+      self._straight = compile_stretches(self, self.handlers, self.folded, INLINE, QUIET, VALUES, self.preset)
     return self._straight
 
   @functools.cached_property
@@ -1192,7 +1197,7 @@ def _ufunc_alu(m: Machine, i: int, u: UOp) -> None:
   """An ALU op whose rule is one numpy ufunc (alu.ufunc_rule), on exact operands: that ufunc, and NAN_PAYLOAD on the
   NaNs it returns, as `_alu` would give them (not looked for where no op reads them: Plan.levels_unread); operands with
   levels go through `_alu`."""
-  wrap = Value if i in m.plan.levels_unread else _ufunc_value
+  wrap = m.plan.ufunc_values[i]
   if len(u.src) == 1:
     x = m.value_of(u.src[0])
     if x.cert is not None: return _alu(m, i, u)
@@ -1344,9 +1349,7 @@ def _unary_step(i: int, u: UOp, direct: Callable[[int], bool], rule: Callable, w
   return step
 
 def _ufunc_alu_step(plan: Plan, i: int, u: UOp, direct: Callable[[int], bool]) -> Callable:
-  fn = plan.ufuncs[i]
-  if i in plan.levels_unread or not dtypes.is_float(u.dtype.scalar()): wrap = Value  # no NaN levels to look for
-  else: wrap = _scalar_float_value if u.dtype.count == 1 else _ufunc_value  # a scalar's lanes: one dimension
+  fn, wrap = plan.ufuncs[i], plan.ufunc_values[i]
   if len(u.src) == 1: return _unary_step(i, u, direct, fn, wrap, _ufunc_alu)
   a, b = u.src
   da, db = direct(a), direct(b)
@@ -1446,7 +1449,7 @@ INLINE = {_const: _const_step, _lazy: _lazy_step, _special: _lazy_step, _define_
           _ufunc_alu: _ufunc_alu_step, _constant_alu: _constant_alu_step, _convert: _convert_step, _gep: _gep_step,
           _where: _where_step, _vectorize: _vectorize_step, _load: _load_step, _store: _store_step}
 QUIET = {_define_global, _define_local, _end_block, _skip}  # handlers that do nothing
-# handlers that leave a plain Value in the env (straight.py keeps it in a local for the ops after it)
+# handlers that always leave a plain Value in the env (a later step of the stretch reads it from there directly)
 VALUES = {_const, _ufunc_alu, _alu, _constant_alu, _where, _convert, _vectorize, _gep, _load, _wmma}
 
 HANDLERS: dict[Ops, Callable[[Machine, int, UOp], int | None]] = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from refimpl.ir import GroupOp, Ops, UOp
+from refimpl.ir import GroupOp, UOp
 
 Step = Callable[[Any, list], None]  # (machine, its env) -> None: one op of a stretch
 # (plan, uop index, uop, direct) -> the op's Step, or None where its handler must run it; direct(j): whether uop j's
@@ -63,7 +63,7 @@ def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], i
     if h in quiet or i in preset: continue
     step = inline[h](plan, i, u, made.__contains__) if h in inline else None
     steps.append(_call(h, i, u) if step is None else step)
-    if h in values and u.op is not Ops.ASSIGN: made.add(i)
+    if h in values: made.add(i)
   def stretch(m: Any, i: int, u: UOp) -> int:
     env = m.env
     for step in steps: step(m, env)
