@@ -31,6 +31,15 @@ def test_round_trip(p):
     assert type(u.arg) is type(v.arg)
 
 
+def test_a_move_store_round_trips():
+  """Ops.STORE's MOVE arg (a carry the grid lowering introduces) is kept by the JSON form."""
+  b = ProgramBuilder("moves")
+  tmp = b.local_buf(f32, 2)
+  b.store(tmp, b.lidx(0, 2), b.const(1.0, f32), move=True)
+  p = b.build()
+  assert program_from_json(program_to_json(p)) == p and p.uops[-1].arg == "move"
+
+
 FLOAT_EDGES = [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
                0.1, -1 / 3, 1e16, 1e-7, 2.0**-149, 3.4028234663852886e38, 65504.0, 2.0**-24]
 

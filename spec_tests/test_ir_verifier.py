@@ -3,7 +3,7 @@ must produce ("uop I OP: [rule] detail"); valid programs pass; the op x dtype ta
 import pytest
 
 from refimpl.dtype import dtypes
-from refimpl.ir import RULE_NAMES, GroupOp, Ops, Program, ProgramError, UOp, alu_allows, elementwise, verify
+from refimpl.ir import MOVE, RULE_NAMES, GroupOp, Ops, Program, ProgramError, UOp, alu_allows, elementwise, verify
 
 f32, f16, i32, i64, u32, u64, bl, void = (dtypes.float32, dtypes.float16, dtypes.int32, dtypes.int64, dtypes.uint32,
                                           dtypes.uint64, dtypes.bool, dtypes.void)
@@ -136,6 +136,10 @@ CASES = [
    P(G(), C(0), U(Ops.INDEX, f32.ptr(4), (0, 1)), C(1), C(True, bl), U(Ops.LOAD, f32, (2, 3, 4)))),
   ("load-store", "store-value", 4, "STORE", "the stored value int32 does not match the buffer element float32",
    P(G(), C(0), U(Ops.INDEX, f32.ptr(4), (0, 1)), C(1), U(Ops.STORE, void, (2, 3)))),
+  ("load-store", "move-to-global", 4, "STORE", "a move STORE must store into a DEFINE_LOCAL",
+   P(G(), C(0), U(Ops.INDEX, f32.ptr(4), (0, 1)), C(1.0, f32), U(Ops.STORE, void, (2, 3), MOVE))),
+  ("arg", "store", 4, "STORE", "arg must be None or 'move', got 'copy'",
+   P(G(), C(0), U(Ops.INDEX, f32.ptr(4), (0, 1)), C(1.0, f32), U(Ops.STORE, void, (2, 3), "copy"))),
   ("vectorize", "mixed", 2, "VECTORIZE", "scalars of one dtype, got (int32, int64)",
    P(C(1), C(1, i64), U(Ops.VECTORIZE, i32.vec(2), (0, 1)))),
   ("vectorize", "dtype", 1, "VECTORIZE", "dtype must be int32.vec(2), got int32.vec(3)",

@@ -9,12 +9,14 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from refimpl.dtype import dtypes
 from refimpl.emulator.machine import emulate
-from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, ProgramError, elementwise, verify
+from refimpl.emulator.ub import UB
+from refimpl.errors import UndefinedBehavior
+from refimpl.ir import MOVE, GroupOp, Ops, Program, ProgramBuilder, ProgramError, elementwise, verify
 from refimpl.ir.strategies import Chooser, HypothesisChooser, RandomChooser, programs
 from refimpl.lower import check_capabilities, lower_for, lower_grid_to_loops
 from refimpl.lower.grid_to_loops import LOOP_ORDER
@@ -452,6 +454,54 @@ def test_a_barrier_loop_whose_bound_differs_between_threads_through_control_is_r
     b.build()
 
 
+# ***** carries are moves (Ops.STORE arg MOVE) *****
+
+def carried_undefined_value_program() -> Program:
+  """Issue 42's example, found by the random test below: two threads LOAD a local element no thread wrote (an undefined
+  value, UB.UNINITIALISED) before a BARRIER, and only a dead ADD after it reads the value; the one STORE stores a
+  constant under a false gate. Defined: the undefined value is never used."""
+  b = ProgramBuilder("carried_undefined")
+  out = [b.global_buf(bl, 1) for _ in range(4)][0]
+  b.var("n", 0, 0)
+  b.gidx(0, 1)
+  b.lidx(0, 2)
+  tmp = b.local_buf(bl, 4, "temp0")
+  acc = b.acc(b.const(0, dtypes.int8))
+  with b.loop(4): b.assign(acc, b.alu(Ops.ADD, acc, b.const(0, dtypes.int8)))
+  x = b.load(tmp, c32(b, 0))
+  b.barrier()
+  b.alu(Ops.ADD, x, b.const(False, bl))
+  b.store(out, c32(b, 0), b.const(False, bl), gate=b.const(False, bl))
+  return b.build()
+
+def test_a_carry_moves_an_undefined_value_without_using_it():
+  """Ops.STORE's MOVE: the lowering carries a value across a BARRIER with MOVE STOREs, which store its undefined lanes
+  as undefined instead of using them, so the loop form of a defined program is defined (strict run, no finding) and
+  the carried value is still undefined where the grid form's is."""
+  p = carried_undefined_value_program()
+  bufs = [np.zeros(1, dtype=bool) for _ in range(4)]
+  assert [d.kind for d in emulate(p, bufs, (0,)).deferred] == [UB.UNINITIALISED]
+  q = lower_grid_to_loops(p)
+  assert [u.arg for u in q.uops if u.op is Ops.STORE] == [MOVE, None]
+  got = emulate(q, bufs, (0,))
+  assert [d.kind for d in got.deferred] == [UB.UNINITIALISED] and not got.buffers[0][0]
+
+def test_a_use_of_a_carried_undefined_value_names_the_op_that_made_it():
+  """Deferred undefined values, through a MOVE: a value the lowering carries is used where the grid form uses it (a
+  STORE to a global after the BARRIER) and the finding names the LOAD that made it undefined, in both forms."""
+  b = ProgramBuilder("carried_use")
+  out, tmp = b.global_buf(i32, 2), b.local_buf(i32, 2)
+  lid = b.lidx(0, 2)
+  x = b.load(tmp, lid)
+  b.barrier()
+  b.store(out, lid, x)
+  p = b.build()
+  for prog in (p, lower_grid_to_loops(p)):
+    with pytest.raises(UndefinedBehavior) as e: emulate(prog, [np.zeros(2, np.int32)])
+    assert e.value.use == "stored" and e.value.kind is UB.UNINITIALISED and e.value.origin.op is Ops.LOAD
+    assert prog.uops[e.value.uop_index].op is Ops.STORE and prog.uops[e.value.uop_index].arg is None
+
+
 # ***** random programs with barriers *****
 
 def assert_lowering_matches_on_the_emulator(p: Program, bufs: list[np.ndarray], vals: tuple[int, ...]) -> bool:
@@ -471,6 +521,7 @@ def inputs_for(p: Program, rng: np.random.Generator) -> tuple[list[np.ndarray], 
   bufs = [random_values(ptr.base, ptr.size, rng) for _, ptr in sorted(p.buffers.items())]
   return bufs, tuple(int(rng.integers(lo, hi + 1)) for _, lo, hi in p.vars)
 
+@example(p=carried_undefined_value_program(), seed=0)
 @given(programs(max_steps=16, barrier=True), st.integers(0, 2**32 - 1))
 def test_random_programs_with_barriers_lower_to_what_the_grid_computes(p, seed):
   """refimpl.ir.strategies' programs with BARRIERs (at top level, between any ops): few are defined with more than one

@@ -32,12 +32,12 @@ Departures from tinygrad 0.10.1's linearized uops, and why:
 """
 from refimpl.ir.builder import ProgramBuilder, elementwise
 from refimpl.ir.dtype_text import dtype_to_str, parse_dtype
-from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.ops import MOVE, GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
 from refimpl.ir.rewrite import rewrite
 from refimpl.ir.serialize import ProgramFormatError, load_program, program_from_json, program_to_json, save_program
 from refimpl.ir.verify import RULE_NAMES, ProgramError, alu_allows, verify
 
-__all__ = ["INDEX_DTYPE", "RULE_NAMES", "GroupOp", "Ops", "Program", "ProgramBuilder", "ProgramError", "ProgramFormatError",
+__all__ = ["INDEX_DTYPE", "MOVE", "RULE_NAMES", "GroupOp", "Ops", "Program", "ProgramBuilder", "ProgramError", "ProgramFormatError",
            "UOp", "alu_allows", "dtype_to_str", "elementwise", "load_program", "parse_dtype", "program_from_json",
            "program_to_json", "rewrite", "save_program", "verify"]

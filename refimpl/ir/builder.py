@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from refimpl.dtype import DType, PtrDType, dtypes, truncate
-from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.ops import MOVE, GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
 from refimpl.ir.verify import verify
 
@@ -114,9 +114,11 @@ class ProgramBuilder:
     src = (self.index(buf, idx),)
     if gate is not None: src += (self.const(0, dt) if alt is None else alt, gate)
     return self.uop(Ops.LOAD, dt, src)
-  def store(self, buf: int, idx: int, value: int, gate: int | None = None) -> None:
-    """STORE value (a scalar or a vector of consecutive elements) at buf[idx], optionally gated."""
-    self.uop(Ops.STORE, dtypes.void, (self.index(buf, idx), value) + (() if gate is None else (gate,)))
+  def store(self, buf: int, idx: int, value: int, gate: int | None = None, move: bool = False) -> None:
+    """STORE value (a scalar or a vector of consecutive elements) at buf[idx], optionally gated; `move`: a move a
+    compiler pass introduces into a DEFINE_LOCAL (arg MOVE, see Ops)."""
+    src = (self.index(buf, idx), value) + (() if gate is None else (gate,))
+    self.uop(Ops.STORE, dtypes.void, src, MOVE if move else None)
 
   # registers
   def acc(self, init: int) -> int:

@@ -32,7 +32,9 @@ class Ops(Enum):
     ALU ops        the GroupOp.ALU families below; srcs and result share one dtype except CMPLT/CMPNE (-> bool) and
                    WHERE (cond is bool with the same vector count)
   effects and structure (dtype void, never used as a src except by their closer):
-    STORE          src (INDEX, value[, gate])   value is T or T.vec(n); a false gate does no access
+    STORE          src (INDEX, value[, gate])   value is T or T.vec(n); a false gate does no access; arg None, or
+                                                MOVE into a DEFINE_LOCAL: a move a compiler pass introduced (a
+                                                carry), which stores an undefined value as undefined, not a use
     ENDRANGE       src (RANGE,)                 closes the innermost open RANGE
     IF             src (gate,)                  gate is a bool scalar; opens a block
     ENDIF          src (IF,)                    closes the innermost open IF
@@ -59,6 +61,12 @@ class Ops(Enum):
   WHERE = auto(); MULACC = auto()
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+
+
+MOVE = "move"
+"""STORE's arg for a move a compiler pass introduced (refimpl.lower's carries across barriers): the value goes into
+memory with its undefined lanes, which is not a use of them (the emulator's `_store`); a LOAD of that memory carries
+the moved value's origin (`Plan.deferred_sources`)."""
 
 
 class GroupOp:

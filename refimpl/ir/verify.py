@@ -34,7 +34,8 @@ Rules (name: what it demands), in the order they are checked:
   op-dtype          float-only ops (EXP2 LOG2 SIN SQRT RECIP FDIV) on floats; IDIV MOD SHL SHR on ints;
                     XOR OR AND on ints or bool; THREEFRY on uint64; fp8 is storage only (no ALU)
   index             INDEX's dtype is its buffer's dtype
-  load-store        LOAD dtype / STORE value is the buffer's element T or T.vec(n) with n <= size; alt has the LOAD's dtype
+  load-store        LOAD dtype / STORE value is the buffer's element T or T.vec(n) with n <= size; alt has the LOAD's dtype;
+                    a STORE with arg MOVE stores into a DEFINE_LOCAL
   vectorize         VECTORIZE takes n >= 2 scalars of one dtype T and gives T.vec(n)
   gep               GEP lanes are inside the src's vector and the dtype is the scalar .vec(len(lanes))
   cast              CAST keeps the vector count
@@ -57,7 +58,7 @@ import numpy as np
 
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
 from refimpl.ir.dtype_text import DTYPE_TO_NAME, NAME_TO_DTYPE, dtype_to_str
-from refimpl.ir.ops import GroupOp, Ops
+from refimpl.ir.ops import MOVE, GroupOp, Ops
 from refimpl.ir.program import INDEX_DTYPE, Program, UOp
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -251,6 +252,7 @@ ARGS: dict[Ops, tuple[str, Callable]] = {
   Ops.DEFINE_ACC: ("an accumulator id (int)", _is_int),
   Ops.RANGE: ("a loop id (int)", _is_int),
   Ops.GEP: ("a non-empty tuple of lanes (ints)", lambda a: isinstance(a, tuple) and len(a) > 0 and all(map(_is_int, a))),
+  Ops.STORE: (f"None or {MOVE!r}", lambda a: a is None or a == MOVE),
   Ops.WMMA: ("(N, M, K), ints >= 1", lambda a: isinstance(a, tuple) and len(a) == 3 and all(_is_int(x) and x >= 1 for x in a)),
 }
 assert set(ARITY) == set(Ops), "every op needs an arity"
@@ -395,6 +397,7 @@ def _load_store(c: _Ctx, i: int, u: UOp):
   if val.count > ptr.size: return f"{what} {_ds(val)} has more lanes than the buffer has elements ({ptr.size})"
   if u.op is Ops.LOAD and len(u.src) == 3 and (alt := c.uops[u.src[1]].dtype) != u.dtype:
     return f"the alternative value is {_ds(alt)}, not the LOAD's dtype {_ds(u.dtype)}"
+  if u.op is Ops.STORE and u.arg == MOVE and not ptr.local: return f"a {MOVE} STORE must store into a DEFINE_LOCAL"
 
 @uop_rule("vectorize", {Ops.VECTORIZE})
 def _vectorize(c: _Ctx, i: int, u: UOp):

@@ -19,7 +19,9 @@ as one call, by "work-item loops split at barriers" (the method of CPU OpenCL im
 Values that live across a cut (defined in one phase, used in another or in a workgroup loop's bounds):
   - carried per thread through a *carry array*: a DEFINE_LOCAL of count * threads elements per value (T.vec(count)),
     indexed by the linear local id (lidx2 * L1 + lidx1) * L0 + lidx0 times count. The defining phase stores the value
-    right after computing it; a phase that uses it loads it once, at its start (inside its thread loops);
+    right after computing it; a phase that uses it loads it once, at its start (inside its thread loops). The store is
+    a MOVE (Ops.STORE): a value undefined on some lanes (a load of a never-written local that only a WHERE or dead code
+    reads) stays undefined through the carry without the carry being a use, so a defined program stays defined;
   - accumulators (DEFINE_ACC) used outside their defining phase are carried the same way: the defining phase stores
     the register at its end, a phase that reads or ASSIGNs it starts with a fresh DEFINE_ACC initialised from the
     carry array and, when it ASSIGNs it, stores the register back at its end;
@@ -184,8 +186,8 @@ class _Lowering:
     return self.b.load(self.carry[j], at, count=self.uops[j].dtype.count)
 
   def store(self, j: int, value: int) -> None:
-    """Store this thread's copy of carried uop j."""
-    self.b.store(self.carry[j], self.offset(self.uops[j].dtype), value)
+    """Store this thread's copy of carried uop j: a move (its undefined lanes are carried, not used)."""
+    self.b.store(self.carry[j], self.offset(self.uops[j].dtype), value, move=True)
 
   def offset(self, dt: DType) -> int:
     """This thread's element in a carry array of dtype dt: linear local id * count (once per phase)."""
