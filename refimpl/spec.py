@@ -175,10 +175,17 @@ DECISIONS: tuple[Decision, ...] = (
            "default NaN is negative, ARM's positive)", "alu.bitcast", (Ops.BITCAST,)),
   Decision("LOAD / STORE", f"undefined: {UB.OUT_OF_BOUNDS.name}; a false gate does no access (a gated LOAD yields its "
            "alternative value)", "memory safety: out-of-bounds accesses fault or read garbage", "emulator/machine.py"),
-  Decision("races", f"undefined: {UB.RACE.name} (two writes, or a write after another thread's read); a read after "
-           f"another thread's write reads an undefined value ({UB.RACY_READ.name}, deferred)", "the kernel language has "
-           "no memory model for unsynchronised accesses; LLVM's, which the C-family backends compile through, gives a "
-           "racing load an undefined value", "emulator/machine.py, emulator/memory.py"),
+  Decision("races", f"two threads' accesses to one element with no BARRIER between, one of them a write: two writes of "
+           f"different bits are undefined ({UB.RACE.name}) and leave the element undefined; two writes of the same bits "
+           f"(compared as bits: NaN payloads, -0.0) are no race, and the element holds them at the join of their "
+           f"certainty levels; a read and a write make the value read undefined ({UB.RACY_READ.name}, deferred), "
+           f"whichever comes first, and the write is defined", "the kernel language has no memory model for "
+           "unsynchronised accesses; LLVM's, which the C-family backends compile through, gives a racing load an "
+           "undefined value and leaves the store alone, and unordered accesses have no order for the verdict to depend "
+           "on; every GPU store of one naturally aligned element writes the whole element, so writers that agree leave "
+           "those bits (CUDA's and OpenCL's benign same-value writes in practice), and tinygrad's linearizer emits "
+           "them (a reduction's result stored by every thread of a dimension: test_linearizer's multireduce kernels), "
+           "which its PYTHON device accepts", "emulator/machine.py (_write, _unsafe_reads, _launch), emulator/memory.py"),
   Decision("deferred undefined values", "an op of a deferred kind (CAST_RANGE, SHIFT_COUNT, RACY_READ, "
            "UNINITIALISED) gives an undefined value in that lane, which arithmetic and moves carry and WHERE drops; the "
            "program is undefined where such a value is used: stored, an index, a gate, an IF condition, a loop bound, a "

@@ -147,3 +147,37 @@ def test_a_finding_in_a_local_names_the_launch_workgroup(monkeypatch):
   assert whole[0] == "UB" and "(workgroup 5)" in whole[7]  # the value stored is undefined since that LOAD
   _chunks_of(monkeypatch, p, 1)
   assert emulation_outcome(p, [np.zeros(32, np.int32)]) == whole
+
+
+@pytest.mark.parametrize("second_barrier", [False, True])
+def test_write_after_read_across_chunks_and_barriers_is_found(second_barrier, monkeypatch):
+  """Races (RACY_READ): a read that another thread's write races is undefined whichever comes first, chunks or not.
+  Globals: thread g reads buf[(g+4) % 64] and buf[g] is written after (a thread of a later chunk writes what an earlier
+  one read). Locals: tmp[l] = l, BARRIER, x = tmp[(l+1) % 4], then tmp[l] = x + 1 (defined only with a BARRIER before
+  it). The outcome, permissive masks and defined values are those of the launch in one piece."""
+  b = ProgramBuilder("war_chunks")
+  out, buf = b.global_buf(I32, 128), b.global_buf(I32, 64)
+  tmp = b.local_buf(I32, 4)
+  g0, g1, lid = b.gidx(0, 8), b.gidx(1, 2), b.lidx(0, 4)
+  g = b.alu(Ops.ADD, b.alu(Ops.MUL, b.alu(Ops.ADD, b.alu(Ops.MUL, g1, b.const(8, I32)), g0), b.const(4, I32)), lid)
+  x = b.load(buf, b.alu(Ops.MOD, b.alu(Ops.ADD, g, b.const(4, I32)), b.const(64, I32)))
+  b.store(buf, g, b.const(5, I32))
+  b.store(out, g, x)
+  b.store(tmp, lid, lid)
+  b.barrier()
+  y = b.load(tmp, b.alu(Ops.AND, b.alu(Ops.ADD, lid, b.const(1, I32)), b.const(3, I32)))
+  if second_barrier: b.barrier()
+  b.store(tmp, lid, b.alu(Ops.ADD, y, b.const(1, I32)))
+  b.barrier()
+  b.store(out, b.alu(Ops.ADD, g, b.const(64, I32)), b.load(tmp, lid))
+  p = b.build()
+  args = lambda: [np.zeros(128, np.int32), np.arange(64, dtype=np.int32)]
+  whole, loose = emulation_outcome(p, args()), emulate(p, args(), strict=False)
+  assert whole[0] == "UB" and "write after read" in whole[7]
+  assert loose.undefined[0][:64].all() and loose.undefined[0][64:].tolist() == [not second_barrier] * 64
+  _chunks_of(monkeypatch, p, 2)
+  assert emulation_outcome(p, args()) == whole
+  chunked = emulate(p, args(), strict=False)
+  assert [c.tolist() for c in chunked.undefined] == [c.tolist() for c in loose.undefined]
+  for x, y, undefined in zip(chunked.buffers, loose.buffers, loose.undefined):  # undefined elements may differ
+    np.testing.assert_array_equal(x[~undefined], y[~undefined])

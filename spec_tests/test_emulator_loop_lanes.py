@@ -258,3 +258,28 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+def test_race_rule_write_after_read_inside_a_loop_run_as_lanes(monkeypatch):
+  """Races (RACY_READ): for r < 4, thread i reads buf[4i + 4 + r] and writes buf[4i + r]: thread i + 1 overwrites what
+  thread i read, with no barrier between, so threads 0..2 read undefined values (thread 3 reads buf[16..19], which
+  nobody writes). Run as lanes or in order: the same report, masks and defined values."""
+  b = ProgramBuilder("war_loop")
+  out, buf = b.global_buf(I32, 16), b.global_buf(I32, 20)
+  i = b.gidx(0, 4)
+  base = b.alu(Ops.MUL, i, b.const(4, I32))
+  with b.loop(4) as r:
+    at = b.alu(Ops.ADD, base, r)
+    x = b.load(buf, b.alu(Ops.ADD, at, b.const(4, I32)))
+    b.store(buf, at, b.const(-1, I32))
+    b.store(out, at, x)
+  p = b.build()
+  assert Plan.of(p, ()).lane_loops, "the loop should run as lanes"
+  args = lambda: [np.zeros(16, np.int32), np.arange(20, dtype=np.int32)]
+  seen = []
+  for as_lanes in (True, False):
+    monkeypatch.setattr(machine, "LOOPS_AS_LANES", as_lanes)
+    res = emulate(p, args(), strict=False)
+    assert res.undefined[0].tolist() == [True] * 12 + [False] * 4 and res.buffers[0][12:].tolist() == [16, 17, 18, 19]
+    seen.append(emulation_outcome(p, args()))
+  assert seen[0] == seen[1] and seen[0][0] == "UB" and "write after read" in seen[0][7]

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from refimpl import UndefinedBehavior
 from refimpl.dtype import dtypes
+from refimpl.emulator import machine
+from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.indexing import Grid, analyze, race_free
 from refimpl.emulator.machine import emulate
 from refimpl.emulator.ub import UB
@@ -160,16 +162,20 @@ def test_global_read_of_another_threads_write_is_undefined():
   assert (e.value.origin.uop_index, e.value.origin.lane, e.value.use) == (ld, lane(0), "stored")
   assert "read after write" in e.value.origin.reason
 
-def test_global_write_of_an_element_another_thread_read_is_undefined():
-  # x = buf[(i+1) % n]; buf[i] = x: thread i overwrites what thread i-1 read (a write-after-read race)
+def test_global_read_of_an_element_another_thread_writes_after_is_undefined():
+  """Rule (race, RACY_READ): x = buf[(i+1) % n]; buf[i] = x: thread i overwrites what thread i-1 read, with no barrier
+  between: the value read is undefined (though the read came first), and storing it is the use that is undefined."""
   n = 8
   b = ProgramBuilder("war_global")
   buf = b.global_buf(I32, n)
   i = b.gidx(0, n)
-  b.store(buf, i, b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n))))
+  ld = b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n)))
+  b.store(buf, i, ld)
   with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [iota(n)])
-  assert (e.value.op, e.value.uop_index) == (Ops.STORE, len(b) - 1)
-  assert "write after read" in e.value.reason
+  o = e.value.origin
+  assert (e.value.op, e.value.uop_index, e.value.use, e.value.kind) == (Ops.STORE, len(b) - 1, "stored", UB.RACY_READ)
+  assert (o.op, o.uop_index, o.lane, o.kind) == (Ops.LOAD, ld, lane(0), UB.RACY_READ)
+  assert "write after read" in o.reason
 
 def test_thread_reading_back_its_own_global_write_is_defined():
   # buf[i] = buf[i] * 2 + buf[i]: one thread per element, no sharing
@@ -181,6 +187,160 @@ def test_thread_reading_back_its_own_global_write_is_defined():
   b.store(buf, i, add(b, b.load(buf, i), c32(b, 1)))
   res = emulate(b.build(), [iota(n)])
   np.testing.assert_array_equal(res.buffers[0], iota(n) * 2 + 1)
+
+
+# ***** races: unordered writes of the same bits are no race; a read raced by a write reads an undefined value *****
+
+def _two_writers(value0, value1, dt=I32, one_op: bool = True):
+  """Threads 0 and 1 of one workgroup write element 0 of a local with no barrier between (value0 / value1: uops made by
+  a builder function (b, lid) -> uop), in one STORE (one_op) or in two, thread 0's first; after a BARRIER thread 0
+  copies it to out[0]. Returns (program, the index of the (last) STORE to the local)."""
+  b = ProgramBuilder("two_writers")
+  out, tmp = b.global_buf(dt, 1), b.local_buf(dt, 1)
+  lid = b.lidx(0, 2)
+  first = b.alu(Ops.CMPLT, lid, c32(b, 1))
+  if one_op: b.store(tmp, c32(b, 0), b.alu(Ops.WHERE, first, value0(b, lid), value1(b, lid)))
+  else:
+    b.store(tmp, c32(b, 0), value0(b, lid), gate=first)
+    b.store(tmp, c32(b, 0), value1(b, lid), gate=b.alu(Ops.CMPNE, first, b.const(True, dtypes.bool)))
+  st = len(b) - 1
+  b.barrier()
+  b.store(out, c32(b, 0), b.load(tmp, c32(b, 0)), gate=first)
+  return b.build(), st
+
+@pytest.mark.parametrize("one_op", [True, False], ids=["two_lanes_of_one_store", "two_stores"])
+def test_same_value_writes_are_not_a_race(one_op):
+  """Rule (races): two unordered writes of the same bits to one element are no race; the element holds those bits."""
+  p, _ = _two_writers(lambda b, lid: c32(b, 7), lambda b, lid: add(b, mul(b, lid, c32(b, 0)), c32(b, 7)), one_op=one_op)
+  res = emulate(p, [zeros(1)], strict=False)
+  assert res.buffers[0].tolist() == [7] and not res.events and not res.undefined[0].any()
+
+@pytest.mark.parametrize("one_op", [True, False], ids=["two_lanes_of_one_store", "two_stores"])
+def test_different_value_writes_are_still_a_race(one_op):
+  """Rule (races, RACE): two unordered writes of different bits to one element are undefined where the second runs
+  (lock step: at the one STORE), and the element is undefined."""
+  p, st = _two_writers(lambda b, lid: c32(b, 7), lambda b, lid: c32(b, 8), one_op=one_op)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(1)])
+  assert (e.value.op, e.value.uop_index, e.value.kind) == (Ops.STORE, st, UB.RACE) and "write/write" in e.value.reason
+  res = emulate(p, [zeros(1)], strict=False)
+  assert res.undefined[0].tolist() == [True] and [ev.kind for ev in res.events] == [UB.RACE]
+
+@pytest.mark.parametrize("one_op", [True, False], ids=["two_lanes_of_one_store", "two_stores"])
+@pytest.mark.parametrize("bits", [(0x7FC00000, 0x7FC00001), (0x80000000, 0x00000000)], ids=["nan_payloads", "signed_zeros"])
+def test_same_value_writes_compare_bits_not_values(bits, one_op):
+  """Rule (races): writes agree when their bits do: two NaNs of different payloads, or -0.0 and +0.0, race (RACE); one
+  NaN's bits twice do not."""
+  word = lambda x: lambda b, lid: b.bitcast(c32(b, x - (1 << 32) if x >= 1 << 31 else x), F32)
+  p, st = _two_writers(word(bits[0]), word(bits[1]), F32, one_op)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(1, np.float32)])
+  assert (e.value.uop_index, e.value.kind) == (st, UB.RACE)
+  p, _ = _two_writers(word(bits[0]), word(bits[0]), F32, one_op)
+  res = emulate(p, [zeros(1, np.float32)])
+  assert res.buffers[0].view(np.uint32).tolist() == [bits[0]] and not res.undefined[0].any()
+
+@pytest.mark.parametrize("one_op", [True, False], ids=["two_lanes_of_one_store", "two_stores"])
+def test_same_value_writes_join_their_levels(one_op):
+  """Rule (races; certainty rule): the element two agreeing writes leave is at the join of their levels: a NaN CONST
+  (NAN_PAYLOAD) and the same bits made exactly (BITCAST of an int) leave NAN_PAYLOAD, whichever thread writes last."""
+  nan_bits = int(np.array(np.nan, np.float32).view(np.int32))
+  exact = lambda b, lid: b.bitcast(c32(b, nan_bits), F32)
+  nan = lambda b, lid: b.const(float("nan"), F32)
+  for first, second in ((nan, exact), (exact, nan)):
+    p, _ = _two_writers(first, second, F32, one_op)
+    res = emulate(p, [zeros(1, np.float32)])
+    assert res.certainty[0].tolist() == [Certainty.NAN_PAYLOAD] and not res.events
+
+def test_same_value_write_after_a_race_leaves_the_element_undefined():
+  """Rule (races): after two writes of different bits the element is undefined; a third unordered write of the bits it
+  holds does not make it defined again (permissive mode: one RACE event)."""
+  b = ProgramBuilder("third_writer")
+  out = b.global_buf(I32, 1)
+  i = b.gidx(0, 3)
+  true = b.const(True, dtypes.bool)
+  for k, v in enumerate((1, 2, 2)):  # thread k stores v
+    b.store(out, c32(b, 0), c32(b, v), gate=b.alu(Ops.CMPNE, b.alu(Ops.CMPNE, i, c32(b, k)), true))
+  res = emulate(b.build(), [zeros(1)], strict=False)
+  assert res.undefined[0].tolist() == [True] and [ev.kind for ev in res.events] == [UB.RACE]
+
+def test_same_value_writes_of_a_reduction_by_every_thread_of_a_dimension():
+  """Rule (races): tinygrad's multireduce stores a reduction's result from every thread of a local dimension
+  (*(temp0+lidx1) = acc0, acc0 a function of lidx1 only): the writers agree, so the program is defined."""
+  b = ProgramBuilder("multireduce_store")
+  out, tmp = b.global_buf(I32, 4), b.local_buf(I32, 2)
+  l0, l1 = b.lidx(0, 2), b.lidx(1, 2)
+  b.store(tmp, l1, mul(b, add(b, l1, c32(b, 1)), c32(b, 10)))
+  b.barrier()
+  b.store(out, add(b, mul(b, l1, c32(b, 2)), l0), b.load(tmp, l1))
+  res = emulate(b.build(), [zeros(4)])
+  assert res.buffers[0].tolist() == [10, 10, 20, 20] and not res.events
+
+
+def _read_then_written(use_where: bool):
+  """x = buf[(i+1) % n] then buf[i] = 2i: thread i overwrites what thread i-1 read before, with no barrier between.
+  out[i] = x, or WHERE(i < 0, x, 7) (x discarded)."""
+  n = 8
+  b = ProgramBuilder("war")
+  buf, out = b.global_buf(I32, n), b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  ld = b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n)))
+  b.store(buf, i, mul(b, i, c32(b, 2)))
+  b.store(out, i, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, i, c32(b, 0)), ld, c32(b, 7)) if use_where else ld)
+  return b.build(), ld
+
+def test_write_after_read_makes_the_read_undefined():
+  """Rule (races, RACY_READ): a read that another thread's write races is undefined even though the read came first in
+  the emulator's order; storing its value is the use that is undefined, with the LOAD as origin. The write itself is
+  defined (permissive mode: buf holds its values, defined)."""
+  p, ld = _read_then_written(use_where=False)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [iota(8), zeros(8)])
+  o = e.value.origin
+  assert (e.value.op, e.value.use, e.value.kind, e.value.count) == (Ops.STORE, "stored", UB.RACY_READ, 8)
+  assert (o.op, o.uop_index, o.lane, o.kind) == (Ops.LOAD, ld, lane(0), UB.RACY_READ) and "write after read" in o.reason
+  res = emulate(p, [iota(8), zeros(8)], strict=False)
+  assert res.buffers[0].tolist() == (iota(8) * 2).tolist() and not res.undefined[0].any()
+  assert res.undefined[1].all() and [ev.use for ev in res.events] == ["stored"]
+
+def test_write_after_read_whose_value_is_discarded_is_defined():
+  """Rule (races, RACY_READ is deferred): the racy read's value is undefined, but a WHERE that picks the other value
+  drops it: the program is defined (the LOAD is still listed among the deferred origins)."""
+  p, ld = _read_then_written(use_where=True)
+  res = emulate(p, [iota(8), zeros(8)])
+  assert res.buffers[1].tolist() == [7] * 8 and res.buffers[0].tolist() == (iota(8) * 2).tolist()
+  assert [(d.uop_index, d.kind) for d in res.deferred] == [(ld, UB.RACY_READ)]
+
+def test_write_after_read_and_read_after_write_give_the_same_verdict():
+  """Rule (races): unordered accesses have no order, so a read before and a read after another thread's racing write
+  are both RACY_READ (deferred), never RACE."""
+  for read_first in (True, False):
+    b = ProgramBuilder("either_order")
+    tmp, out = b.global_buf(I32, 2), b.global_buf(I32, 2)
+    lid = b.lidx(0, 2)
+    other = b.alu(Ops.XOR, lid, c32(b, 1))
+    if read_first: ld = b.load(tmp, other, gate=b.alu(Ops.CMPLT, lid, c32(b, 1)), alt=c32(b, 0))
+    b.store(tmp, lid, lid)
+    if not read_first: ld = b.load(tmp, other, gate=b.alu(Ops.CMPLT, lid, c32(b, 1)), alt=c32(b, 0))
+    b.store(out, lid, ld)
+    with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), [zeros(2), zeros(2)])
+    assert (e.value.kind, e.value.origin.uop_index, e.value.origin.lane) == (UB.RACY_READ, ld, lane(l0=0)), read_first
+
+def test_write_after_read_in_place_reruns_on_the_callers_inputs():
+  """Rule (races): emulate(inplace=True) on a program whose reads a later write races runs again on the buffers as
+  given: the values are those of one run (buf[i] = buf[i+1] + 1 on the original buf), the racy ones undefined."""
+  n = 8
+  b = ProgramBuilder("war_inplace")
+  buf = b.global_buf(I32, n)
+  i = b.gidx(0, n)
+  b.store(buf, i, add(b, b.load(buf, b.alu(Ops.MOD, add(b, i, c32(b, 1)), c32(b, n))), c32(b, 1)))
+  x = iota(n)
+  res = emulate(b.build(), [x], strict=False, inplace=True)
+  assert res.buffers[0] is x and x.tolist() == (np.roll(iota(n), -1) + 1).tolist() and res.undefined[0].all()
+
+def test_write_after_read_reruns_are_bounded(monkeypatch):
+  """The emulator runs a launch again while runs find new writes that race an earlier read; past RERUNS it stops with an
+  internal error rather than loop."""
+  monkeypatch.setattr(machine, "RERUNS", 1)
+  p, _ = _read_then_written(use_where=False)
+  with pytest.raises(RuntimeError, match="RERUNS"): emulate(p, [iota(8), zeros(8)])
 
 
 # ***** the index analysis: proofs that skip tracking must be sound *****
@@ -304,19 +464,22 @@ def test_barrier_orders_a_workgroups_global_accesses():
   assert res.buffers[0].tolist() == [11, 21] and not res.events
 
 def test_the_same_global_update_without_a_barrier_is_a_race():
-  """Rule (RACE): without the BARRIER, thread 0's write of b[g] races the other threads' reads of it."""
-  p, st = _group_update(barrier=False)
+  """Rule (race, RACY_READ): without the BARRIER, thread 0's write of b[g] races the other threads' reads of it, which
+  come first: their values are undefined, and storing them into tmp is undefined."""
+  p, _ = _group_update(barrier=False)
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.array([10, 20], np.int32)])
-  assert (e.value.op, e.value.uop_index, e.value.lane) == (Ops.STORE, st, lane(0)) and "write after read" in e.value.reason
+  o = e.value.origin
+  assert (e.value.op, e.value.use, o.op, o.lane, o.kind) == (Ops.STORE, "stored", Ops.LOAD, lane(0, l0=1), UB.RACY_READ)
+  assert "write after read" in o.reason
 
 def test_barrier_scope_local_is_the_old_rule_that_orders_locals_only():
   """emulate(barrier_scope="local"), a portability check and not the spec: a BARRIER orders locals only (OpenCL's
   barrier(CLK_LOCAL_MEM_FENCE) read literally), so the GROUP update that the spec defines is a write-after-read race
-  there; the spec's default scope is "workgroup"."""
-  p, st = _group_update(barrier=True)
+  there (the other threads' reads of b[g] are undefined); the spec's default scope is "workgroup"."""
+  p, _ = _group_update(barrier=True)
   assert emulate(p, [np.array([10, 20], np.int32)], barrier_scope="workgroup").buffers[0].tolist() == [11, 21]
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.array([10, 20], np.int32)], barrier_scope="local")
-  assert (e.value.uop_index, e.value.kind) == (st, UB.RACE) and "write after read" in e.value.reason
+  assert (e.value.kind, e.value.origin.op) == (UB.RACY_READ, Ops.LOAD) and "write after read" in e.value.origin.reason
   with pytest.raises(ValueError, match="barrier_scope"): emulate(p, [np.zeros(2, np.int32)], barrier_scope="global")
 
 def test_a_global_exchange_across_a_barrier_is_defined():

@@ -7,12 +7,13 @@ import pathlib
 import numpy as np
 import pytest
 
+from refimpl.dtype import dtypes
 from refimpl.emulator import machine
 from refimpl.emulator.machine import Plan, emulate
 from refimpl.emulator.straight import stretches
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
-from refimpl.ir import Ops
+from refimpl.ir import Ops, ProgramBuilder
 from refimpl.testing.generated import both_forms
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "corpus" / "tinygrad-0.10.1"
@@ -82,6 +83,25 @@ def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypa
       monkeypatch.undo()
       assert straight == loop, f"seed {seed} program {index}, in chunks"
   assert made >= 40
+
+
+def test_straight_runs_mark_the_reads_a_later_write_races(monkeypatch):
+  """Races (RACY_READ): x = buf[(i+1) % 8] + 1 is raced by thread i+1's later write of buf[i+1]; out[i] = x, and
+  out2[i] = WHERE(i < 0, x, 7) discards it. Stretches and the handler loop agree: strict report and permissive masks."""
+  i32 = dtypes.int32
+  b = ProgramBuilder("war_straight")
+  buf, out, out2 = b.global_buf(i32, 8), b.global_buf(i32, 8), b.global_buf(i32, 8)
+  i = b.gidx(0, 8)
+  x = b.alu(Ops.ADD, b.load(buf, b.alu(Ops.MOD, b.alu(Ops.ADD, i, b.const(1, i32)), b.const(8, i32))), b.const(1, i32))
+  b.store(buf, i, i)
+  b.store(out2, i, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, i, b.const(0, i32)), x, b.const(7, i32)))
+  b.store(out, i, x)
+  p = b.build()
+  inputs = [np.arange(8, dtype=np.int32), np.zeros(8, np.int32), np.zeros(8, np.int32)]
+  for strict in (True, False):
+    loop, straight = _both(p, inputs, (), strict, monkeypatch)
+    assert straight == loop and (loop[0] == "UB") == strict
+  assert _stretches_made(p, ()) > 0
 
 
 def test_straight_runs_read_each_run_s_buffers(monkeypatch):

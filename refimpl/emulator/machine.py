@@ -50,10 +50,11 @@ the elements it would store are not marked; nor are those of iterations past a l
 Undefined behaviour. The undefined lanes of an op (only active lanes count) are: those alu's Outcome marks; a LOAD or
 STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
 stored in this launch; a race (memory.py: two threads touching one element, at least one writing, with no barrier
-between). A kind is immediate or deferred (refimpl/emulator/ub.py). An immediate one (a division by zero or INT_MIN /
--1, an access out of bounds, a write racing another thread's write or earlier read) makes the program undefined where
-the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, a LOAD of an uninitialised local element or of another thread's
-unordered write: UNINITIALISED, RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the
+between; two writes of the same bits are none). A kind is immediate or deferred (refimpl/emulator/ub.py). An immediate
+one (a division by zero or INT_MIN / -1, an access out of bounds, a write of other bits than another thread's unordered
+write) makes the program undefined where the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, a LOAD of an
+uninitialised local element or of an element another thread writes unordered, before or after it: UNINITIALISED,
+RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the
 certainty rule: a WHERE that picks the other value drops it); the program is undefined where an undefined value is
 *used* on a lane that really runs: stored by a STORE, an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's
 bound, an IDIV's or MOD's divisor (or signed dividend where the divisor is -1). Strict mode (the default) raises
@@ -69,13 +70,17 @@ records one event per (uop, check: alu, out of bounds, a race check, or a use of
     undefined on that lane; a STORE writes nothing, but with an undefined gate the element it would store becomes
     undefined: control rule);
   - storing an undefined element makes that memory element undefined; a write/write race makes it undefined;
-  - a LOAD that reads another thread's unsynchronised write or an unwritten local gets an undefined element;
-  - a write-after-read race is reported, but the read it spoils happened earlier and is not re-marked: treat every
-    output of a run with such an event as undefined;
+  - a LOAD of an element another thread writes unordered (before or after it) or of an unwritten local gets an
+    undefined element;
   - lanes whose IF gate or RANGE bound is undefined skip the block, and every accumulator the block assigns becomes
     undefined on them; under an IF they run it as phantom lanes, so the elements they would store become undefined.
 A use whose value no deferred op made undefined (it comes from undefined behaviour reported already) is not reported
 again.
+
+Write after read. A load's race with a write that comes after it in lock step is known only at the write, after the
+value loaded may have been used: the run records such writes (memory.LateWrites) and emulate runs the launch again on
+the buffers as given, its loads marking the reads those writes race, until a run finds none it did not know (at most
+RERUNS runs). The result, its events and strict mode's report are that last run's.
 
 WMMA rule: see `_wmma` (every WMMA result element is loose, within an error bound).
 
@@ -144,7 +149,20 @@ from refimpl.emulator.loops import (
   iterations,
   lane_loops,
 )
-from refimpl.emulator.memory import Memory, Site, elements, lane_view, read, read_view, track_load, track_store, write
+from refimpl.emulator.memory import (
+  LateWrites,
+  Memory,
+  Site,
+  as_bits,
+  elements,
+  join_met_levels,
+  lane_view,
+  read,
+  read_view,
+  track_load,
+  track_store,
+  write,
+)
 from refimpl.emulator.straight import compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -202,12 +220,38 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
                            f"for its values (about {plan.lane_bytes} bytes per thread), more than the emulator's share for "
                            f"a chunk of workgroups, {LANE_MEMORY / CHUNK_SHARE / 2**30:g} GiB "
                            f"(refimpl.emulator.machine.LANE_MEMORY / CHUNK_SHARE); use smaller workgroups")
-  m = Machine(plan, buffers, strict, inplace)
-  m.barrier_globals = barrier_scope == "workgroup"
-  with np.errstate(all="ignore"):  # the rules say what inf, NaN and overflow give
-    if chunks is None: m.run(0, len(program.uops))
-    else: m.run_chunks(chunks)
-  return m.result()
+  return _launch(plan, buffers, strict, inplace, barrier_scope == "workgroup", chunks)
+
+RERUNS = 8  # the most runs one launch may take to find the reads its writes race after the fact (`_launch`)
+
+def _launch(plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool, barrier_globals: bool,
+            chunks: list[Grid] | None) -> Emulation:
+  """Runs the launch, and again while a run finds new writes that race a read made before them by another thread
+  (write after read: the read's value is undefined, memory.py's race rule): each run's loads know every such write
+  found so far (LateWrites), and runs on the buffers as the caller gave them (inplace: put back)."""
+  late = LateWrites()
+  saved = _saved_outputs(plan, buffers) if inplace else None
+  for _ in range(RERUNS):
+    m = Machine(plan, buffers, strict, inplace, late)
+    m.barrier_globals = barrier_globals
+    try:
+      with np.errstate(all="ignore"):  # the rules say what inf, NaN and overflow give
+        if chunks is None: m.run(0, len(plan.uops))
+        else: m.run_chunks(chunks)
+    except UndefinedBehavior:
+      if not late.learn(m.late_found): raise
+    else:
+      if not late.learn(m.late_found): return m.result()
+    for k, x in (saved or {}).items(): np.copyto(buffers[k], x)
+  raise RuntimeError(f"internal error: {plan.program.name}: {RERUNS} runs still found new write-after-read races "
+                     f"(refimpl.emulator.machine.RERUNS)")
+
+def _saved_outputs(plan: Plan, buffers: Sequence[np.ndarray]) -> dict[int, np.ndarray] | None:
+  """Copies of the writable buffers the program stores to, where a run may have to be redone (it has memory that race
+  tracking watches); None where none can."""
+  if all(i in plan.free for i, _ in (*plan.global_defs, *plan.local_defs)): return None
+  return {u.arg: np.array(buffers[u.arg]) for i, u in plan.global_defs
+          if i in plan.stored and isinstance(buffers[u.arg], np.ndarray) and buffers[u.arg].flags.writeable}
 
 
 class LaunchTooLarge(ValueError):
@@ -481,8 +525,12 @@ class Control(NamedTuple):
 class Machine:
   """The state of one run: values (env), memories, the control (which lanes run), loop counters and the events found.
   What is known before the run is its Plan's."""
-  def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False):
+  def __init__(self, plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool = False,
+               late: LateWrites | None = None):
     self.plan, self.strict, self.alias = plan, strict, plan.alias
+    self.late = LateWrites() if late is None else late  # writes that earlier runs found racing an earlier read
+    self.late_found: dict[str, list[np.ndarray]] = {}  # what this run finds of them (LateWrites rows, per memory)
+    self.epochs = np.zeros(plan.grid.workgroups, np.int64)  # per workgroup of the launch: the barriers it has passed
     self.globals: dict[int, Memory] = {}
     for i, u in plan.global_defs:
       given = np.asarray(buffers[u.arg])
@@ -788,6 +836,27 @@ class Machine:
     if not mem.local: return f"element {e} of {mem.name}"
     return f"element {e % mem.size} of {mem.name} (workgroup {e // mem.size + self.control.grid.first_group})"
 
+  def launch_elements(self, mem: Memory, e: np.ndarray) -> np.ndarray:
+    """Flat addresses e of mem as numbers in the launch (a local's blocks are the current chunk's workgroups')."""
+    return e + self.control.grid.first_group * mem.size if mem.local else e
+
+  def barrier_counts(self, mem: Memory, tids: np.ndarray) -> np.ndarray:
+    """Per thread (launch numbers), the barriers its workgroup has passed that order `mem` (none orders a global when
+    barriers order locals only)."""
+    if not (mem.local or self.barrier_globals): return np.zeros(len(tids), np.int64)
+    return self.epochs[tids // self.plan.grid.group]
+
+  def late_write(self, mem: Memory, tids: np.ndarray, e: np.ndarray, late: np.ndarray) -> None:
+    """Threads `tids` wrote elements e of mem where `late` is set, which another thread read before with no barrier
+    between: that read's value is undefined, which only a run that knows it can mark (emulate runs the launch again:
+    `_launch`); recorded as LateWrites rows."""
+    rows, cols = np.nonzero(late)
+    if not len(rows): return
+    t = tids[rows]
+    found = np.stack([self.launch_elements(mem, e[rows, cols]), t, t // self.plan.grid.group,
+                      self.barrier_counts(mem, t)], axis=1)
+    self.late_found.setdefault(mem.name, []).append(found)
+
   def thread_name(self, tid: int) -> str:
     """A thread that race tracking recorded (its lane number in the launch)."""
     if tid >= 0: return str(self.plan.grid.thread(tid))
@@ -1028,12 +1097,15 @@ def _barrier(m: Machine, i: int, u: UOp) -> None:
   real, grid = m.control.real, m.control.grid
   groups = None if real is None else real.reshape(-1, grid.workgroups, grid.group, grid.after).any(axis=(0, 2, 3))
   for mem in (*m.locals, *(m.globals.values() if m.barrier_globals else ())): mem.barrier(groups, grid)
+  passed = m.epochs[grid.first_group:grid.first_group + grid.workgroups]
+  if groups is None: passed += 1
+  else: passed[groups] += 1
 
 def _load(m: Machine, i: int, u: UOp) -> None:
   """LOAD: `count` consecutive elements from the index, on each live lane (active, gate true); a gated LOAD yields its
   alternative where the gate is false (an undefined gate: an undefined element). Undefined (and the element read is
   undefined): an index outside [0, size) for any element (OUT_OF_BOUNDS), a local element never stored in this launch
-  (UNINITIALISED), another thread's write of it with no barrier between (RACE). The element read keeps memory's level,
+  (UNINITIALISED), another thread's write of it with no barrier between (RACY_READ). The element read keeps memory's level,
   joined with the index's carried level; a gated LOAD's value also joins its gate's."""
   ref, count = m.env[u.src[0]], u.dtype.count
   gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
@@ -1067,7 +1139,8 @@ def _phantom_read(m: Machine, ref: Ref, count: int, gate: Value | None, v: np.nd
 
 def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np.ndarray | None:
   """The elements LOAD i reads that are undefined by when they were written: a local element never written in this
-  launch (UNINITIALISED), another thread's write with no barrier between (RACE); each is reported."""
+  launch (UNINITIALISED), another thread's write with no barrier between, before the load or after it (a write a
+  previous run found: Machine.late) (RACY_READ); each is deferred."""
   if not (mem.local or mem.tracked) or (site.live is not None and not site.live.any()): return None
   grid = m.control.grid
   lanes, e = elements(site, grid)
@@ -1081,11 +1154,18 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
                                (int(e[r, c] % mem.size),)))
     found |= unset
   if mem.tracked:
-    for kind, (hit, other) in track_load(mem, grid.tids(lanes), e).items():
+    tids = grid.tids(lanes)
+    for kind, (hit, other) in track_load(mem, tids, e).items():
       defer(hit, lambda r, c, kind=kind, other=other: (UB.RACY_READ,
         f"{kind} race: thread {m.thread_name(int(other[r, c]))} wrote {m.element_name(mem, int(e[r, c]))} and thread "
         f"{grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
       found |= hit
+    if mem.name in m.late.rows:
+      late, writer = m.late.racy(mem.name, m.launch_elements(mem, e), tids, tids // grid.group, m.barrier_counts(mem, tids))
+      defer(late, lambda r, c: (UB.RACY_READ, f"write after read race: thread {grid.thread(lanes[r])} reads "
+        f"{m.element_name(mem, int(e[r, c]))} and thread {m.thread_name(int(writer[r, c]))} writes it after with no "
+        f"barrier between", (int(e[r, c] % mem.size),)))
+      found |= late
   if not found.any(): return None
   full = np.zeros((grid.lanes, count), dtype=bool)
   full[lanes] = found
@@ -1107,7 +1187,7 @@ def _alternative(gate: Value, loaded: Value, alt: Value) -> Value:
 def _store(m: Machine, i: int, u: UOp) -> None:
   """STORE: writes the value's elements (with their levels) at the index on each live lane (active, gate true).
   Undefined: an index outside [0, size) for any element (OUT_OF_BOUNDS; nothing is written), another thread's access
-  to the element with no barrier between (RACE; after two writes the element is undefined). Through an uncertain
+  to the element with no barrier between (a write of other bits: RACE, and the element is undefined). Through an uncertain
   index, or under uncertain control, the element written joins their carried level, and so does the element a lane
   would have written had that control gone the other way."""
   ref, value = m.env[u.src[0]], m.value_of(u.src[1])
@@ -1140,20 +1220,28 @@ def _write(m: Machine, i: int, ref: Ref, value: Value, live: np.ndarray | None, 
   if live is not None and not live.any(): return
   site, _ = m.locate(i, m.plan.uops[i], ref, count, live)
   if site.live is not None and not site.live.any(): return
-  raced = None
+  races = before = None
   if mem.tracked or mem.local: lanes, e = elements(site, grid)
   if mem.tracked:
-    for kind, (hit, other) in track_store(mem, grid.tids(lanes), e).items():
-      verb = "both write" if kind == "write/write" else "reads and another writes"
-      m.ub_elements(i, kind, lanes, e, hit, lambda r, c, kind=kind, other=other, verb=verb: (UB.RACE,
-        f"{kind} race: threads {grid.thread(lanes[r])} and {m.thread_name(int(other[r, c]))} {verb} "
-        f"{m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
-      if kind == "write/write": raced = hit
+    tids = grid.tids(lanes)
+    races = track_store(mem, tids, e, as_bits(_per_element(value.v, lanes, e.shape, grid).astype(mem.data.dtype)))
+    m.late_write(mem, tids, e, races.late)
+    m.ub_elements(i, "write/write", lanes, e, races.bad, lambda r, c: (UB.RACE,
+      f"write/write race: threads {grid.thread(lanes[r])} and {m.thread_name(int(races.other[r, c]))} write different "
+      f"bits to {m.element_name(mem, int(e[r, c]))} with no barrier between", (int(e[r, c] % mem.size),)))
+    if mem.cert is not None and races.earlier.any(): before = mem.cert[e]
   write(mem.data, site, grid, value.v)
   if value.cert is not None or mem.cert is not None:
     write(mem.levels(), site, grid, np.zeros((1,) + site.tail(), dtype=LEVEL) if value.cert is None else value.cert)
+    if races is not None:
+      new = np.zeros(e.shape, LEVEL) if value.cert is None else _per_element(value.cert, lanes, e.shape, grid)
+      join_met_levels(mem, e, races, new, before)
   if mem.local: mem.written[e] = True
-  if raced is not None and raced.any(): mem.levels()[e[raced]] = UNDEFINED
+  if races is not None and races.bad.any(): mem.levels()[e[races.bad]] = UNDEFINED
+
+def _per_element(x: np.ndarray, lanes: np.ndarray, shape: tuple[int, ...], grid: Grid) -> np.ndarray:
+  """A value's (or its levels') elements on `lanes`, shaped like their addresses (L, count)."""
+  return np.broadcast_to(x, (grid.lanes,) + x.shape[1:])[lanes].reshape(shape)
 
 def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray | None, settled: bool = True) -> None:
   """Stores an alu Outcome as uop i's value, with its levels joined with the operands' `carried` ones (`settled`: they

@@ -15,12 +15,19 @@ An access (`Site`) is located once per LOAD/STORE: either a strided view that co
 whose every lane is in bounds: no gather, no scan) or one flat address per lane. Both feed `read`, `write` and
 `elements` (explicit (lane, element) pairs, which only tracking and the uninitialised-local check need).
 
-Race rule (UB.RACE): two different threads touching one element, at least one of them writing, with no BARRIER of
-their workgroup between -> undefined. A BARRIER orders every access its workgroup's threads made before it, to locals
-and globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups are never
-ordered within a launch. Three checks give it: a store finds another thread's write (write/write) or read
-(write-after-read) of the element, a load finds another thread's write (read-after-write), and two threads of one op
-touch one element.
+Race rule: two different threads touching one element, at least one of them writing, with no BARRIER of their
+workgroup between, race. A BARRIER orders every access its workgroup's threads made before it, to locals and globals,
+against every access they make after it (CUDA's __syncthreads); threads of different workgroups are never ordered
+within a launch. What a race does:
+  - two writes of different bits: undefined (UB.RACE, immediate), and the element is undefined;
+  - two writes of the same bits (compared as unsigned integers of the element's size: NaN payloads and -0.0 count) are
+    not a race: the element holds those bits, at the join of the writes' levels (once undefined it stays undefined);
+  - a read and a write: the value read is undefined (UB.RACY_READ, deferred), whichever comes first; the write is
+    defined.
+Checks: a store finds another thread's write (write/write) or read (write after read) of the element, a load finds
+another thread's write (read after write), and two lanes of one op touch one element. A read that came before its
+racing write is known only at the write: the machine records the write (`LateWrites`) and runs the launch again, and
+that run's load finds it.
 """
 from __future__ import annotations
 
@@ -184,33 +191,71 @@ def elements(site: Site, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
 
 # ***** race tracking *****
 
-def _shared(e: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """Within one op: which elements of e (L, count) are also touched by another lane of the op, and that lane."""
+def as_bits(x: np.ndarray) -> np.ndarray:
+  """x's elements as unsigned integers of their size: equal exactly where the bits are (a NaN's payload, -0.0 and +0.0
+  differ)."""
+  return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+def _shared(e: np.ndarray, lanes: np.ndarray, bits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Within one op, per element of e (L, count): whether another lane of the op touches it too, whether two lanes of
+  the op write different `bits` (L, count) to it, and there the nearest lane (by bits, then lane) whose bits differ."""
   flat_e, flat_l = e.ravel(), np.repeat(lanes, e.shape[1])
-  order = np.argsort(flat_e, kind="stable")
-  se, sl = flat_e[order], flat_l[order]
-  clash = (se[1:] == se[:-1]) & (sl[1:] != sl[:-1])
-  hit, other = np.zeros(flat_e.size, dtype=bool), np.full(flat_e.size, NOBODY, dtype=np.int64)
-  hit[order[1:][clash]] = hit[order[:-1][clash]] = True
-  other[order[1:][clash]], other[order[:-1][clash]] = sl[:-1][clash], sl[1:][clash]
-  return hit.reshape(e.shape), other.reshape(e.shape)
+  flat_b = np.zeros(flat_e.size, np.uint8) if bits is None else bits.ravel()
+  order = np.lexsort((flat_l, flat_b, flat_e))  # by element, then bits, then lane
+  se, sl, sb = flat_e[order], flat_l[order], flat_b[order]
+  new_e = np.r_[True, se[1:] != se[:-1]]
+  start = np.flatnonzero(new_e)
+  last = np.r_[start[1:] - 1, len(se) - 1]
+  group = np.cumsum(new_e) - 1
+  touched = (np.minimum.reduceat(sl, start) != np.maximum.reduceat(sl, start))[group]
+  differ = touched & (sb[start] != sb[last])[group]
+  runs = np.flatnonzero(new_e | np.r_[True, sb[1:] != sb[:-1]])  # where each run of one element and bits starts
+  run = np.cumsum(new_e | np.r_[True, sb[1:] != sb[:-1]]) - 1
+  after = np.r_[runs[1:], len(se)][run]  # the first entry of the next run (another element's where this run is last)
+  nxt = np.minimum(after, len(se) - 1)
+  other = np.where((after < len(se)) & (se[nxt] == se), sl[nxt], sl[np.maximum(runs[run] - 1, 0)])
+  out = [np.empty(flat_e.size, bool), np.empty(flat_e.size, bool), np.empty(flat_e.size, np.int64)]
+  for a, x in zip(out, (touched, differ, other)): a[order] = x
+  return tuple(a.reshape(e.shape) for a in out)
 
 def _unordered(earlier: np.ndarray, ln: np.ndarray, group: np.ndarray) -> np.ndarray:
   """Whether an earlier access (a thread, or an ordered mark) is unordered with thread ln of workgroup `group`: another
   thread with no barrier between, or the ordered accesses of another workgroup."""
   return ((earlier >= 0) & (earlier != ln)) | ((earlier <= -3) & (_marked_group(earlier) != group))
 
-def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-  """Records a store by `lanes` to elements `e`; returns race check -> (bad elements (L, count), the other thread there)."""
+class StoreRaces(NamedTuple):
+  """What a store met (each (L, count) over its lanes' elements): `bad` the elements where it races another write
+  (different bits: RACE) and `other` the thread it races there; `earlier` the elements another thread wrote before
+  with no barrier between, `shared` those another lane of the op writes too (both: the element holds the join of the
+  writes' levels); `late` the elements another thread read before with no barrier between (that read's value is
+  undefined)."""
+  bad: np.ndarray
+  other: np.ndarray
+  earlier: np.ndarray
+  shared: np.ndarray
+  late: np.ndarray
+
+def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray, bits: np.ndarray) -> StoreRaces:
+  """Records a store by `lanes` of `bits` (L, count; as_bits of the values) to elements `e` (before memory is written:
+  an earlier unordered write's bits are still there)."""
   ln = lanes[:, None]
   group = ln // mem.group_threads
   w, r = mem.writer[e], mem.reader[e]
   ww = _unordered(w, ln, group)
-  dup, dup_other = _shared(e, lanes)
-  war = (r == SEVERAL) | _unordered(r, ln, group)
-  r_other = np.where(r == SEVERAL, NOBODY, r)
+  clash = ww & (bits != as_bits(mem.data[e]))
+  dup, dup_clash, dup_other = _shared(e, lanes, bits)
+  late = (r == SEVERAL) | _unordered(r, ln, group)
   mem.writer[e] = ln
-  return {"write/write": (ww | dup, np.where(ww, w, dup_other)), "write after read": (war, r_other)}
+  return StoreRaces(clash | dup_clash, np.where(clash, w, dup_other), ww, dup, late)
+
+def join_met_levels(mem: Memory, e: np.ndarray, races: StoreRaces, new: np.ndarray, before: np.ndarray | None) -> None:
+  """After a store wrote levels `new` (L, count) at e: an element that unordered writes reached holds the join of
+  their levels: of every lane of the op that wrote it, and where another thread's write came earlier, of the element's
+  level `before` the op (None: EXACT)."""
+  met = races.earlier | races.shared
+  if not met.any(): return
+  level = new if before is None else np.where(races.earlier, np.maximum(new, before), new)
+  np.maximum.at(mem.levels(), e[met], level[met])
 
 def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
   """Records a load by `lanes` of elements `e`; returns race check -> (bad elements, the thread that wrote them)."""
@@ -220,7 +265,7 @@ def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple
   raw = _unordered(w, ln, group)
   mine = (r == NOBODY) | (r == ln) | (r == ordered(group))  # nothing unordered read it but this thread
   mem.reader[e] = np.where(mine, ln, SEVERAL)
-  dup, _ = _shared(e, lanes)
+  dup, _, _ = _shared(e, lanes)
   mem.reader[e[dup]] = SEVERAL
   if mem.reader_group is not None: _track_reader_group(mem, e, np.broadcast_to(group, e.shape))
   return {"read after write": (raw, w)}
@@ -234,3 +279,56 @@ def _track_reader_group(mem: Memory, e: np.ndarray, group: np.ndarray) -> None:
   before = mem.reader_group[touched]
   one = (lo == hi) & ((before == NOBODY) | (before == lo))
   mem.reader_group[touched] = np.where(one, lo, SEVERAL)
+
+
+class LateWrites:
+  """The writes that met an earlier read by another thread with no barrier between (write after read), found by the
+  runs of one launch so far: per memory name, rows (element in the launch, writer thread, its workgroup, that
+  workgroup's barrier count at the write; 0 where barriers do not order the memory). A read of such an element by
+  another thread races the write when nothing orders them: the reader is of another workgroup (a global), or of the
+  same one at the same barrier count (`racy`)."""
+  def __init__(self) -> None:
+    self.rows: dict[str, np.ndarray] = {}
+    self._tables: dict[str, tuple] = {}
+
+  def learn(self, found: dict[str, list[np.ndarray]]) -> bool:
+    """Adds the rows a run found (per memory name, arrays of shape (n, 4)); whether any of them is new."""
+    new = False
+    for name, parts in found.items():
+      old = self.rows.get(name, np.empty((0, 4), np.int64))
+      rows = np.unique(np.concatenate([old, *parts]), axis=0)
+      if len(rows) > len(old):
+        self.rows[name], new = rows, True
+        self._tables.pop(name, None)
+    return new
+
+  def _table(self, name: str) -> tuple:
+    """(the span of barrier counts, sorted element * span + count keys with the lowest and highest writer there, sorted
+    elements with their lowest and highest writing workgroup and a writer of each), made once per set of rows."""
+    if name not in self._tables:
+      x, w, g, b = self.rows[name].T
+      span = int(b.max()) + 1
+      keys, at = np.unique(x * span + b, return_inverse=True)
+      lo, hi = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), -1)
+      np.minimum.at(lo, at, w)
+      np.maximum.at(hi, at, w)
+      order = np.lexsort((g, x))
+      xs, gs, ws = x[order], g[order], w[order]
+      first = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+      last = np.r_[first[1:] - 1, len(xs) - 1]
+      self._tables[name] = (span, keys, lo, hi, xs[first], gs[first], ws[first], gs[last], ws[last])
+    return self._tables[name]
+
+  def racy(self, name: str, x: np.ndarray, t: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a read of elements x (L, count) by threads t of workgroups g at barrier counts b (each (L,)): whether a
+    recorded write races it, and that write's thread."""
+    if name not in self.rows: return np.zeros(x.shape, bool), np.zeros(x.shape, np.int64)
+    span, keys, lo, hi, xs, glo, wglo, ghi, wghi = self._table(name)
+    t, g, b = t[:, None], g[:, None], b[:, None]
+    k = x * span + b
+    at = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+    same = (b < span) & (keys[at] == k) & ((lo[at] != t) | (hi[at] != t))
+    at2 = np.minimum(np.searchsorted(xs, x), len(xs) - 1)
+    cross = (xs[at2] == x) & ((glo[at2] != g) | (ghi[at2] != g))
+    writer = np.where(same, np.where(lo[at] != t, lo[at], hi[at]), np.where(glo[at2] != g, wglo[at2], wghi[at2]))
+    return same | cross, writer

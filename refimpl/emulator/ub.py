@@ -5,7 +5,7 @@ the memory kinds (machine.py, memory.py); `Outcome.kind` and the emulator's even
 the kind of the first undefined lane, next to a reason that names the operands.
 
 Immediate or deferred (`deferred`). An immediate kind makes the program undefined where the op runs: what traps or
-faults on hardware (integer division by zero and INT_MIN / -1, an access out of bounds) and two threads writing one
+faults on hardware (integer division by zero and INT_MIN / -1, an access out of bounds) and two threads' unequal writes of one
 element. A deferred kind only makes the op's value undefined in that lane (LLVM's poison: what an out-of-range fptosi,
 an over-wide shift or a racy load gives): the value carries the UNDEFINED certainty level through moves and arithmetic,
 a WHERE that picks the other operand drops it, and the program is undefined where such a value is *used*
@@ -34,11 +34,11 @@ class UB(Enum):
                 "undefined", "conversion", True, "floats")
   OUT_OF_BOUNDS = ("a LOAD or STORE index (for a vector access, any of its elements) outside [0, size)", "memory access",
                    False, None)
-  RACE = ("two threads of a launch write one element, or one writes an element another read before, with no BARRIER of "
-          "their workgroup between (a BARRIER orders its workgroup's locals and globals; threads of different "
-          "workgroups are never ordered)", "memory access", False, None)
-  RACY_READ = ("a LOAD of an element another thread wrote before with no BARRIER of their workgroup between: the value "
-               "read is undefined", "memory access", True, None)
+  RACE = ("two threads of a launch write different bits to one element with no BARRIER of their workgroup between (a "
+          "BARRIER orders its workgroup's locals and globals; threads of different workgroups are never ordered; "
+          "writes of the same bits are no race)", "memory access", False, None)
+  RACY_READ = ("a LOAD of an element another thread writes, before or after it, with no BARRIER of their workgroup "
+               "between: the value read is undefined (the write is defined)", "memory access", True, None)
   UNINITIALISED = ("a LOAD of a DEFINE_LOCAL element never stored in this launch: the value read is undefined",
                    "memory access", True, None)
 
