@@ -29,6 +29,9 @@ class Renderer:
     native_poison           a float->int CAST out of range and a shift by a count outside [0, bits) give some value
                             in the backend's language, as the spec's deferred kinds say (LLVM IR's poison), rather than
                             undefined behaviour (C's; else guard_poison makes them defined for every input)
+    native_division         an IDIV / MOD by 0 or of INT_MIN by -1 gives some value in the backend's language (WGSL's
+                            e1 / 0 is e1), as the spec's deferred kinds say, rather than undefined behaviour or a trap
+                            (C's, LLVM IR's sdiv / udiv, x86's idiv; else guard_division guards the divisor)
   """
   device: str = "NONE"
   has_local: bool = False
@@ -44,6 +47,7 @@ class Renderer:
   native_narrow: bool = True
   native_wmma: bool = True
   native_poison: bool = True
+  native_division: bool = True
 
   @property
   def grid_as_loops(self) -> bool:

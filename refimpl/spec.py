@@ -135,9 +135,15 @@ DECISIONS: tuple[Decision, ...] = (
   Decision("int ADD SUB MUL NEG MULACC", "two's complement wrap-around, every width, signed included (NEG INT_MIN is "
            "INT_MIN)", "every target's integer adder is modular; C backends must not rely on signed-overflow UB",
            "alu.arith, alu.mulacc", (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC)),
-  Decision("IDIV / MOD (ints)", f"truncate toward zero; MOD takes the dividend's sign; {_undefined_by(alu.idiv_mod)}",
-           "what C's / and %, OpenCL and LLVM sdiv/srem do; both undefined cases trap (SIGFPE) on x86, so no value can "
-           "be promised", "alu.idiv_mod", (Ops.IDIV, Ops.MOD)),
+  Decision("IDIV / MOD (ints)", f"truncate toward zero; MOD takes the dividend's sign; {_undefined_by(alu.idiv_mod)} "
+           "(deferred: the lane's value is undefined, a WHERE may discard it; the operands of a division are no use, so "
+           "an undefined divisor gives an undefined value too)",
+           "what C's / and %, OpenCL and LLVM sdiv/srem do. Targets disagree on both undefined cases, so no value can be "
+           "promised, but tinygrad's own tests state that a discarded 1 // 0 must not raise (test_ops.py test_div_int: "
+           "(t > 0).where(1 // t, t)), and GPUs (PTX div, AMD, Metal) do not trap and WGSL defines x / 0; x86's idiv "
+           "traps (SIGFPE) and C and LLVM IR make them undefined behaviour, so refimpl's C, OpenCL, CUDA and LLVM "
+           "renderers guard the divisor (refimpl.lower.guard_division: 1 where it is 0 or -1 under INT_MIN)",
+           "alu.idiv_mod, lower/poison.py (guard_division)", (Ops.IDIV, Ops.MOD)),
   Decision("SHL / SHR", f"{_undefined_by(alu.shift)}; SHR arithmetic on signed, logical on unsigned; SHL on the bit pattern "
            "(1<<31 in int32 is INT_MIN)", "C/LLVM leave wide shifts undefined and targets disagree on them (x86 masks "
            "the count, other targets do not); SHR by signedness as in C", "alu.shift", (Ops.SHL, Ops.SHR)),
@@ -186,15 +192,18 @@ DECISIONS: tuple[Decision, ...] = (
            "those bits (CUDA's and OpenCL's benign same-value writes in practice), and tinygrad's linearizer emits "
            "them (a reduction's result stored by every thread of a dimension: test_linearizer's multireduce kernels), "
            "which its PYTHON device accepts", "emulator/machine.py (_write, _unsafe_reads, _launch), emulator/memory.py"),
-  Decision("deferred undefined values", "an op of a deferred kind (CAST_RANGE, SHIFT_COUNT, RACY_READ, "
-           "UNINITIALISED) gives an undefined value in that lane, which arithmetic and moves carry and WHERE drops; the "
-           "program is undefined where such a value is used: stored, an index, a gate, an IF condition, a loop bound, a "
-           "divisor. Immediate kinds (division by zero, INT_MIN / -1, out of bounds, two writes) are undefined where "
-           "the op runs", "LLVM, which tinygrad's CLANG and LLVM backends compile through, makes an out-of-range "
-           "fptosi and an over-wide shift poison and a racy load undef, and keeps immediate UB for what traps; "
+  Decision("deferred undefined values", "an op of a deferred kind (CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, "
+           "DIVISION_OVERFLOW, RACY_READ, UNINITIALISED) gives an undefined value in that lane, which arithmetic "
+           "(a division included, as dividend or divisor) and moves carry and WHERE drops; the program is undefined "
+           "where such a value is used: stored, an index, a gate, an IF condition, a loop bound. Immediate kinds (out "
+           "of bounds, two writes) are undefined where the op runs", "LLVM, which tinygrad's CLANG and LLVM backends "
+           "compile through, makes an out-of-range fptosi and an over-wide shift poison and a racy load undef; "
            "tinygrad's transcendental lowering computes range reductions on every lane and a WHERE discards the lanes "
-           "where they overflow (half sin(-0.0), exp(1.49e9)); refimpl's C and OpenCL renderers guard the casts and "
-           "shifts (refimpl.lower.guard_poison)", "emulator/ub.py, emulator/machine.py (Machine.defer, Machine.use)"),
+           "where they overflow (half sin(-0.0), exp(1.49e9)), and its tests divide by zero on lanes a WHERE discards "
+           "(test_div_int); what would trap or is undefined behaviour in a backend's language is guarded there: "
+           "refimpl's C and OpenCL renderers guard the casts and shifts (refimpl.lower.guard_poison), its C, OpenCL, "
+           "CUDA and LLVM renderers the divisions (refimpl.lower.guard_division)",
+           "emulator/ub.py, emulator/machine.py (Machine.defer, Machine.use), lower/poison.py"),
   Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
            "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
            "are never ordered within a launch", "tinygrad's kernels assume it: a GROUP reduction loads a global on "

@@ -131,12 +131,14 @@ def divide_program(n: int, guarded: bool):
   return b.build(), q
 
 def test_alu_undefined_behaviour_names_the_uop_the_first_lane_and_its_operands():
-  # division by zero at threads 5 and 9: strict mode raises at the IDIV with thread 5 and its operands
+  # division by zero at threads 5 and 9 (DIVISOR_ZERO, deferred): strict mode raises at the STORE of the quotient, its
+  # origin the IDIV with thread 5 and its operands
   p, q = divide_program(12, guarded=False)
   d = np.arange(1, 13, dtype=np.int32)
   d[[5, 9]] = 0
   with pytest.raises(UndefinedBehavior) as e: emulate(p, [zeros(12), np.arange(12, dtype=np.int32) * 3, d])
-  assert (e.value.op, e.value.uop_index, e.value.lane, e.value.operands, e.value.count) == (Ops.IDIV, q, lane(5), (15, 0), 2)
+  o = e.value.origin
+  assert (o.op, o.uop_index, o.lane, o.operands, e.value.op, e.value.count) == (Ops.IDIV, q, lane(5), (15, 0), Ops.STORE, 2)
 
 def test_division_by_zero_on_an_inactive_lane_is_not_undefined():
   p, _ = divide_program(12, guarded=True)
@@ -166,8 +168,9 @@ def test_permissive_alu_undefined_lane_is_stored_as_an_undefined_element():
   assert res.undefined[0].tolist() == [False, False, True, False, True, False]
   np.testing.assert_array_equal(res.buffers[0][d != 0], (a // np.where(d == 0, 1, d))[d != 0])
   assert len(res.events) == 1
-  ev = res.events[0]
-  assert (ev.op, ev.uop_index, ev.lane, ev.operands, ev.count) == (Ops.IDIV, q, lane(2), (12, 0), 2)
+  ev, o = res.events[0], res.events[0].origin  # DIVISOR_ZERO is deferred: the event is the STORE, the IDIV its origin
+  assert (ev.op, ev.use, ev.count, o.op, o.uop_index, o.lane, o.operands) == (Ops.STORE, "stored", 2, Ops.IDIV, q, lane(2),
+                                                                                (12, 0))
 
 def test_permissive_where_is_undefined_only_where_it_picks_the_undefined_value():
   # out[i] = d[i] != 0 ? a[i] / d[i] : -1  -> every element defined, although the division had undefined lanes
@@ -181,7 +184,8 @@ def test_permissive_where_is_undefined_only_where_it_picks_the_undefined_value()
   res = emulate(b.build(), [zeros(n), np.full(n, 12, np.int32), dv], strict=False)
   assert not res.undefined[0].any()
   np.testing.assert_array_equal(res.buffers[0], [12, -1, 6, -1, 4, 3])
-  assert res.events[0].count == 2  # the division itself was still undefined on two lanes: an event
+  assert not res.events  # DIVISOR_ZERO is deferred: the WHERE drops the undefined quotient, nothing is used
+  assert [(o.op, o.lane) for o in res.deferred] == [(Ops.IDIV, lane(1))]  # the division is an origin: its first lane
 
 def test_permissive_undefined_values_propagate_through_arithmetic_and_casts():
   # q = a / d; out[i] = float(q + 1) * 2: undefined exactly where the division was

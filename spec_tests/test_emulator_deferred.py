@@ -1,8 +1,9 @@
 """The deferred-undefined-value rule (SPEC.md, Decisions, "deferred undefined values"; refimpl/emulator/ub.py): an op of
-a deferred kind (CAST_RANGE, SHIFT_COUNT, RACY_READ, UNINITIALISED) gives an undefined value in its lane; arithmetic and
-moves carry it, a WHERE that picks the other value drops it, and the program is undefined only where the value is used:
-stored, an index, a gate, an IF condition, a loop bound, a divisor. Strict mode raises at the use, with the op that made
-the value as `origin`; immediate kinds still raise where the op runs."""
+a deferred kind (CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, DIVISION_OVERFLOW, RACY_READ, UNINITIALISED) gives an undefined
+value in its lane; arithmetic (a division included, as dividend or divisor) and moves carry it, a WHERE that picks the
+other value drops it, and the program is undefined only where the value is used: stored, an index, a gate, an IF
+condition, a loop bound. Strict mode raises at the use, with the op that made the value as `origin`; immediate kinds
+still raise where the op runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,10 +28,11 @@ def _cast_program(use: str):
   xv = b.load(x, g)
   v = b.cast(xv, I32)
   one = b.const(1, I32)
-  if use == "where":
-    b.store(out, g, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, xv, b.const(2.0 ** 31, F32)), v, b.const(7, I32)))
-  elif use == "arithmetic":
-    b.store(out, g, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, xv, b.const(2.0 ** 31, F32)), b.alu(Ops.ADD, v, one), one))
+  in_range = b.alu(Ops.CMPLT, xv, b.const(2.0 ** 31, F32))
+  if use == "where": b.store(out, g, b.alu(Ops.WHERE, in_range, v, b.const(7, I32)))
+  elif use == "arithmetic": b.store(out, g, b.alu(Ops.WHERE, in_range, b.alu(Ops.ADD, v, one), one))
+  elif use == "divisor": b.store(out, g, b.alu(Ops.WHERE, in_range, b.alu(Ops.IDIV, b.const(7, I32), b.alu(Ops.OR, v, one)), one))
+  elif use == "divided": b.store(out, g, b.alu(Ops.IDIV, b.const(7, I32), b.alu(Ops.OR, v, one)))
   elif use == "stored": b.store(out, g, b.alu(Ops.ADD, v, one))
   elif use == "index": b.store(out, b.alu(Ops.AND, v, one), g)
   elif use == "gate": b.store(out, g, one, gate=b.alu(Ops.CMPLT, v, one))
@@ -40,18 +42,26 @@ def _cast_program(use: str):
     acc = b.acc(b.const(0, I32))
     with b.loop_uops(b.const(0, I32), b.alu(Ops.AND, v, b.const(3, I32))): b.assign(acc, b.alu(Ops.ADD, acc, one))
     b.store(out, g, acc)
-  elif use == "divisor": b.store(out, g, b.alu(Ops.IDIV, one, b.alu(Ops.OR, v, one)))
   return b.build()
 
 X = np.array([1.5, 3e9], np.float32)
 
 
-@pytest.mark.parametrize("use", ["where", "arithmetic"])
+@pytest.mark.parametrize("use", ["where", "arithmetic", "divisor"])
 def test_deferred_value_that_a_where_discards_is_defined(use):
-  """Rule: the undefined lane of a CAST_RANGE carries through arithmetic, and a WHERE that picks the other value drops
-  it: the program is defined, thread 1 stores WHERE's other value."""
+  """Rule: the undefined lane of a CAST_RANGE carries through arithmetic (a division by it too: a divisor is no use),
+  and a WHERE that picks the other value drops it: the program is defined, thread 1 stores WHERE's other value."""
   got = emulate(_cast_program(use), [np.zeros(2, np.int32), X]).buffers[0]
-  assert got.tolist() == ([1, 7] if use == "where" else [2, 1])
+  assert got.tolist() == {"where": [1, 7], "arithmetic": [2, 1], "divisor": [7, 1]}[use]
+
+
+def test_a_quotient_of_an_undefined_divisor_is_undefined_where_it_is_stored():
+  """Rule: an IDIV by an undefined value gives an undefined value (not undefined behaviour at the IDIV, USES has no
+  "divisor"); storing it is the use, and the origin is the CAST that made the divisor undefined."""
+  p = _cast_program("divided")
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(2, np.int32), X])
+  assert (e.value.op, e.value.use, e.value.kind, e.value.origin.op, e.value.lane[0]) == \
+         (Ops.STORE, "stored", UB.CAST_RANGE, Ops.CAST, 1), e.value
 
 
 @pytest.mark.parametrize("use", sorted(USES))
@@ -63,7 +73,7 @@ def test_deferred_value_used_is_undefined_at_the_use_with_its_origin(use):
   err, cast = e.value, next(i for i, u in enumerate(p.uops) if u.op is Ops.CAST)
   assert (err.use, err.kind, err.lane[0]) == (use, UB.CAST_RANGE, 1), err
   assert p.uops[err.uop_index].op is {"stored": Ops.STORE, "index": Ops.STORE, "gate": Ops.STORE, "condition": Ops.IF,
-                                      "loop bound": Ops.RANGE, "divisor": Ops.IDIV}[use]
+                                      "loop bound": Ops.RANGE}[use]
   assert (err.origin.op, err.origin.uop_index, err.origin.lane[0], err.origin.operands) == (Ops.CAST, cast, 1, (3e9,))
   assert f"uop {cast} (CAST)" in str(err)
 
@@ -80,24 +90,52 @@ def test_deferred_value_in_permissive_mode_is_one_event_at_the_use():
   assert discard_reason(q, emulate(q, [np.zeros(2, np.int32), X], strict=False).events).startswith("an undefined value")
 
 
-def test_deferred_shift_count_is_a_value_and_division_by_zero_is_immediate():
-  """Rule: SHIFT_COUNT is deferred (a shift by 40 discarded by WHERE is defined), DIVISOR_ZERO immediate (a division by
-  zero discarded by WHERE is undefined where it runs)."""
-  for op, kind in ((Ops.SHL, None), (Ops.IDIV, UB.DIVISOR_ZERO)):
-    b = ProgramBuilder("kinds")
-    out, a, n = b.global_buf(I32, 2), b.global_buf(I32, 2), b.global_buf(I32, 2)
-    g = b.gidx(0, 2)
-    nv = b.load(n, g)
-    ok = b.alu(Ops.CMPLT, nv, b.const(32, I32)) if op is Ops.SHL else b.alu(Ops.CMPNE, nv, b.const(0, I32))
-    b.store(out, g, b.alu(Ops.WHERE, ok, b.alu(op, b.load(a, g), nv), b.const(-1, I32)))
-    inputs = [np.zeros(2, np.int32), np.array([3, 3], np.int32), np.array([1, 40 if op is Ops.SHL else 0], np.int32)]
-    if kind is None:
-      assert emulate(b.build(), inputs).buffers[0].tolist() == [6, -1]
-      continue
-    with pytest.raises(UndefinedBehavior) as e: emulate(b.build(), inputs)
-    assert (e.value.op, e.value.kind, e.value.use, e.value.origin) == (op, kind, None, None)
+def _division_program(op: Ops, dt, discard: bool):
+  """out[g] = a[g] op d[g] on four threads; with `discard`, WHERE(d != 0 && !(a == MIN && d == -1), a op d, a): the
+  lanes alu.idiv_mod leaves undefined are discarded, as tinygrad's `(t > 0).where(1 // t, t)` does."""
+  b = ProgramBuilder(f"division_{op.name.lower()}")
+  out, x, y = b.global_buf(dt, 4), b.global_buf(dt, 4), b.global_buf(dt, 4)
+  g = b.gidx(0, 4)
+  a, d = b.load(x, g), b.load(y, g)
+  q = b.alu(op, a, d)
+  if discard:
+    ne = lambda v, c: b.alu(Ops.CMPNE, v, b.const(c, dt))
+    ok = b.alu(Ops.AND, ne(d, 0), b.alu(Ops.OR, ne(a, dtypes.min(dt)), ne(d, -1)))
+    q = b.alu(Ops.WHERE, ok, q, a)
+  b.store(out, g, q)
+  return b.build()
+
+DIVISIONS = {UB.DIVISOR_ZERO: ([7, 7, -2**31, 5], [2, 0, 0, 0]), UB.DIVISION_OVERFLOW: ([7, -2**31, -2**31, 5], [2, -1, -1, 1])}
+
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD])
+@pytest.mark.parametrize("kind", sorted(DIVISIONS, key=lambda k: k.name), ids=lambda k: k.name)
+def test_division_by_zero_or_overflow_that_a_where_discards_is_defined(op, kind):
+  """Rule: DIVISOR_ZERO and DIVISION_OVERFLOW (alu.idiv_mod) are deferred: the quotient is undefined in those lanes,
+  and a WHERE that picks the dividend instead drops it: the program is defined (strict mode runs it), the other lanes
+  are alu.idiv_mod's (7 / 2 = 3, 7 % 2 = 1; 5 / 1 = 5, 5 % 1 = 0) and the discarded ones the dividend."""
+  a, d = (np.array(v, np.int32) for v in DIVISIONS[kind])
+  got = emulate(_division_program(op, I32, True), [np.zeros(4, np.int32), a, d]).buffers[0].tolist()
+  quotient = {Ops.IDIV: [3, 5], Ops.MOD: [1, 0]}[op]
+  assert got == [quotient[0], *a[1:3].tolist(), quotient[1] if kind is UB.DIVISION_OVERFLOW else a[3]], got
+
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD])
+@pytest.mark.parametrize("kind", sorted(DIVISIONS, key=lambda k: k.name), ids=lambda k: k.name)
+def test_division_by_zero_or_overflow_stored_is_undefined_at_the_store(op, kind):
+  """Rule: storing the undefined quotient is the use: undefined behaviour at the STORE (use "stored") on thread 1, the
+  first such lane, whose origin is the division (its operands, its reason) and whose kind is the division's."""
+  a, d = (np.array(v, np.int32) for v in DIVISIONS[kind])
+  p = _division_program(op, I32, False)
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(4, np.int32), a, d])
+  err = e.value
+  assert (err.op, err.use, err.kind, err.lane[0]) == (Ops.STORE, "stored", kind, 1), err
+  assert (err.origin.op, err.origin.kind, err.origin.operands) == (op, kind, (int(a[1]), int(d[1]))), err.origin
+  reason = "division by zero" if kind is UB.DIVISOR_ZERO else f"signed INT_MIN {'/' if op is Ops.IDIV else '%'} -1"
+  assert err.origin.reason == reason
+  assert err.count == (3 if kind is UB.DIVISOR_ZERO else 2)
 
 
 def test_deferred_kinds_are_exactly_the_value_kinds():
-  """Rule (ub.py): CAST_RANGE, SHIFT_COUNT, RACY_READ and UNINITIALISED are deferred; the rest are immediate."""
-  assert {k for k in UB if k.deferred} == {UB.CAST_RANGE, UB.SHIFT_COUNT, UB.RACY_READ, UB.UNINITIALISED}
+  """Rule (ub.py): CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, DIVISION_OVERFLOW, RACY_READ and UNINITIALISED are deferred;
+  the memory kinds that fault or race (OUT_OF_BOUNDS, RACE) are immediate."""
+  assert {k for k in UB if k.deferred} == {UB.CAST_RANGE, UB.SHIFT_COUNT, UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW,
+                                            UB.RACY_READ, UB.UNINITIALISED}

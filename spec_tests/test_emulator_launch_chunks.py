@@ -86,18 +86,20 @@ def test_race_between_threads_of_different_chunks_is_found(monkeypatch):
 
 def test_strict_mode_reports_the_first_finding_in_launch_order_across_chunks(monkeypatch):
   """Strict mode reports the first undefined operation in the sequential order, which runs each uop on every thread
-  before the next uop: an IDIV by zero in the last workgroup (uop k) comes before a shift by 40 in the first (uop > k)."""
+  before the next uop: the gate a division by zero made undefined in the last workgroup (a STORE at uop k; the IDIV is
+  its origin) comes before the store of a shift by 40 in the first (uop > k)."""
   b = ProgramBuilder("first")
   out = b.global_buf(I32, 64)
   g = b.gidx(0, 64)
   divisor = b.alu(Ops.SUB, b.const(63, I32), g)  # 0 on thread 63 only
   q = b.alu(Ops.IDIV, b.const(7, I32), divisor)
+  b.store(out, g, b.const(1, I32), gate=b.alu(Ops.CMPLT, q, b.const(100, I32)))
   count = b.alu(Ops.ADD, b.alu(Ops.MUL, g, b.const(0, I32)), b.const(40, I32))
   shifted = b.alu(Ops.SHL, g, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, g, b.const(1, I32)), count, b.const(1, I32)))
-  b.store(out, g, b.alu(Ops.ADD, q, shifted))
+  b.store(out, g, shifted)
   p = b.build()
   whole = emulation_outcome(p, [np.zeros(64, np.int32)])
-  assert whole[0] == "UB" and whole[1] is Ops.IDIV and "division by zero" in whole[5]
+  assert whole[0] == "UB" and whole[1] is Ops.STORE and whole[3][0] == 63 and "division by zero" in whole[7]
   _chunks_of(monkeypatch, p, 4)
   assert emulation_outcome(p, [np.zeros(64, np.int32)]) == whole
 

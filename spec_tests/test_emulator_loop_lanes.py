@@ -53,30 +53,34 @@ def test_range_rule_iterations_that_communicate_stay_sequential():
 
 def test_undefined_behavior_rule_first_in_sequential_order():
   """Strict mode reports the first undefined op the sequential rule reaches: iteration 2's store of a shift by 40 (SHL's
-  count outside [0, 32): a deferred kind, undefined where the value is stored) comes before iteration 5's division by
-  zero, although the division is the earlier uop."""
+  count outside [0, 32): a deferred kind, undefined where the value is stored) comes before iteration 5's index that
+  a division by zero made undefined (DIVISOR_ZERO, deferred: undefined where the quotient is used as an index),
+  although the division is the earlier uop."""
   b = ProgramBuilder("ub_order")
-  out, d, s = b.global_buf(I32, 8), b.global_buf(I32, 8), b.global_buf(I32, 8)
+  out, where, d, s = b.global_buf(I32, 8), b.global_buf(I32, 8), b.global_buf(I32, 8), b.global_buf(I32, 8)
   with b.loop(8) as r:
     q = b.alu(Ops.IDIV, b.const(7, I32), b.load(d, r))
-    b.store(out, r, b.alu(Ops.SHL, q, b.load(s, r)))
+    b.store(out, r, b.alu(Ops.SHL, b.const(7, I32), b.load(s, r)))
+    b.store(where, r, b.load(d, b.alu(Ops.AND, q, b.const(7, I32))))
   p = b.build()
   assert Plan.of(p, ()).lane_loops
   divisors, shifts = np.ones(8, np.int32), np.zeros(8, np.int32)
   divisors[5], shifts[2] = 0, 40
-  with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(8, np.int32), divisors, shifts])
-  assert e.value.op is Ops.STORE and e.value.count == 1
+  inputs = [np.zeros(8, np.int32), np.zeros(8, np.int32), divisors, shifts]
+  with pytest.raises(UndefinedBehavior) as e: emulate(p, inputs)
+  assert (e.value.op, e.value.use, e.value.count) == (Ops.STORE, "stored", 1)
   assert e.value.origin.op is Ops.SHL and e.value.origin.operands == (7, 40)
-  events = emulate(p, [np.zeros(8, np.int32), divisors, shifts], strict=False).events
-  assert [ev.op for ev in events] == [Ops.STORE, Ops.IDIV]  # permissive: in the order the sequential rule meets them
+  events = emulate(p, inputs, strict=False).events  # permissive: in the order the sequential rule meets them
+  assert [(ev.use, ev.origin.op) for ev in events] == [("stored", Ops.SHL), ("index", Ops.IDIV), ("stored", Ops.IDIV)]
 
 
 @pytest.mark.parametrize("inner", ["parallel", "scan"])
 def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner, monkeypatch):
   """Strict mode reports the first undefined op in the sequential order of nested loops, outer counter first: with
   a[4i + j] / d[4i + j] and d zero at (i, j) = (1, 3) and (2, 0), the division at (1, 3) comes first (IDIV by zero:
-  DIVISOR_ZERO), although (2, 0) has the lower inner counter. Inner loop: each quotient stored (parallel, lane-major
-  lanes) or summed into out[i] (a scan of computed terms, iteration-major lanes)."""
+  DIVISOR_ZERO, deferred: reported where the quotient is stored, with the division as its origin), although (2, 0) has
+  the lower inner counter. Inner loop: each quotient stored (parallel, lane-major lanes) or summed into out[i] (a scan
+  of computed terms, iteration-major lanes)."""
   b = ProgramBuilder("nested_ub_order")
   out, a, d = b.global_buf(I32, 16), b.global_buf(I32, 16), b.global_buf(I32, 16)
   with b.loop(4) as i:
@@ -96,7 +100,7 @@ def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner
   for as_lanes in (True, False):
     monkeypatch.setattr(machine, "LOOPS_AS_LANES", as_lanes)
     with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(16, np.int32), np.arange(16, dtype=np.int32), divisors])
-    assert e.value.op is Ops.IDIV and e.value.operands == (7, 0), as_lanes
+    assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
 
 
 def test_looseness_rule_nan_in_a_max_chain():

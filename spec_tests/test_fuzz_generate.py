@@ -272,3 +272,16 @@ def test_merging_duplicates_keeps_the_program_and_tells_zeros_apart():
   assert sorted(repr(u.arg) for u in q.uops if u.op is Ops.CONST and u.dtype == dtypes.float32) == ["-0.0", "0.0"]
   zeros = [np.zeros(4, np.float32)]
   assert to_bits(emulate(q, zeros).buffers[0]).tolist() == to_bits(emulate(p, zeros).buffers[0]).tolist()
+
+
+def test_some_divisions_by_zero_are_kept_for_a_where_to_discard():
+  """Rule (generate.py's UB rewrites, DISCARDS): an op of a deferred kind undefined on some lane is, half the time, kept
+  and every use of its value discarded by a WHERE; IDIV and MOD by zero are deferred (DIVISOR_ZERO), so a campaign has
+  programs that divide by zero on lanes a WHERE discards (tinygrad's `(t > 0).where(1 // t, t)`) and are defined: no
+  event, the division only an origin of an undefined value (Emulation.deferred), so they run natively."""
+  kept = 0
+  for i in range(60):
+    g = make_program(1, i, Profile())
+    assert g.emulation is not None and not g.emulation.events, i
+    kept += any(d.op in (Ops.IDIV, Ops.MOD) and d.kind.deferred for d in g.emulation.deferred)
+  assert kept >= 2

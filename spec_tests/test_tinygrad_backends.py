@@ -99,7 +99,8 @@ def test_op_sweep_on_tinygrad_clang(case_id):
 
 def test_undefined_inputs_never_reach_tinygrad_clang():
   """7 // 0 traps (SIGFPE) in tinygrad's CLANG code; the device refuses the launch with UndefinedBehavior instead (SPEC.md,
-  idiv_mod: division by zero is undefined). Reaching the assertion at all means the process did not die."""
+  idiv_mod: division by zero gives an undefined value, and storing it is undefined). Reaching the assertion at all
+  means the process did not die."""
   _need(TG_CLANG)
   b = ProgramBuilder("div")
   out, x, y = (b.global_buf(dtypes.int32, 2) for _ in range(3))

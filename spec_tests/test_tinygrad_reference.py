@@ -19,6 +19,7 @@ from tinygrad import Tensor, nn
 
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
+from refimpl.ir import Ops
 from refimpl.tinygrad.reference import KernelUndefinedBehavior, install_reference_device
 
 REF = install_reference_device()
@@ -164,14 +165,25 @@ def test_a_hand_built_kernel_with_unsized_pointers_runs_with_its_buffers_sizes()
 
 
 def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
+  """A stored quotient of a division by zero (DIVISOR_ZERO, deferred: undefined where it is used) stops at the STORE,
+  naming the kernel, the IDIV that made the value (its operands) and the lane."""
   x = Tensor(np.arange(8, dtype=np.int32), device=REF)
   d = Tensor(np.array([1, 2, 0, 1, 1, 1, 1, 1], dtype=np.int32), device=REF)
   with pytest.raises(KernelUndefinedBehavior) as e: (x // d).numpy()
-  assert isinstance(e.value, UndefinedBehavior) and e.value.kernel.startswith("E_") and e.value.reason == "division by zero"
-  assert e.value.operands == (2, 0) and e.value.uop_index is not None
-  assert e.value.tensor_ops  # the Tensor ops tinygrad's metadata gives the kernel (which ones depends on its caches)
-  assert f"tinygrad kernel {e.value.kernel} (Tensor ops: {', '.join(e.value.tensor_ops)}): undefined behavior at uop " \
-         f"{e.value.uop_index} (IDIV)" in str(e.value)
+  err, origin = e.value, e.value.origin
+  assert isinstance(err, UndefinedBehavior) and err.kernel.startswith("E_") and err.use == "stored"
+  assert (origin.op, origin.reason, origin.operands) == (Ops.IDIV, "division by zero", (2, 0)) and err.uop_index is not None
+  assert err.tensor_ops  # the Tensor ops tinygrad's metadata gives the kernel (which ones depends on its caches)
+  assert f"tinygrad kernel {err.kernel} (Tensor ops: {', '.join(err.tensor_ops)}): undefined behavior at uop " \
+         f"{err.uop_index} (STORE)" in str(err) and f"since uop {origin.uop_index} (IDIV)" in str(err)
+
+
+def test_integer_division_by_zero_that_a_where_discards_runs():
+  """tinygrad's test_ops.py test_div_int: `(t > 0).where(1 // t, t)` divides by zero on the lanes it discards, which
+  the spec defines (DIVISOR_ZERO is deferred: the WHERE drops the undefined quotient): alu.idiv_mod's 1 // t where
+  t > 0 (1 // 1 = 1, 1 // 5 = 0), t elsewhere."""
+  t = Tensor(np.array([0, 1, 5, -3, 0, -2**31], dtype=np.int32), device=REF)
+  assert (t > 0).where(1 // t, t).numpy().tolist() == [0, 1, 0, -3, 0, -2**31]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -75,3 +75,11 @@ def test_discarded_casts_finds_tinygrads_range_reductions_in_its_c_kernels():
   if why is not None: pytest.skip(f"tinygrad's CLANG does not run here: {why}")
   found = {r.kernel.rsplit(" ", 1)[0] for r in discarded_casts(edge_cases("CLANG"))}
   assert {"half sin(-0.0)", "float exp(1488522240.0)"} <= found, found
+
+
+def test_discarded_casts_holds_test_div_ints_discarded_division_by_zero():
+  """tinygrad's test_div_int kernel, `(t > 0).where(1 // t, t)` on t = [-1, 0, 1, 2], divides 1 by 0 on the lane its
+  WHERE discards: defined by the spec (DIVISOR_ZERO is deferred), C undefined behaviour in the C tinygrad renders (x86's
+  idiv traps): in the class, the IDIV on thread 0 of its lanes (the kernel's one thread) named with its reason."""
+  got = [r for r in discarded_casts(edge_cases(REF)) if r.kernel.startswith("div_int ")]
+  assert [(r.op, r.reason) for r in got] == [("IDIV", "division by zero")], got

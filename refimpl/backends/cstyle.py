@@ -10,7 +10,8 @@ nothing is left to C's undefined or unspecified corners:
               otherwise: a narrow unsigned operand would promote to *signed* int, where 65535*65535 overflows) and are
               converted back (two's complement in every C compiler we target); SHR shifts the value itself
               (arithmetic on signed, logical on unsigned); IDIV/MOD are C's / and %, which truncate. Division by 0
-              and MIN/-1 are undefined in the spec (immediate kinds), so C's UB there is no loss.
+              and MIN/-1 give an undefined value in the spec (deferred kinds: a WHERE may discard it) but are C's UB
+              (x86 traps): the divisor arrives guarded by refimpl.lower.guard_division (1 on those lanes).
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&&b, CMPNE=a!=b (the spec's table).
   floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
               MAX propagates NaN as one select, (a > b || a != a) ? a : b (see FLOAT_RULES); MULACC is a*b+c
@@ -97,6 +98,7 @@ class CStyleRenderer(Renderer):
   native_narrow: bool = False
   native_wmma: bool = False
   native_poison: bool = False  # C's out-of-range conversions and over-wide shifts are UB: refimpl.lower.guard_poison
+  native_division: bool = False  # C's division by 0 and INT_MIN / -1 are UB (x86 traps): refimpl.lower.guard_division
   # ---- the language table: everything C and OpenCL C spell differently ----
   kernel_prefix: ClassVar[str] = "void "
   buffer_prefix: ClassVar[str] = ""                # e.g. "__global "

@@ -8,8 +8,10 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               loop vectorizers re-vectorize what pays). CONST is an inline literal, VECTORIZE/GEP/INDEX only name values.
   ints        add sub mul (NEG = sub 0, x; MULACC = mul then add): LLVM wraps modulo 2^bits when there is no nsw/nuw.
               IDIV/MOD: sdiv/srem (signed) udiv/urem (unsigned), which truncate; the inputs LLVM leaves undefined
-              (divisor 0, MIN/-1) are undefined in the spec too. SHL: shl; SHR: ashr (signed) / lshr (unsigned); counts
-              outside [0, bits) give poison in LLVM and are undefined in the spec. MAX: icmp sgt/ugt + select.
+              (divisor 0, MIN/-1: immediate UB, not poison) give an undefined value in the spec, which a WHERE may
+              discard, so the divisor arrives guarded (refimpl.lower.guard_division). SHL: shl; SHR: ashr (signed) /
+              lshr (unsigned); counts outside [0, bits) give poison in LLVM and are undefined in the spec. MAX: icmp
+              sgt/ugt + select.
               CMPLT: icmp slt/ult; CMPNE: icmp ne. XOR OR AND: xor or and. WHERE: select.
   bool        i1: ADD = or, MUL = and, MAX = or, MULACC = (a and b) or c, CMPLT = (a xor true) and b, CMPNE = XOR = xor.
   floats      float32 / float64 are LLVM float / double: fadd fsub fmul fdiv (correctly rounded, RNE, subnormals kept),
@@ -147,6 +149,7 @@ class LLVMRenderer(Renderer):
   native_narrow: bool = False
   native_wmma: bool = False
   native_poison: bool = True  # an out-of-range fptosi / fptoui and an over-wide shl / lshr / ashr give poison: a value
+  native_division: bool = False  # sdiv / udiv by 0 and sdiv of MIN by -1 are immediate UB: refimpl.lower.guard_division
 
   def render(self, name: str, program: Program) -> str:
     """The module text: the kernel `name` (buffers then int vars) and the intrinsic declarations. The program is lowered

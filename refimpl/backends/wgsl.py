@@ -19,8 +19,9 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               a zero the compiler cannot see (`rf_z0`, read from the parameter buffer), so it cannot be folded either.
   ints        ADD SUB MUL MULACC wrap (WGSL's run-time i32/u32 arithmetic is two's complement); NEG is 0 - x; SHL/SHR
               shift by u32(count) (SHR is arithmetic on i32, logical on u32; WGSL takes the count modulo 32, and a count
-              outside [0, bits) is undefined in the spec); IDIV/MOD are WGSL's / and %, which truncate (the spec's
-              undefined divisions are never sent); MAX is max().
+              outside [0, bits) is undefined in the spec); IDIV is WGSL's /, which truncates, and MOD a - a / b * b (WGSL's
+              % on i32 came out as an unsigned remainder on lavapipe: -7 % 2 = 1); WGSL defines the divisions the spec
+              leaves undefined (e1 / 0 and MIN / -1 are e1), so no guard (native_division); MAX is max().
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&b, CMPNE=XOR=a!=b (the spec's table); WHERE is select.
   floats      the compiler's no-NaN/no-infinity/no-signed-zero algebra is kept out by opacity: every operand of ADD SUB
               MUL FDIV MULACC RECIP SQRT passes through an XOR of its bits with a zero the compiler cannot see (rf_a for
@@ -161,7 +162,7 @@ def int_to_int(x: str, src: DType, dst: DType) -> str:
 INT_RULES: dict[Ops, str] = {
   Ops.ADD: "N({0} + {1})", Ops.SUB: "N({0} - {1})", Ops.MUL: "N({0} * {1})", Ops.NEG: "N({Z} - {0})",
   Ops.MULACC: "N({0} * {1} + {2})", Ops.SHL: "N({0} << u32({1}))", Ops.SHR: "({0} >> u32({1}))",
-  Ops.IDIV: "N({0} / {1})", Ops.MOD: "({0} % {1})", Ops.MAX: "max({0}, {1})", Ops.CMPLT: "({0} < {1})",
+  Ops.IDIV: "N({0} / {1})", Ops.MOD: "({0} - {0} / {1} * {1})", Ops.MAX: "max({0}, {1})", Ops.CMPLT: "({0} < {1})",
   Ops.CMPNE: "({0} != {1})", Ops.XOR: "({0} ^ {1})", Ops.OR: "({0} | {1})", Ops.AND: "({0} & {1})",
   Ops.WHERE: "select({2}, {1}, {0})"}
 BOOL_RULES: dict[Ops, str] = {
@@ -215,6 +216,7 @@ class WGSLRenderer(Renderer):
   native_narrow: bool = False
   native_wmma: bool = False
   native_poison: bool = True  # WGSL defines both: float->int saturates, a runtime shift count is taken modulo the width
+  native_division: bool = True  # WGSL defines e1 / 0 and MIN / -1 (both e1): no trap, some value
   max_invocations: int | None = None
   workgroup_bytes: int | None = None
   max_buffers: int | None = None

@@ -51,13 +51,13 @@ Undefined behaviour. The undefined lanes of an op (only active lanes count) are:
 STORE whose index (for a vector, any of its elements) is outside [0, size); a LOAD of a DEFINE_LOCAL element never
 stored in this launch; a race (memory.py: two threads touching one element, at least one writing, with no barrier
 between; two writes of the same bits are none). A kind is immediate or deferred (refimpl/emulator/ub.py). An immediate
-one (a division by zero or INT_MIN / -1, an access out of bounds, a write of other bits than another thread's unordered
-write) makes the program undefined where the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, a LOAD of an
+one (an access out of bounds, a write of other bits than another thread's unordered write) makes the program undefined
+where the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, DIVISION_OVERFLOW, a LOAD of an
 uninitialised local element or of an element another thread writes unordered, before or after it: UNINITIALISED,
-RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the
-certainty rule: a WHERE that picks the other value drops it); the program is undefined where an undefined value is
-*used* on a lane that really runs: stored by a STORE, an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's
-bound, an IDIV's or MOD's divisor (or signed dividend where the divisor is -1). Strict mode (the default) raises
+RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the certainty rule: a WHERE that picks
+the other value drops it); the program is undefined where an undefined value is *used* on a lane that really runs:
+stored by a STORE, an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's bound (refimpl.emulator.ub.USES;
+a division's operands are no use). Strict mode (the default) raises
 UndefinedBehavior(op, uop index, lane, operands, reason, count, kind) at the first op that has one: `lane` is the first
 such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its operand values (memory ops: its index),
 `count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB (alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED,
@@ -1277,7 +1277,6 @@ def _alu(m: Machine, i: int, u: UOp) -> None:
   """ALU ops: alu's rule for the op on the operands' scalar dtype, element by element; an element's level is the join
   of the rule's and the carried levels of the operand elements it is computed from."""
   xs = [m.value_of(j) for j in u.src]
-  if u.op in (Ops.IDIV, Ops.MOD): _division_uses(m, i, u, xs)
   out = alu.run_alu(u.op, m.plan.operand_dtype[i], *[x.v for x in xs])
   _settle(m, i, xs, out, _inherited_levels(xs))
 
@@ -1316,16 +1315,6 @@ def _constant_alu(m: Machine, i: int, u: UOp) -> None:
   x = m.value_of(u.src[0])
   if x.cert is not None: return _alu(m, i, u)
   m.env[i] = Value(m.plan.constant_rules[i](x.v))
-
-def _division_uses(m: Machine, i: int, u: UOp, xs: list[Value]) -> None:
-  """IDIV and MOD use their divisor, and a signed dividend where the divisor is -1: undefined there when it is (it
-  might be 0, or INT_MIN over -1, which trap)."""
-  a, b = xs
-  operands = lambda lane: (_at(a.v, lane), _at(b.v, lane))
-  m.use(i, "divisor", m.undefined_here(b), operands, u.src[1])
-  if a.cert is None or m.plan.operand_dtype[i] not in dtypes.sints: return
-  minus1 = Value(a.v, np.where(b.v == -1, a.cert, EXACT))
-  m.use(i, "divisor", m.undefined_here(minus1), operands, u.src[0])
 
 def _where(m: Machine, i: int, u: UOp) -> None:
   """WHERE: alu's rule; an element's level is the chosen value's, joined with the condition's carried level."""

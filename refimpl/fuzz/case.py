@@ -6,15 +6,15 @@
 
 Which cases run natively (the rest are discarded, never compared):
   - no undefined behaviour at all: run, compare everything;
-  - undefined values of a deferred ALU kind (a shift count, a float->int cast: refimpl/emulator/ub.py) that a WHERE
-    discards: no event at all, run, compare everything (refimpl's renderers guard those ops, so the native code is
-    defined there too);
+  - undefined values of a deferred ALU kind (every one: a shift count, a float->int cast, an integer division by zero
+    or INT_MIN / -1: refimpl/emulator/ub.py) that a WHERE discards: no event at all, run, compare everything
+    (refimpl's renderers guard those ops, refimpl.lower.guard_poison and guard_division, so the native code is defined
+    there too and no division traps);
   - such values stored to memory (events whose `use` is "stored"), which flow nowhere else: run; the emulator marks the
     elements they reach undefined and those are not compared;
-  - any other undefined behaviour: an immediate kind (an undefined memory access or race, an undefined integer
-    division, which traps natively: SIGFPE), an undefined value used as an index, a gate, a condition, a loop bound or
-    a divisor, an undefined value read from memory (a racy or uninitialised load), or a stored undefined value that
-    memory carries to control (see expect.control_taint): discarded.
+  - any other undefined behaviour: an immediate kind (an undefined memory access or race), an undefined value used as
+    an index, a gate, a condition or a loop bound, an undefined value read from memory (a racy or uninitialised load),
+    or a stored undefined value that memory carries to control (see expect.control_taint): discarded.
 """
 from __future__ import annotations
 

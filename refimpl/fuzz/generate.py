@@ -34,11 +34,12 @@ Defined by construction (what the emulator would call undefined never happens):
       CAST_RANGE         the source is clamped first: NaN -> 0, below/above the target range -> its first/last
                          float inside it (WHERE/CMPLT/CMPNE; fp8 sources are clamped in float32 and cast back exactly)
     The rewrite applies only to ops that were undefined on these inputs, so the raw ops stay in most programs. A
-    deferred kind (SHIFT_COUNT, CAST_RANGE: an undefined value, undefined behaviour only where it is used) is, half the
-    time, kept and discarded instead (DISCARDS): every use of the op's value becomes WHERE(its operands are out of the
-    op's domain, 0, the value), tinygrad's pattern (its range reductions compute on every lane, a WHERE discards the
-    overflowing ones), so backends run the raw op on lanes whose value the spec leaves undefined and must not let it
-    spoil the others.
+    deferred kind (every ALU kind: SHIFT_COUNT, CAST_RANGE, DIVISOR_ZERO, DIVISION_OVERFLOW: an undefined value,
+    undefined behaviour only where it is used) is, half the time, kept and discarded instead (DISCARDS): every use of
+    the op's value becomes WHERE(its operands are out of the op's domain, 0, the value), tinygrad's pattern (its range
+    reductions compute on every lane, a WHERE discards the overflowing ones; test_div_int's `(t > 0).where(1 // t, t)`
+    divides by zero on the lanes it discards), so backends run the raw op on lanes whose value the spec leaves
+    undefined and must neither trap there nor let it spoil the others.
 What remains undefined after that is left to `refimpl.fuzz.case.prepare` (masked or discarded).
 """
 from __future__ import annotations
@@ -194,9 +195,29 @@ def _outside_shift(n: Node) -> tuple[Node, list[Node]]:
   bad = Node(Ops.OR, b, [below, above], tag="fix")
   return bad, top + zero + [above, below, bad]
 
-DISCARDS: dict[UB, Callable[[Node], tuple[Node, list[Node]]]] = {UB.CAST_RANGE: _outside_cast, UB.SHIFT_COUNT: _outside_shift}
+def _outside_division(n: Node) -> tuple[Node, list[Node]]:
+  """Whether IDIV / MOD n's divisor is 0, or (signed) its dividend INT_MIN and its divisor -1: !(b != 0 && (a != MIN ||
+  b != -1)) (unsigned: !(b != 0))."""
+  a, d, dt = n.src[0], n.src[1], n.dtype
+  b = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  zero, true = const_node(0, dt), const_node(True, b)
+  nonzero = ok = Node(Ops.CMPNE, b, [d, zero[-1]], tag="fix")
+  out = zero + true + [nonzero]
+  if dt.scalar() in dtypes.sints:
+    lo, minus1 = const_node(dtypes.min(dt.scalar()), dt), const_node(-1, dt)
+    not_lo, not_minus1 = Node(Ops.CMPNE, b, [a, lo[-1]], tag="fix"), Node(Ops.CMPNE, b, [d, minus1[-1]], tag="fix")
+    either = Node(Ops.OR, b, [not_lo, not_minus1], tag="fix")
+    ok = Node(Ops.AND, b, [nonzero, either], tag="fix")
+    out += lo + minus1 + [not_lo, not_minus1, either, ok]
+  bad = Node(Ops.CMPNE, b, [ok, true[-1]], tag="fix")
+  return bad, out + [bad]
+
+DISCARDS: dict[UB, Callable[[Node], tuple[Node, list[Node]]]] = {
+  UB.CAST_RANGE: _outside_cast, UB.SHIFT_COUNT: _outside_shift,
+  UB.DIVISOR_ZERO: _outside_division, UB.DIVISION_OVERFLOW: _outside_division,
+}
 """A deferred ALU kind -> node -> (the bool node that is true where the node's value is undefined, the nodes that
-compute it, last): discard_node's tests."""
+compute it, last): discard_node's tests. Every deferred kind an ALU rule declares has one (spec_tests/test_ub_kinds.py)."""
 
 def discard_node(g: Graph, n: Node, kind: UB | None) -> bool:
   """Keeps node n (undefined on some lane, of deferred kind `kind`) and makes every use of its value WHERE(undefined

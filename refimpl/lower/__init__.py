@@ -8,7 +8,9 @@
   wmma.py           decompose_wmma: WMMA -> GEP, CAST to float64, MUL/ADD in float64 in the rule's order, one CAST to
                     the result dtype and VECTORIZE, for refimpl's renderers (after lower_narrow: float32/float64 WMMAs only)
   poison.py         guard_poison: float->int CASTs and shift counts defined for every input (the spec's deferred kinds
-                    give only an undefined value there; C makes them undefined behaviour), for C, OpenCL C
+                    give only an undefined value there; C makes them undefined behaviour), for C, OpenCL C;
+                    guard_division: IDIV / MOD divisors 1 where they are 0 or -1 under INT_MIN (they trap on x86, and C
+                    and LLVM IR leave them undefined), for C, OpenCL C, CUDA C and LLVM IR
   emit.py           Values and V: straight-line IR written as Python expressions on a ProgramBuilder (the passes use them)
 
 `lower_for(program, renderer)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
@@ -23,7 +25,8 @@ ops natively (refimpl.renderer.Renderer's fields):
              decompose_threefry         (not native_threefry)
              lower_narrow               (not native_narrow; decomposes float16/bfloat16 transcendentals itself)
              decompose_wmma             (not native_wmma; after lower_narrow: float32/float64 WMMAs only)
-             guard_poison               (not native_poison; last: it sees every CAST and shift the others made)
+             guard_poison               (not native_poison; late: it sees every CAST and shift the others made)
+             guard_division             (not native_division; last: it sees every IDIV and MOD the others made)
 A new pass is one row of PASSES and one field of Renderer.
 """
 from __future__ import annotations
@@ -36,14 +39,14 @@ from refimpl.ir.program import Program
 from refimpl.ir.verify import ProgramError, verify
 from refimpl.lower.grid_to_loops import LoweringError, lower_grid_to_loops
 from refimpl.lower.narrow import lower_narrow
-from refimpl.lower.poison import guard_poison
+from refimpl.lower.poison import guard_division, guard_poison
 from refimpl.lower.threefry import decompose_threefry
 from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
 __all__ = ["PASSES", "LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals",
-           "decompose_wmma", "guard_poison", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
+           "decompose_wmma", "guard_division", "guard_poison", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
 
 # the shared lowering passes, in the order lower_for runs them: (whether `renderer` needs it, the pass)
 PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], ...] = (
@@ -52,6 +55,7 @@ PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], .
   (lambda r: not r.native_narrow, lower_narrow),
   (lambda r: not r.native_wmma, decompose_wmma),
   (lambda r: not r.native_poison, guard_poison),
+  (lambda r: not r.native_division, guard_division),
 )
 
 

@@ -32,7 +32,10 @@ The devices are opt-in: never the default device; the suite and the fuzzer run t
 (`--backend TINYGRAD:CLANG`). Two guarantees:
   - Inputs the spec leaves undefined are never sent to tinygrad's code: every launch first runs the program on refimpl's
     emulator (strict) on the same buffers and raises `UndefinedBehavior` instead of launching when any lane is
-    undefined (tinygrad's CLANG and LLVM kernels trap with SIGFPE on 7 // 0).
+    undefined (tinygrad's CLANG and LLVM kernels trap with SIGFPE on a stored 7 // 0). A 7 // 0 that a WHERE discards
+    is defined (DIVISOR_ZERO is deferred) and is launched: a trap there is tinygrad's renderer failing the spec (its
+    C does not guard the divisor; refimpl.tinygrad.reliance lists such kernels), which the fuzzer's worker processes
+    report as a crash.
   - A dtype is supported when it exists in tinygrad 0.10.1 (no fp8) and a probe kernel of it renders, compiles and runs
     on the tinygrad device (fp16 on a PoCL without cl_khr_fp16 does not compile; WEBGPU's WGSL renderer has no half,
     int64 or float64: unsupported). A dtype that compiles and computes garbage is a failure, not unsupported.

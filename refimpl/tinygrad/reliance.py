@@ -8,15 +8,18 @@
                             threadgroup_barrier(mem_flags::mem_threadgroup), workgroupBarrier()): a GROUP reduction that
                             loads a global on every thread, BARRIER, then stores it from thread 0. A portability hazard
                             under those memory models, not a wrong answer on the CPUs here.
-  discarded_casts(cases)    kernels that are defined but compute a float->int CAST (or a shift) of a deferred kind out
-                            of its domain on a lane a WHERE then discards (its range reductions): an undefined value,
-                            harmless in the spec and in LLVM IR, but C undefined behaviour in the C source tinygrad's
-                            CLANG renders ((int)x of an out-of-range float), which clang is allowed to exploit.
+  discarded_casts(cases)    kernels that are defined but compute a float->int CAST, a shift or an integer division of a
+                            deferred kind out of its domain on a lane a WHERE then discards (its range reductions; its
+                            test_div_int's (t > 0).where(1 // t, t)): an undefined value, harmless in the spec (and, for
+                            the cast and the shift, in LLVM IR), but C undefined behaviour in the C source tinygrad's
+                            CLANG renders ((int)x of an out-of-range float, 1 / 0), which clang is allowed to exploit
+                            and x86's idiv traps on.
 
 A case is (name, refimpl.fuzz.case.Case): the kernel and inputs it ran on. `corpus_cases` reads the tinygrad corpus of
 a checkout (corpus/tinygrad-0.10.1/<device>/*.json); `training_step_cases` captures a classifier's training step (its
 bias update is a GROUP reduction across a BARRIER); `edge_cases` captures tinygrad's transcendental kernels on edge
-inputs (half sin(-0.0), float32 exp(1488522240.0), ...), where range reductions overflow.
+inputs (half sin(-0.0), float32 exp(1488522240.0), ...), where range reductions overflow, and test_div_int's discarded
+division by zero.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.case import Case
 from refimpl.ir import Ops
 
-CASTS_AND_SHIFTS = (UB.CAST_RANGE, UB.SHIFT_COUNT)
+C_UNDEFINED = (UB.CAST_RANGE, UB.SHIFT_COUNT, UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW)  # deferred, but UB in C
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,14 @@ def barrier_reliance(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
 
 
 def discarded_casts(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
-  """The cases the spec defines in which a CAST or shift still made an undefined value (a WHERE discarded it)."""
+  """The cases the spec defines in which a CAST, a shift or a division still made an undefined value (a WHERE
+  discarded it)."""
   out = []
   for name, case in cases:
     run = _defined(case)
     if run is None: continue
     for d in run.deferred:
-      if d.kind in CASTS_AND_SHIFTS: out.append(Reliance(name, d.uop_index, d.op.name, d.lane, d.reason))
+      if d.kind in C_UNDEFINED: out.append(Reliance(name, d.uop_index, d.op.name, d.lane, d.reason))
   return out
 
 
@@ -109,10 +113,13 @@ def training_step_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
 EDGES = (("half", "sin", -0.0), ("float", "exp", 1488522240.0), ("half", "exp", 12.0), ("float", "sin", 1e30),
          ("float", "cos", -1e30), ("half", "log", 0.0), ("float", "log", np.inf))
 """(dtype, tinygrad Tensor method, input): one-element programs whose range reductions leave their domain."""
+DIV_INT = [-1, 0, 1, 2]
+"""tinygrad's test_ops.py test_div_int divides 1 // t on every lane, the zero one too, and a WHERE discards it."""
 
 
 def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
-  """tinygrad's kernels for EDGES, captured on its `device` (refimpl.tinygrad.capture), as ("<dtype> <fn>(<x>)", case)."""
+  """tinygrad's kernels for EDGES and test_div_int's `(t > 0).where(1 // t, t)` on t = [-1, 0, 1, 2] (DIV_INT), captured
+  on its `device` (refimpl.tinygrad.capture), as ("<dtype> <fn>(<x>) <kernel>", case) and ("div_int <kernel>", case)."""
   from tinygrad import Tensor, dtypes
 
   from refimpl.tinygrad import capture
@@ -120,6 +127,10 @@ def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
     with capture() as kernels: getattr(Tensor([x], dtype=getattr(dtypes, dt), device=device), fn)().realize()
     for k in kernels:
       if k.program is not None: yield f"{dt} {fn}({x!r}) {k.name}", Case(k.program, k.inputs, k.vals)
+  t = Tensor(DIV_INT, device=device)
+  with capture() as kernels: (t > 0).where(1 // t, t).realize()
+  for k in kernels:
+    if k.program is not None: yield f"div_int {k.name}", Case(k.program, k.inputs, k.vals)
 
 
 CHECKOUT_CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"  # present in a checkout
@@ -141,7 +152,9 @@ RELIANCE_TEXT = {
               "Defined by the spec (a BARRIER orders its workgroup's locals and globals) but a race when a barrier orders "
               "locals only, which is how tinygrad's OpenCL, Metal and WGSL renderers fence: a portability hazard under "
               "those memory models, not a wrong answer on the CPUs here. Found by emulate(barrier_scope=\"local\")."),
-  "casts": ("Kernels whose C casts out of range on lanes a WHERE discards",
-            "Defined by the spec (an out-of-range float->int CAST gives an undefined value, which WHERE drops) but C "
-            "undefined behaviour in the C source tinygrad's CLANG renders, (int)x of a float out of range, which clang may "
-            "exploit. refimpl's own C renderer guards these casts (refimpl.lower.guard_poison).")}
+  "casts": ("Kernels whose C casts out of range or divides by zero on lanes a WHERE discards",
+            "Defined by the spec (an out-of-range float->int CAST, an over-wide shift, an integer division by zero or "
+            "INT_MIN / -1 gives an undefined value, which WHERE drops) but C undefined behaviour in the C source "
+            "tinygrad's CLANG renders, (int)x of a float out of range or 1 / 0, which clang may exploit (and x86's idiv "
+            "traps on). refimpl's own C renderer guards these casts, shifts and divisors (refimpl.lower.guard_poison, "
+            "guard_division).")}

@@ -1,5 +1,5 @@
 """IDIV and MOD (ints only): IDIV truncates toward zero, MOD takes the dividend's sign; divisor 0 and INT_MIN / -1 are
-undefined.
+undefined (deferred kinds: the lane's value is undefined, a WHERE may discard it; spec_tests/test_emulator_deferred.py).
 
 Rule: alu.idiv_mod (refimpl/emulator/alu.py; SPEC.md "Rules", `idiv_mod`: IDIV MOD; undefined kinds DIVISOR_ZERO and
 DIVISION_OVERFLOW, refimpl/emulator/ub.py). Decision row: "IDIV / MOD (ints)" (SPEC.md "Decisions"). test_int_sweeps.py
