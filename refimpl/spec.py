@@ -204,6 +204,12 @@ DECISIONS: tuple[Decision, ...] = (
            "refimpl's C and OpenCL renderers guard the casts and shifts (refimpl.lower.guard_poison), its C, OpenCL, "
            "CUDA and LLVM renderers the divisions (refimpl.lower.guard_division)",
            "emulator/ub.py, emulator/machine.py (Machine.defer, Machine.use), lower/poison.py"),
+  Decision("moves a compiler introduces", "a STORE with arg MOVE (the grid lowering's carries of a value across a "
+           "BARRIER) stores an undefined element as undefined, which is not a use; a LOAD of it gives the value back "
+           "undefined, and a later use names the op that first made it undefined", "a lowering must not make a defined "
+           "program undefined: the grid form's value may be undefined on a lane where only a WHERE or dead code reads "
+           "it, and the carry only moves it (as LLVM stores and loads poison); the carry is plain memory on every "
+           "backend", "ir/ops.py (MOVE), lower/grid_to_loops.py, emulator/machine.py (_store, Plan.deferred_sources)"),
   Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
            "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
            "are never ordered within a launch", "tinygrad's kernels assume it: a GROUP reduction loads a global on "

@@ -139,3 +139,31 @@ def test_deferred_kinds_are_exactly_the_value_kinds():
   the memory kinds that fault or race (OUT_OF_BOUNDS, RACE) are immediate."""
   assert {k for k in UB if k.deferred} == {UB.CAST_RANGE, UB.SHIFT_COUNT, UB.DIVISOR_ZERO, UB.DIVISION_OVERFLOW,
                                             UB.RACY_READ, UB.UNINITIALISED}
+
+
+def _moved_program(discard: bool):
+  """One thread: v = int32(x[0]) with x[0] = 3e9 (CAST_RANGE: undefined), MOVEd into a local and loaded back; then
+  out[0] = WHERE(x[0] < 2^31, reloaded, 7) (discarded) or out[0] = reloaded (used)."""
+  b = ProgramBuilder("moved")
+  out, x = b.global_buf(I32, 1), b.global_buf(F32, 1)
+  tmp = b.local_buf(I32, 1)
+  zero = b.const(0, I32)
+  xv = b.load(x, zero)
+  b.store(tmp, zero, b.cast(xv, I32), move=True)
+  back = b.load(tmp, zero)
+  in_range = b.alu(Ops.CMPLT, xv, b.const(2.0 ** 31, F32))
+  b.store(out, zero, b.alu(Ops.WHERE, in_range, back, b.const(7, I32)) if discard else back)
+  return b.build()
+
+def test_a_move_carries_an_undefined_value_without_using_it():
+  """Rule (moves a compiler introduces): a MOVE STORE of an undefined value is no use; the element holds it undefined,
+  so a WHERE that discards the reloaded value leaves the program defined (out = 7)."""
+  got = emulate(_moved_program(discard=True), [np.zeros(1, np.int32), np.array([3e9], np.float32)])
+  assert got.buffers[0].tolist() == [7] and [d.kind for d in got.deferred] == [UB.CAST_RANGE]
+
+def test_a_use_after_a_move_names_the_op_that_made_the_value_undefined():
+  """Rule (moves a compiler introduces): storing the reloaded value is the use; its origin is the CAST, through the
+  MOVE (Plan.deferred_sources), not the LOAD of the local."""
+  with pytest.raises(UndefinedBehavior) as e:
+    emulate(_moved_program(discard=False), [np.zeros(1, np.int32), np.array([3e9], np.float32)])
+  assert (e.value.use, e.value.kind, e.value.origin.op) == ("stored", UB.CAST_RANGE, Ops.CAST)

@@ -12,7 +12,7 @@ from refimpl.emulator import machine
 from refimpl.emulator.machine import Plan, emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
-from refimpl.testing.generated import both_forms
+from refimpl.testing.generated import both_forms, scaled
 from refimpl.testing.programs import emulation_outcome
 
 F32, I32 = dtypes.float32, dtypes.int32
@@ -128,12 +128,13 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
 
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("seed", [1, 2])
 def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
   """Fuzzer programs (grid form and lowered to loops, undefined behaviour left in): running loops as lanes gives the
   outputs, masks, events and strict-mode report of the sequential rule (LOOPS_AS_LANES=False) exactly."""
   checked = 0
-  for index, p, inputs, vals in both_forms(seed, 40):
+  for index, p, inputs, vals in both_forms(seed, scaled(40)):
     if not Plan.of(p, tuple(vals)).lane_loops: continue
     for strict in (True, False):
       monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)

@@ -300,6 +300,17 @@ def test_write_after_read_makes_the_read_undefined():
   assert res.buffers[0].tolist() == (iota(8) * 2).tolist() and not res.undefined[0].any()
   assert res.undefined[1].all() and [ev.use for ev in res.events] == ["stored"]
 
+def test_lockstep_check_reads_what_lock_step_order_gives():
+  """emulate(lockstep=True), a portability check and not the spec: a read racing a later write reads the old value (as
+  one warp's threads do), so the kernel the spec finds undefined computes out[i] = buf[(i+1) % n] in lock step, and
+  the caller's inplace buffers are written once."""
+  p, _ = _read_then_written(use_where=False)
+  got = emulate(p, [iota(8), zeros(8)], lockstep=True)
+  assert got.buffers[1].tolist() == [(i + 1) % 8 for i in range(8)] and not got.deferred
+  bufs = [iota(8), zeros(8)]
+  emulate(p, bufs, inplace=True, lockstep=True)
+  assert bufs[0].tolist() == (iota(8) * 2).tolist() and bufs[1].tolist() == [(i + 1) % 8 for i in range(8)]
+
 def test_write_after_read_whose_value_is_discarded_is_defined():
   """Rule (races, RACY_READ is deferred): the racy read's value is undefined, but a WHERE that picks the other value
   drops it: the program is defined (the LOAD is still listed among the deferred origins)."""

@@ -14,7 +14,7 @@ from refimpl.emulator.straight import stretches
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
 from refimpl.ir import Ops, ProgramBuilder
-from refimpl.testing.generated import both_forms
+from refimpl.testing.generated import both_forms, scaled
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "corpus" / "tinygrad-0.10.1"
 
@@ -66,12 +66,13 @@ def test_straight_runs_are_the_handler_loop_on_the_corpus(monkeypatch):
   assert made == len(paths)
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypatch):
   """Fuzzer programs (grid form and lowered to loops; barriers, NaNs, loose ops and undefined behaviour left in), strict
   and permissive, and again in chunks of workgroups."""
   made = 0
-  for index, p, inputs, vals in both_forms(seed, 30):
+  for index, p, inputs, vals in both_forms(seed, scaled(30)):
     for strict in (True, False):
       loop, straight = _both(p, inputs, vals, strict, monkeypatch)
       assert straight == loop, f"seed {seed} program {index} strict={strict}"

@@ -461,7 +461,8 @@ def carried_undefined_value_program() -> Program:
   value, UB.UNINITIALISED) before a BARRIER, and only a dead ADD after it reads the value; the one STORE stores a
   constant under a false gate. Defined: the undefined value is never used."""
   b = ProgramBuilder("carried_undefined")
-  out = [b.global_buf(bl, 1) for _ in range(4)][0]
+  out = b.global_buf(bl, 1)
+  for _ in range(3): b.global_buf(bl, 1)
   b.var("n", 0, 0)
   b.gidx(0, 1)
   b.lidx(0, 2)

@@ -40,7 +40,8 @@ EXECUTOR_HOMES = {"LOAD / STORE": ("test_emulator_memory.py", "out_of_bounds"),
                   "races": ("test_emulator_memory.py", "race"),
                   "BARRIER": ("test_emulator_memory.py", "barrier_orders"),
                   "uninitialised": ("test_emulator_memory.py", "uninitialised"),
-                  "deferred undefined values": ("test_emulator_deferred.py", "deferred")}  # row -> (file, word in a test)
+                  "deferred undefined values": ("test_emulator_deferred.py", "deferred"),
+                  "moves a compiler introduces": ("test_emulator_deferred.py", "move")}  # row -> (file, word in a test)
 BACKEND_ONLY = {"test_memory.py", "test_loops.py", "test_vectors.py", "test_grid.py", "test_kernels.py", "test_every_op.py"}
 CONVERSIONS = {alu.cast: "exec_cast", alu.bitcast: "exec_bitcast"}
 ROWS = [d.area for d in spec.DECISIONS]

@@ -56,8 +56,8 @@ where the op runs. A deferred one (CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, DIVISI
 uninitialised local element or of an element another thread writes unordered, before or after it: UNINITIALISED,
 RACY_READ) only makes the value undefined on that lane (UNDEFINED, carried by the certainty rule: a WHERE that picks
 the other value drops it); the program is undefined where an undefined value is *used* on a lane that really runs:
-stored by a STORE, an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's bound (refimpl.emulator.ub.USES;
-a division's operands are no use). Strict mode (the default) raises
+stored by a STORE (not by a MOVE, which carries it), an index, a LOAD's or STORE's gate, an IF's condition, a RANGE's
+bound (refimpl.emulator.ub.USES; a division's operands are no use). Strict mode (the default) raises
 UndefinedBehavior(op, uop index, lane, operands, reason, count, kind) at the first op that has one: `lane` is the first
 such thread as (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2), `operands` are its operand values (memory ops: its index),
 `count` how many lanes, `kind` that lane's refimpl.emulator.ub.UB (alu's Outcome.kind, OUT_OF_BOUNDS, UNINITIALISED,
@@ -166,7 +166,7 @@ from refimpl.emulator.memory import (
 from refimpl.emulator.straight import compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
-from refimpl.ir import GroupOp, Ops, Program, UOp, verify
+from refimpl.ir import MOVE, GroupOp, Ops, Program, UOp, verify
 from refimpl.ir.arguments import check_arguments
 
 __all__ = ["LANE_MEMORY", "Emulation", "LaunchTooLarge", "emulate"]
@@ -198,7 +198,7 @@ class Emulation:
 BARRIER_SCOPES = ("workgroup", "local")
 
 def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), strict: bool = True,
-            inplace: bool = False, barrier_scope: str = "workgroup") -> Emulation:
+            inplace: bool = False, barrier_scope: str = "workgroup", lockstep: bool = False) -> Emulation:
   """Runs `program` on copies of `buffers` (one numpy array per DEFINE_GLOBAL, in number order, dtype to_np(base),
   size the declared size) with `vals` (one int per DEFINE_VAR). strict: raise UndefinedBehavior at the first
   undefined operation; otherwise record it and return masks (see the module docstring). inplace: run on the arrays
@@ -206,7 +206,9 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
   barrier_scope: "workgroup" is the spec (a BARRIER orders its workgroup's locals and globals); "local" is a
   portability check, not the spec: a BARRIER orders locals only (OpenCL's barrier(CLK_LOCAL_MEM_FENCE) read
   literally, which is how tinygrad's OpenCL, Metal and WGSL renderers fence), so a kernel that needs global order
-  across a barrier is undefined there."""
+  across a barrier is undefined there. lockstep: a portability check, not the spec either: a read racing a write that
+  comes after it in the emulator's lock-step order reads the old value (as the threads of one warp do), so only what
+  such a kernel computes in lock step is checked (one run, no write-after-read re-run: `_launch`)."""
   if barrier_scope not in BARRIER_SCOPES: raise ValueError(f"barrier_scope is one of {BARRIER_SCOPES}, not {barrier_scope!r}")
   vals = tuple(int(v) for v in vals)
   plan = Plan.of(program, vals)
@@ -220,17 +222,18 @@ def emulate(program: Program, buffers: Sequence[np.ndarray], vals: Sequence[int]
                            f"for its values (about {plan.lane_bytes} bytes per thread), more than the emulator's share for "
                            f"a chunk of workgroups, {LANE_MEMORY / CHUNK_SHARE / 2**30:g} GiB "
                            f"(refimpl.emulator.machine.LANE_MEMORY / CHUNK_SHARE); use smaller workgroups")
-  return _launch(plan, buffers, strict, inplace, barrier_scope == "workgroup", chunks)
+  return _launch(plan, buffers, strict, inplace, barrier_scope == "workgroup", chunks, lockstep)
 
 RERUNS = 8  # the most runs one launch may take to find the reads its writes race after the fact (`_launch`)
 
 def _launch(plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bool, barrier_globals: bool,
-            chunks: list[Grid] | None) -> Emulation:
+            chunks: list[Grid] | None, lockstep: bool = False) -> Emulation:
   """Runs the launch, and again while a run finds new writes that race a read made before them by another thread
   (write after read: the read's value is undefined, memory.py's race rule): each run's loads know every such write
-  found so far (LateWrites), and runs on the buffers as the caller gave them (inplace: put back)."""
+  found so far (LateWrites), and runs on the buffers as the caller gave them (inplace: put back). lockstep: one run,
+  whose reads see what lock-step order gives them (emulate's portability check)."""
   late = LateWrites()
-  saved = _saved_outputs(plan, buffers) if inplace else None
+  saved = _saved_outputs(plan, buffers) if inplace and not lockstep else None
   for _ in range(RERUNS):
     m = Machine(plan, buffers, strict, inplace, late)
     m.barrier_globals = barrier_globals
@@ -239,9 +242,9 @@ def _launch(plan: Plan, buffers: Sequence[np.ndarray], strict: bool, inplace: bo
         if chunks is None: m.run(0, len(plan.uops))
         else: m.run_chunks(chunks)
     except UndefinedBehavior:
-      if not late.learn(m.late_found): raise
+      if lockstep or not late.learn(m.late_found): raise
     else:
-      if not late.learn(m.late_found): return m.result()
+      if lockstep or not late.learn(m.late_found): return m.result()
     for k, x in (saved or {}).items(): np.copyto(buffers[k], x)
   raise RuntimeError(f"internal error: {plan.program.name}: {RERUNS} runs still found new write-after-read races "
                      f"(refimpl.emulator.machine.RERUNS)")
@@ -474,14 +477,24 @@ class Plan:
       if u.op is Ops.ASSIGN: out.setdefault(u.src[0], []).append(j)
     return out
 
+  @functools.cached_property
+  def _moves(self) -> dict[int, list[int]]:
+    """LOAD uop -> the values that MOVE STOREs put into the buffer it reads (a carry: Ops.STORE)."""
+    moved: dict[int, list[int]] = {}
+    for u in self.uops:
+      if u.op is Ops.STORE and u.arg == MOVE: moved.setdefault(self.uops[u.src[0]].src[0], []).append(u.src[1])
+    return {j: moved[self.uops[u.src[0]].src[0]] for j, u in enumerate(self.uops)
+            if u.op is Ops.LOAD and self.uops[u.src[0]].src[0] in moved}
+
   def deferred_sources(self, j: int) -> tuple[int, ...]:
-    """The uops uop j's value may be computed from (j itself, its operands', and through a register every ASSIGN to
-    it), ascending: where an undefined value it holds can have come from (Machine.use)."""
+    """The uops uop j's value may be computed from (j itself, its operands', through a register every ASSIGN to it,
+    through a carry every value moved into it), ascending: where an undefined value it holds can have come from
+    (Machine.use)."""
     if j in self._sources: return self._sources[j]
     seen, todo = {j}, [j]
     while todo:
       k = todo.pop()
-      for s in (*self.uops[k].src, *self._assigns.get(k, ())):
+      for s in (*self.uops[k].src, *self._assigns.get(k, ()), *self._moves.get(k, ())):
         if s not in seen:
           seen.add(s)
           todo.append(s)
@@ -1185,7 +1198,8 @@ def _alternative(gate: Value, loaded: Value, alt: Value) -> Value:
   return _with_levels(np.where(cond, loaded.v, alt.v), join(ctl, _sel(cond, loaded.cert, alt.cert)))
 
 def _store(m: Machine, i: int, u: UOp) -> None:
-  """STORE: writes the value's elements (with their levels) at the index on each live lane (active, gate true).
+  """STORE: writes the value's elements (with their levels) at the index on each live lane (active, gate true); an
+  undefined element stored is a use (undefined behaviour), except by a MOVE, which stores it as undefined.
   Undefined: an index outside [0, size) for any element (OUT_OF_BOUNDS; nothing is written), another thread's access
   to the element with no barrier between (a write of other bits: RACE, and the element is undefined). Through an uncertain
   index, or under uncertain control, the element written joins their carried level, and so does the element a lane
@@ -1197,7 +1211,7 @@ def _store(m: Machine, i: int, u: UOp) -> None:
   gate = m.value_of(u.src[2]) if len(u.src) == 3 else None
   if gate is not None: m.use(i, "gate", m.undefined_here(gate), lambda lane: (_index_at(m, ref, lane),), u.src[2])
   live = m.gated(gate)
-  stored = m.undefined_here(value)
+  stored = None if u.arg == MOVE else m.undefined_here(value)  # a MOVE carries undefined lanes: not a use
   if stored is not None and live is not None: stored = stored & live
   m.use(i, "stored", stored, lambda lane: (_index_at(m, ref, lane),), u.src[1],
         lambda lane: m.element_name(ref.mem, _index_at(m, ref, lane)))

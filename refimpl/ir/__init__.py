@@ -38,6 +38,6 @@ from refimpl.ir.rewrite import rewrite
 from refimpl.ir.serialize import ProgramFormatError, load_program, program_from_json, program_to_json, save_program
 from refimpl.ir.verify import RULE_NAMES, ProgramError, alu_allows, verify
 
-__all__ = ["INDEX_DTYPE", "MOVE", "RULE_NAMES", "GroupOp", "Ops", "Program", "ProgramBuilder", "ProgramError", "ProgramFormatError",
-           "UOp", "alu_allows", "dtype_to_str", "elementwise", "load_program", "parse_dtype", "program_from_json",
-           "program_to_json", "rewrite", "save_program", "verify"]
+__all__ = ["INDEX_DTYPE", "MOVE", "RULE_NAMES", "GroupOp", "Ops", "Program", "ProgramBuilder", "ProgramError",
+           "ProgramFormatError", "UOp", "alu_allows", "dtype_to_str", "elementwise", "load_program", "parse_dtype",
+           "program_from_json", "program_to_json", "rewrite", "save_program", "verify"]

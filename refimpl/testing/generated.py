@@ -1,5 +1,6 @@
 """Generated programs for tests that hold one way of running a program to another: the fuzzer's programs, undefined
-behaviour left in, each in grid form and lowered to loops."""
+behaviour left in, each in grid form and lowered to loops; `scaled` sizes such loops by the hypothesis profile (the
+tests that use it are marked `generated`, which `pytest --properties-only` keeps)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,6 +11,13 @@ from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Program
 from refimpl.lower.grid_to_loops import lower_grid_to_loops
 
+CI_EXAMPLES = 200  # the `ci` hypothesis profile's examples (refimpl.testing.pytest_plugin.PROFILES)
+
+def scaled(count: int) -> int:
+  """`count` programs, times the loaded hypothesis profile's examples over ci's: a test that loops over generated
+  programs runs 50x as many under the `flush` profile, as its hypothesis tests run 50x as many examples."""
+  from hypothesis import settings
+  return count * max(1, settings().max_examples // CI_EXAMPLES)
 
 def both_forms(seed: int, count: int, profile: Profile | None = None) -> Iterator[tuple[int, Program, list[np.ndarray],
                                                                                        list[int]]]:

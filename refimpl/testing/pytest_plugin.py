@@ -16,8 +16,9 @@
 Tests take the `backend` fixture (parametrized over the selected devices that open) and the `conformance` fixture (the
 session's recorder). Devices that do not open are reported once, after collection and in the summary, never as one skip
 per test. pytest loads this plugin through refimpl's `pytest11` entry point; it does nothing (opens no device) in a run
-that has no test taking `backend`. Hypothesis profiles `ci` (200 examples), `dev` (30) and `thorough` (5000) are
-registered here; the suites' conftest files load REFIMPL_HYPOTHESIS_PROFILE (default ci).
+that has no test taking `backend`. Hypothesis profiles `ci` (200 examples), `dev` (30), `thorough` (5000) and `flush`
+(10000, for bug hunts: docs/architecture.md, "Flushing out") are registered here; the suites' conftest files load
+REFIMPL_HYPOTHESIS_PROFILE (default ci). A failing hypothesis test prints its example and the blob that replays it.
 """
 from __future__ import annotations
 
@@ -36,15 +37,17 @@ from refimpl.testing import report_html as rh
 from refimpl.testing.report_html import STATUSES
 
 _THIRD_PARTY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-PROFILES = {"ci": 200, "dev": 30, "thorough": 5000}
+PROFILES = {"ci": 200, "dev": 30, "thorough": 5000, "flush": 10000}  # flush: 50x ci, for long bug hunts
 
 def _register_hypothesis_profiles() -> None:
-  """Registers PROFILES (so that --hypothesis-profile dev works from the start); nothing without hypothesis."""
+  """Registers PROFILES (so that --hypothesis-profile dev works from the start); nothing without hypothesis. A failure
+  prints its example and the `@reproduce_failure` blob that replays it (print_blob), beside hypothesis's seed line."""
   try:
     from hypothesis import HealthCheck, settings
   except ImportError: return
   for name, examples in PROFILES.items():
-    settings.register_profile(name, max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile(name, max_examples=examples, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
 
 _register_hypothesis_profiles()
 
@@ -65,6 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--skip", action="append", default=[], metavar="PATTERN", help="leave the matching backend tests out")
   group.addoption("--backend-tests-only", action="store_true", default=False,
                   help="run only the tests that take the backend fixture (those whose result depends on --backend)")
+  group.addoption("--properties-only", action="store_true", default=False,
+                  help="run only the hypothesis property tests that take no backend (with --hypothesis-profile flush: "
+                       "a long bug hunt over the passes, the emulator and the IR)")
 
 
 @dataclass
@@ -203,6 +209,8 @@ class _XdistMerge:
     if doc is not None: _CONFORMANCE.merge(json.loads(doc))
 
 def pytest_configure(config: pytest.Config) -> None:
+  config.addinivalue_line("markers", "generated: a property checked over generated programs, as many as the hypothesis "
+                                     "profile scales (refimpl.testing.generated.scaled); --properties-only keeps it")
   if config.pluginmanager.hasplugin("xdist"): config.pluginmanager.register(_XdistMerge(), "refimpl-xdist-merge")
   EXPECTATIONS.xfail(*config.getoption("xfail"), reason="declared with --xfail")
   if config.getoption("xfail_file"): EXPECTATIONS.xfail(*read_xfail_file(config.getoption("xfail_file")),
@@ -217,14 +225,17 @@ def selection_of(config: pytest.Config) -> Selection:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
   """Applies EXPECTATIONS to the backend tests: --only / --skip deselect, --xfail marks expected failures;
-  --backend-tests-only deselects every other test."""
+  --backend-tests-only deselects every other test; --properties-only every test but hypothesis ones with no backend."""
   keep, dropped = [], []
-  backend_only = config.getoption("backend_tests_only")
+  backend_only, properties_only = config.getoption("backend_tests_only"), config.getoption("properties_only")
   for name in getattr(config, "_refimpl_selection", Selection([], {})).available:  # a device's own declared failures
     for pattern, reason in getattr(Device[name], "known_failures", {}).items(): EXPECTATIONS.xfail(pattern, reason=reason)
   for item in items:
     backend_test = "backend" in getattr(item, "fixturenames", ())
-    if (backend_test and EXPECTATIONS.leaves_out(item)) or (backend_only and not backend_test):
+    property_test = not backend_test and (getattr(getattr(item, "obj", None), "is_hypothesis_test", False) or
+                                          item.get_closest_marker("generated") is not None)
+    if (backend_test and EXPECTATIONS.leaves_out(item)) or (backend_only and not backend_test) or \
+       (properties_only and not property_test):
       dropped.append(item)
       continue
     keep.append(item)
