@@ -1,7 +1,8 @@
-"""refimpl.tinygrad.reliance: the two report classes of what tinygrad 0.10.1's kernels rely on (SPEC.md, Decisions:
-"BARRIER", "deferred undefined values"). Rules: a kernel is in the barrier class exactly when the spec defines it and
-it races once a barrier orders locals only; a kernel is in the cast class exactly when the spec defines it and a
-float->int CAST or a shift in it made an undefined value that a WHERE discarded."""
+"""refimpl.tinygrad.reliance: the three report classes of what tinygrad 0.10.1's kernels rely on (SPEC.md, Decisions:
+"BARRIER", "deferred undefined values", "races"). Rules: a kernel is in the barrier class exactly when the spec defines
+it and it races once a barrier orders locals only; in the cast class exactly when the spec defines it and a
+float->int CAST, a shift or an integer division in it made an undefined value that a WHERE discarded; in the lock-step
+class exactly when the spec leaves it undefined through a racing read and lock-step order defines it."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,14 @@ from refimpl.dtype import dtypes
 from refimpl.fuzz.case import Case
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.tinygrad.reference import install_reference_device
-from refimpl.tinygrad.reliance import barrier_reliance, discarded_casts, edge_cases, training_step_cases
+from refimpl.tinygrad.reliance import (
+  barrier_reliance,
+  discarded_casts,
+  edge_cases,
+  linearizer_cases,
+  lockstep_reliance,
+  training_step_cases,
+)
 
 REF = install_reference_device()
 I32, F32 = dtypes.int32, dtypes.float32
@@ -83,3 +91,32 @@ def test_discarded_casts_holds_test_div_ints_discarded_division_by_zero():
   idiv traps): in the class, the IDIV on thread 0 of its lanes (the kernel's one thread) named with its reason."""
   got = [r for r in discarded_casts(edge_cases(REF)) if r.kernel.startswith("div_int ")]
   assert [(r.op, r.reason) for r in got] == [("IDIV", "division by zero")], got
+
+
+def _read_then_overwritten(use: bool):
+  """Four threads of one workgroup: x = tmp[(l + 1) % 4] after every thread filled tmp[l] and a BARRIER, then each
+  thread writes tmp[l] = 9 with no BARRIER between (thread l overwrites what thread l - 1 read). out[l] = x (used) or
+  WHERE(l < 0, x, 7) (discarded)."""
+  b = ProgramBuilder("read_then_overwritten")
+  out, tmp = b.global_buf(I32, 4), b.local_buf(I32, 4)
+  lid = b.lidx(0, 4)
+  b.store(tmp, lid, lid)
+  b.barrier()
+  x = b.load(tmp, b.alu(Ops.MOD, b.alu(Ops.ADD, lid, b.const(1, I32)), b.const(4, I32)))
+  b.store(tmp, lid, b.const(9, I32))
+  b.store(out, lid, x if use else b.alu(Ops.WHERE, b.alu(Ops.CMPLT, lid, b.const(0, I32)), x, b.const(7, I32)))
+  return Case(b.build(), [np.zeros(4, np.int32)])
+
+def test_lockstep_reliance_holds_the_undefined_programs_whose_racing_reads_come_first_in_lock_step():
+  """Races: a read that another thread's later write races is undefined (RACY_READ); the class holds the programs the
+  spec leaves undefined that way and that lock-step order defines (the value is used), not those the spec defines (the
+  value is discarded)."""
+  got = lockstep_reliance([("used", _read_then_overwritten(True)), ("discarded", _read_then_overwritten(False))])
+  assert [(r.kernel, r.op) for r in got] == [("used", "LOAD")] and "write after read race" in got[0].reason
+
+
+def test_lockstep_reliance_holds_test_linearizers_mid_dim_multireduce():
+  """tinygrad's test_mid_dim_multireduce kernel with locals and grouping (r_9_5_3_2_2_16_16) reads temp0 where other
+  threads of its workgroup store next, with no BARRIER: undefined by the spec (its stop on REFIMPL) and in the class."""
+  found = [r.kernel for r in lockstep_reliance(linearizer_cases())]
+  assert [k.split(" ")[0] for k in found] == ["mid_dim_multireduce"] and "r_9_5_3_2_2_16_16" in found[0]

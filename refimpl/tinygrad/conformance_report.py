@@ -10,8 +10,9 @@ TINYGRAD:B) it
      listed but its file is not kept (committed reproducers are reduced ones);
   3. runs every disagreement class's shrunk reproducer (CLASSES) on TINYGRAD:B and on refimpl's own CLANG, LLVM and GPU,
      and records whether it breaks the class's rule there (`replay(class_id, device)` reruns one).
-Then, once for tinygrad as a whole, the two classes of what its kernels rely on (refimpl.tinygrad.reliance): kernels
-that need a BARRIER to order globals, and kernels whose C casts out of range on lanes a WHERE discards.
+Then, once for tinygrad as a whole, the three classes of what its kernels rely on (refimpl.tinygrad.reliance): kernels
+that need a BARRIER to order globals, kernels whose C casts out of range or divides by zero on lanes a WHERE
+discards, and kernels that need their workgroup to run in lock step (a missing BARRIER).
 It writes tinygrad-0.10.1.md and tinygrad-0.10.1.html in the output folder, the data they are built from
 (tinygrad-0.10.1.json: `report --classes-only` reruns the classes' reproducers over it) and each backend's suite report
 beside them (tinygrad-0.10.1-B-suite.{md,html,json}). The HTML page is built from that data: the headline table, each
@@ -345,7 +346,7 @@ def markdown(results: dict, fuzz_seconds: float, command: str) -> str:
 
 
 def _reliance_markdown(found: dict) -> list[str]:
-  """The two classes of what tinygrad's kernels rely on (refimpl.tinygrad.reliance), as markdown."""
+  """The classes of what tinygrad's kernels rely on (refimpl.tinygrad.reliance), as markdown."""
   from refimpl.tinygrad.reliance import RELIANCE_TEXT
   out = []
   for key, (title, text) in RELIANCE_TEXT.items():
@@ -369,7 +370,7 @@ def _reliance_html(found: dict) -> str:
   return "\n".join(parts)
 
 def reliance_results() -> dict:
-  """refimpl.tinygrad.reliance's two classes over what this machine captures (the REFIMPL device, tinygrad's CLANG)."""
+  """refimpl.tinygrad.reliance's classes over what this machine captures (the REFIMPL device, tinygrad's CLANG)."""
   from refimpl.tinygrad.reference import install_reference_device
   from refimpl.tinygrad.reliance import report_classes
   from refimpl.tinygrad.toolchain import prepare_tinygrad

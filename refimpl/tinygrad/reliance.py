@@ -1,6 +1,7 @@
-"""What tinygrad 0.10.1's kernels rely on that some of its own renderers do not promise: two classes of the report.
+"""What tinygrad 0.10.1's kernels rely on that the spec or some of its own renderers do not promise: three classes of
+the report.
 
-  report_classes(...)       both, over the corpus, a training step and the edge cases: the report's data
+  report_classes(...)       all three, over the corpus, a training step and the edge cases: the report's data
 
   barrier_reliance(cases)   kernels that are defined by the spec's BARRIER (it orders the workgroup's locals and
                             globals) but not when a barrier orders locals only (emulate's barrier_scope="local"), which is
@@ -14,6 +15,14 @@
                             the cast and the shift, in LLVM IR), but C undefined behaviour in the C source tinygrad's
                             CLANG renders ((int)x of an out-of-range float, 1 / 0), which clang is allowed to exploit
                             and x86's idiv traps on.
+
+  lockstep_reliance(cases)  kernels that the spec leaves undefined because a thread reads an element that another
+                            thread of its workgroup writes after it with no BARRIER between (RACY_READ: the read's value
+                            is undefined) and that are defined when the workgroup runs in lock step (emulate's
+                            lockstep=True), reads of one step before writes of the next, as one warp does and as
+                            tinygrad's PYTHON device runs: a missing BARRIER in tinygrad's kernel, which no GPU memory
+                            model covers for a whole workgroup. test_linearizer's test_mid_dim_multireduce is one
+                            (`linearizer_cases`); the spec's stop on it is this decision (SPEC.md, Decisions: "races").
 
 A case is (name, refimpl.fuzz.case.Case): the kernel and inputs it ran on. `corpus_cases` reads the tinygrad corpus of
 a checkout (corpus/tinygrad-0.10.1/<device>/*.json); `training_step_cases` captures a classifier's training step (its
@@ -53,6 +62,12 @@ def _defined(case: Case):
   try: return emulate(case.program, case.inputs, case.vals)
   except UndefinedBehavior: return None
 
+def _racy_read(case: Case) -> UndefinedBehavior | None:
+  """The spec's strict run's finding when it is a use of a value a racing read made undefined (RACY_READ), else None."""
+  try: emulate(case.program, case.inputs, case.vals)
+  except UndefinedBehavior as e: return e if (e.origin or e).kind is UB.RACY_READ else None
+  return None
+
 def _entry(name: str, e: UndefinedBehavior) -> Reliance:
   at = e.origin or e
   return Reliance(name, at.uop_index, getattr(at.op, "name", str(at.op)), at.lane, e.reason if e.origin is None else
@@ -79,6 +94,18 @@ def discarded_casts(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
     if run is None: continue
     for d in run.deferred:
       if d.kind in C_UNDEFINED: out.append(Reliance(name, d.uop_index, d.op.name, d.lane, d.reason))
+  return out
+
+
+def lockstep_reliance(cases: Iterable[tuple[str, Case]]) -> list[Reliance]:
+  """The cases the spec leaves undefined through a racing read (RACY_READ) that are defined in lock step."""
+  out = []
+  for name, case in cases:
+    e = _racy_read(case)
+    if e is None: continue
+    try: emulate(case.program, case.inputs, case.vals, lockstep=True)
+    except UndefinedBehavior: continue
+    out.append(_entry(name, e))
   return out
 
 
@@ -133,18 +160,53 @@ def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
     if k.program is not None: yield f"div_int {k.name}", Case(k.program, k.inputs, k.vals)
 
 
+MID_DIM_OPTS = (("LOCAL", 0, 3), ("GROUPTOP", 0, 2), ("GROUPTOP", 1, 2))
+"""One of test_linearizer's test_mid_dim_multireduce opt lists (locals with grouping): its kernel r_9_5_3_2_2_16_16 reads
+the local its threads write next with no BARRIER between."""
+
+
+def linearizer_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
+  """tinygrad's kernel for test_linearizer's test_mid_dim_multireduce AST, sum over b of (x[a,b,c] - sum over j of
+  x[a,j,c]) for x of shape (27, 32, 5), with MID_DIM_OPTS applied by its Kernel for `device`'s renderer, translated
+  (refimpl.tinygrad.importer) and run on x = standard normal values (seed 0), as ("mid_dim_multireduce <kernel>",
+  case)."""
+  from tinygrad import Device, dtypes
+  from tinygrad.codegen.kernel import Kernel, Opt, OptOps
+  from tinygrad.ops import Ops as TOps
+  from tinygrad.ops import UOp
+  from tinygrad.shape.shapetracker import ShapeTracker
+
+  from refimpl.tinygrad.importer import from_tinygrad
+  st = ShapeTracker.from_shape((27, 32, 5))
+  out, x = (UOp(TOps.DEFINE_GLOBAL, dtypes.float.ptr(), arg=i) for i in range(2))
+  column = UOp(TOps.LOAD, dtypes.float, (x, st.reshape((27, 1, 32, 5)).expand((27, 32, 32, 5)).to_uop()))
+  column_sum = UOp(TOps.REDUCE_AXIS, dtypes.float, (column,), (TOps.ADD, (2,)))
+  here = UOp(TOps.LOAD, dtypes.float, (x, st.reshape((27, 32, 1, 5)).to_uop()))
+  minus_one = UOp.const(dtypes.float, -1.0).valid(ShapeTracker.from_shape((1, 1, 1, 1)).expand((27, 32, 1, 5)))
+  total = UOp(TOps.REDUCE_AXIS, dtypes.float, (here + column_sum * minus_one,), (TOps.ADD, (1,)))
+  store = UOp(TOps.STORE, src=(out, ShapeTracker.from_shape((27, 1, 1, 5)).to_uop(), total))
+  k = Kernel(UOp(TOps.SINK, src=(store,)), opts=Device[device].renderer)
+  for op, axis, amount in MID_DIM_OPTS: k.apply_opt(Opt(getattr(OptOps, op), axis, amount))
+  spec = k.to_program()
+  program = from_tinygrad(spec, name=spec.function_name, buffer_sizes=[27 * 5, 27 * 32 * 5])
+  inputs = [np.zeros(27 * 5, np.float32), np.random.default_rng(0).standard_normal(27 * 32 * 5).astype(np.float32)]
+  yield f"mid_dim_multireduce {spec.function_name}", Case(program, inputs)
+
+
 CHECKOUT_CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"  # present in a checkout
 
 def report_classes(reference_device: str, clang: bool) -> dict[str, list[dict]]:
-  """Both classes over what this machine can capture: the checkout's corpus (when there is one), a training step on
-  `reference_device` and, when tinygrad's CLANG runs (`clang`), the edge cases on it; as {"barrier": [...], "casts":
-  [...]} of Reliance fields (the report's data)."""
+  """The three classes over what this machine can capture: the checkout's corpus (when there is one), a training step
+  on `reference_device`, when tinygrad's CLANG runs (`clang`) the edge cases on it, and test_linearizer's mid-dim
+  multireduce kernel; as {"barrier": [...], "casts": [...], "lockstep": [...]} of Reliance fields (the report's data)."""
   def cases() -> Iterator[tuple[str, Case]]:
     if CHECKOUT_CORPUS.is_dir(): yield from corpus_cases(CHECKOUT_CORPUS)
     yield from training_step_cases(reference_device)
     if clang: yield from edge_cases("CLANG")
+    yield from linearizer_cases()
   captured = list(cases())
-  return {"barrier": [vars(r) for r in barrier_reliance(captured)], "casts": [vars(r) for r in discarded_casts(captured)]}
+  return {"barrier": [vars(r) for r in barrier_reliance(captured)], "casts": [vars(r) for r in discarded_casts(captured)],
+          "lockstep": [vars(r) for r in lockstep_reliance(captured)]}
 
 
 RELIANCE_TEXT = {
@@ -157,4 +219,11 @@ RELIANCE_TEXT = {
             "INT_MIN / -1 gives an undefined value, which WHERE drops) but C undefined behaviour in the C source "
             "tinygrad's CLANG renders, (int)x of a float out of range or 1 / 0, which clang may exploit (and x86's idiv "
             "traps on). refimpl's own C renderer guards these casts, shifts and divisors (refimpl.lower.guard_poison, "
-            "guard_division).")}
+            "guard_division)."),
+  "lockstep": ("Kernels that need their workgroup to run in lock step",
+               "Undefined by the spec: a thread reads an element that another thread of its workgroup writes after it "
+               "with no BARRIER between, so the value read is undefined (RACY_READ), and the kernel uses it. Defined "
+               "when every read of one step happens before any write of the next, as within one warp and on tinygrad's "
+               "PYTHON device, but no GPU memory model promises that for a whole workgroup: a missing BARRIER in the "
+               "kernel tinygrad generates. Found by emulate(lockstep=True); the spec's stop on these kernels is this "
+               "decision (SPEC.md, Decisions: races).")}
