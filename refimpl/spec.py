@@ -212,10 +212,12 @@ DECISIONS: tuple[Decision, ...] = (
            "backend", "ir/ops.py (MOVE), lower/grid_to_loops.py, emulator/machine.py (_store, Plan.deferred_sources)"),
   Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
            "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
-           "are never ordered within a launch", "tinygrad's kernels assume it: a GROUP reduction loads a global on "
-           "every thread, BARRIER, then stores it from thread 0 (a training step's bias update), which every GPU "
-           "tinygrad targets orders; refimpl's OpenCL renders barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE), "
-           "its WGSL workgroupBarrier(); storageBarrier();, its CUDA __syncthreads()",
+           "are never ordered within a launch", "CUDA's __syncthreads, which tinygrad's CUDA and NV renderers emit, "
+           "orders globals too, and tinygrad's kernels access globals on both sides of their barriers (a GROUP "
+           "reduction loads a global on every thread, BARRIER, then stores it from thread 0); the stronger barrier "
+           "defines more programs and every backend refimpl renders keeps it: its OpenCL renders "
+           "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE), its WGSL workgroupBarrier(); storageBarrier();, its "
+           "CUDA __syncthreads()",
            "emulator/machine.py, emulator/memory.py, backends/opencl.py, backends/wgsl.py, backends/cuda.py"),
   Decision("uninitialised", f"a LOAD of a local element never stored in this launch reads an undefined value "
            f"({UB.UNINITIALISED.name}, deferred)", "local memory holds whatever the last kernel left",
