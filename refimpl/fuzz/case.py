@@ -67,7 +67,7 @@ def discard_reason(program: Program, events: list[UndefinedBehavior]) -> str | N
   if not events: return None
   for e in events:
     if e.use is None or e.kind.family == "memory access": return f"undefined {e.kind.family} ({e.reason})"
-    if e.use != "stored": return f"an undefined value used as a {e.use} ({e.origin.reason})"
+    if e.use != "stored": return f"an undefined value used as {'an' if e.use[0] in 'aeiou' else 'a'} {e.use} ({e.origin.reason})"
   if control_taint(program, {e.origin.uop_index for e in events}): return "an undefined value reaches control flow or an index"
   return None
 
