@@ -33,8 +33,10 @@ carry arrays at element 0, the first thread's copy. That is exact when the bound
 workgroup, which the verifier's barrier rule guarantees: a RANGE around a BARRIER must not have bounds that depend on
 lidx through data or through control (an accumulator ASSIGNed inside an IF or RANGE whose gate or bounds depend on lidx).
 Why this is exact: threads of one launch share memory only through loads and stores, and within a phase a thread may
-read only what it wrote itself (anything else is a race, undefined); so running a phase's threads one after another
-in any order, and the phases in program order, computes what the grid computes for every defined program.
+depend only on what it wrote itself (anything else races: another thread's unordered write of other bits is undefined,
+a racing read's value is undefined, and two writes of the same bits leave those bits in any order); so running a
+phase's threads one after another in any order, and the phases in program order, computes what the grid computes for
+every defined program.
 DEFINE_LOCAL (and each carry array) becomes one array reused by the workgroups in turn: a defined program never reads
 local memory its workgroup did not write, so what a previous workgroup left there is never observed (the emulator,
 which runs the grid form, is where uninitialised reads are detected).
