@@ -110,3 +110,25 @@ def test_undefined_inputs_never_reach_tinygrad_clang():
   with pytest.raises(UndefinedBehavior, match="division by zero"):
     kernel(np.zeros(2, np.int32), np.array([7, 1], np.int32), np.array([0, 1], np.int32))
   assert kernel(np.zeros(2, np.int32), np.array([7, -7], np.int32), np.array([2, 2], np.int32))[0].tolist() == [3, -3]
+
+
+def _plus_var(hi: int):
+  """out[g] = x[g] + n for a DEFINE_VAR n in [0, hi]: the bound is in no source, so programs of two bounds compile to
+  the same machine code on tinygrad's CLANG (its binary is the bare code, jit_loader's)."""
+  b = ProgramBuilder("plus_var")
+  out, x = b.global_buf(dtypes.int32, 4), b.global_buf(dtypes.int32, 4)
+  n = b.var("n", 0, hi)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.alu(Ops.ADD, b.load(x, i), n))
+  return b.build()
+
+def test_each_kernel_of_a_batch_is_checked_as_its_own_program():
+  """A launch on a TINYGRAD device is checked against the program built under its kernel name, even where another
+  program of the batch compiled to the same binary: the wide bound's kernel runs with n = 7, which the narrow
+  bound's program would refuse (a false runtime-error finding, as the fuzzer once reported)."""
+  from refimpl.fuzz.execute import build, run
+  _need(TG_CLANG)
+  wide, narrow = build(Device[TG_CLANG], [_plus_var(10), _plus_var(3)], cache=False)
+  assert wide.kernel.lib == narrow.kernel.lib, "the two programs no longer share a binary: the test checks nothing"
+  assert run(wide.kernel, [np.zeros(4, np.int32), np.arange(4, dtype=np.int32)], (7,))[0].tolist() == [7, 8, 9, 10]
+  assert run(narrow.kernel, [np.zeros(4, np.int32), np.arange(4, dtype=np.int32)], (3,))[0].tolist() == [3, 4, 5, 6]

@@ -167,7 +167,7 @@ def open_tinygrad(target: Target) -> Any:
 @dataclass(frozen=True)
 class TinygradRenderer(Renderer):
   """Exports a Program to tinygrad UOps and renders them with the tinygrad device's renderer (`tg`). Remembers each
-  source's program (for the undefined-behaviour check at launch)."""
+  source's kernel name and program (for the undefined-behaviour check at launch)."""
   tg: Any = field(default=None, compare=False, repr=False)
   loops: bool = False  # lower the grid to loops first (a tinygrad renderer without a grid)
   sources: dict = field(default_factory=dict, compare=False, repr=False)
@@ -178,7 +178,7 @@ class TinygradRenderer(Renderer):
   def render(self, name: str, program: Program) -> str:
     from refimpl.tinygrad.exporter import to_tinygrad
     src = self.tg.render(kernel_name(name), to_tinygrad(program, self.tg))
-    self.sources[src] = program
+    self.sources[src] = (kernel_name(name), program)
     return src
 
   @staticmethod
@@ -194,7 +194,9 @@ class TinygradRenderer(Renderer):
 
 class TinygradCompiler(Compiler):
   """The tinygrad device's compiler, through refimpl's disk cache when tinygrad's compiler declares a cachekey (module
-  docstring). Remembers which program each binary is (for the check at launch)."""
+  docstring). Remembers which program each (kernel name, binary) is, for the check at launch: by name and binary, as
+  two programs can compile to one binary (tinygrad's CLANG binary is bare machine code, with no name or buffer size in
+  it), and the kernel launched under a name is the one last built under it."""
   def __init__(self, tg: Any, device: str, sources: dict, identity: str):
     self.tg, self.device, self.sources, self.programs = tg, device, sources, {}
     key = None
@@ -210,7 +212,9 @@ class TinygradCompiler(Compiler):
 
   def compile_cached(self, src: str) -> bytes:
     lib = super().compile_cached(src)
-    if src in self.sources: self.programs[hashlib.sha256(lib).digest()] = self.sources[src]
+    if src in self.sources:
+      name, program = self.sources[src]
+      self.programs[(name, hashlib.sha256(lib).digest())] = program
     return lib
 
 
@@ -237,7 +241,7 @@ class CheckedProgram:
   """tinygrad's program, launched only after refimpl's emulator (strict) found every lane of this launch defined."""
   def __init__(self, device: TinygradDevice, name: str, lib: bytes):
     self.device, self.name = device, name
-    self.program: Program | None = device.compiler.programs.get(hashlib.sha256(lib).digest())
+    self.program: Program | None = device.compiler.programs.get((kernel_name(name), hashlib.sha256(lib).digest()))
     self.prg = device.tg.runtime(kernel_name(name), lib)
     self.grid = takes_grid(self.prg)
 
