@@ -128,6 +128,26 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
 
 
 
+FLUSHED = [(1, 128), (2, 216)]
+"""(seed, program index) of generated programs the flush run (docs/architecture.md, "Flushing out") found where loops
+as lanes named another origin than the sequential rule for a use (two deferred ops, one of a later iteration)."""
+
+@pytest.mark.parametrize("seed,index", FLUSHED)
+def test_range_rule_lanes_name_the_origin_the_rule_names(seed, index, monkeypatch):
+  """Deferred undefined values in loops run as lanes: a use names the deferred op whose value is undefined on the lane
+  now (Machine.undefined_now), as the sequential rule does, not one that makes the thread's value undefined only in a
+  later iteration."""
+  checked = 0
+  for _, p, inputs, vals in both_forms(seed, 1, start=index):
+    if not Plan.of(p, tuple(vals)).lane_loops: continue
+    for strict in (True, False):
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+      lanes = emulation_outcome(p, inputs, vals, strict)
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+      assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+      checked += 1
+  assert checked
+
 @pytest.mark.generated
 @pytest.mark.parametrize("seed", [1, 2])
 def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):

@@ -478,6 +478,20 @@ class Plan:
     return out
 
   @functools.cached_property
+  def _loops_around(self) -> list[frozenset[int]]:
+    """Per uop, the RANGEs open around it."""
+    out, open_ = [], []
+    for u in self.uops:
+      if u.op is Ops.ENDRANGE: open_.remove(u.src[0])
+      out.append(frozenset(open_))
+      if u.op is Ops.RANGE: open_.append(len(out) - 1)
+    return out
+
+  def current_at(self, j: int, i: int) -> bool:
+    """Whether uop j's value, read at uop i, is this iteration's: every loop around j is around i too."""
+    return self._loops_around[j] <= self._loops_around[i]
+
+  @functools.cached_property
   def _moves(self) -> dict[int, list[int]]:
     """LOAD uop -> the values that MOVE STOREs put into the buffer it reads (a carry: Ops.STORE)."""
     moved: dict[int, list[int]] = {}
@@ -715,8 +729,9 @@ class Machine:
           where: Callable[[int], str] | None = None) -> None:
     """Uop i uses the value of uop `value` as `use` (a word of refimpl.emulator.ub.USES) where `undefined` (a mask of
     the lanes that really run and whose value is undefined) is set: undefined behaviour there, reported with the op
-    that made the value undefined (`defer`): one finding per such op, on the lanes of the threads it happened on (a
-    value computed from two of them has two), the earliest op first. operands(lane) -> what the report lists;
+    that made the value undefined (`defer`): one finding per such op, on the lanes where its own value is undefined
+    now (`undefined_now`), or, where none's is, on the lanes of the threads it happened on (a value computed from two
+    of them has two), the earliest op first. operands(lane) -> what the report lists;
     where(lane) -> what the use touches there, for the reason (a STORE: the element and its memory). A lane
     whose value no deferred op made undefined (permissive mode: the damage of undefined behaviour reported already) is
     not reported again."""
@@ -726,15 +741,27 @@ class Machine:
     if len(lanes) == 0: return
     tids = grid.tids(lanes)
     what = USES[use].split(":")[0]
-    for o in self.plan.deferred_sources(value):
-      origin = self.origins.get(o)
-      if origin is None: continue
-      hit = lanes[origin.threads[tids]]
+    found = [(o, self.origins[o]) for o in self.plan.deferred_sources(value) if o in self.origins]
+    hits = [lanes[origin.threads[tids]] for _, origin in found]
+    now = [hit[self.undefined_now(o, i, hit)] for (o, _), hit in zip(found, hits)]
+    named = np.zeros(grid.lanes, dtype=bool)
+    for hit in now: named[hit] = True
+    for (o, origin), hit, hit_now in zip(found, hits, now):
+      hit = np.union1d(hit_now, hit[~named[hit]])  # the origins undefined there now, else every one on the thread
       if len(hit) == 0: continue
       def describe(k: int, hit=hit, origin=origin) -> tuple:
         at = "" if where is None else f" ({where(int(hit[k]))})"
         return origin.event.kind, f"{what} is undefined{at}", operands(int(hit[k])), {"use": use, "origin": origin.event}
       self.ub(i, f"use {use} of {o}", hit, describe)
+
+  def undefined_now(self, o: int, i: int, lanes: np.ndarray) -> np.ndarray:
+    """Per lane of `lanes`, whether deferred op o's value is undefined there now, as read at uop i: o's value of this
+    iteration (Plan.current_at; else False). Of the ops that made a used value undefined on a thread, the use names
+    those; that does not depend on whether loops run as lanes."""
+    if not len(lanes) or not self.plan.current_at(o, i): return np.zeros(len(lanes), dtype=bool)
+    x = self.value_of(o)
+    if x.__class__ is not Value or x.cert is None: return np.zeros(len(lanes), dtype=bool)
+    return np.broadcast_to(_per_lane(x.cert == UNDEFINED), (self.control.grid.lanes,))[lanes]
 
   def spoil(self, block: int, ctl: np.ndarray | None) -> None:
     """Lanes whose control at `block` is uncertain (ctl: per lane, the control level the block's gate / bounds give):

@@ -19,11 +19,11 @@ def scaled(count: int) -> int:
   from hypothesis import settings
   return count * max(1, settings().max_examples // CI_EXAMPLES)
 
-def both_forms(seed: int, count: int, profile: Profile | None = None) -> Iterator[tuple[int, Program, list[np.ndarray],
-                                                                                       list[int]]]:
-  """(index, program, inputs, vals) for programs 0..count-1 of campaign `seed` (default profile: with barriers), each
-  once in grid form and once lowered to loops."""
-  for index in range(count):
+def both_forms(seed: int, count: int, profile: Profile | None = None, start: int = 0) -> Iterator[
+    tuple[int, Program, list[np.ndarray], list[int]]]:
+  """(index, program, inputs, vals) for programs start..start+count-1 of campaign `seed` (default profile: with
+  barriers), each once in grid form and once lowered to loops."""
+  for index in range(start, start + count):
     g, arrays, vals = generate(seed, index, profile or Profile(barrier=True))
     grid = g.program(check=False)
     inputs = [arrays[id(buf)] for buf in g.globals()]
