@@ -128,15 +128,16 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
 
 
 
-FLUSHED = [(1, 128), (2, 216)]
+FLUSHED = [(1, 128), (1, 178), (1, 1359), (2, 216), (2, 240)]
 """(seed, program index) of generated programs the flush run (docs/architecture.md, "Flushing out") found where loops
-as lanes named another origin than the sequential rule for a use (two deferred ops, one of a later iteration)."""
+as lanes named another origin than the sequential rule for a use (two deferred ops, one of a later iteration; 1359:
+nested loops as lanes, the inner one in chunks)."""
 
 @pytest.mark.parametrize("seed,index", FLUSHED)
 def test_range_rule_lanes_name_the_origin_the_rule_names(seed, index, monkeypatch):
-  """Deferred undefined values in loops run as lanes: a use names the deferred op whose value is undefined on the lane
-  now (Machine.undefined_now), as the sequential rule does, not one that makes the thread's value undefined only in a
-  later iteration."""
+  """Deferred undefined values in loops run as lanes: a use names the deferred ops whose value is undefined on the lane
+  now (Machine.undefined_now), else those that made the thread's values undefined before it in the sequential order
+  (Machine.ran_before), as the sequential rule does, never one of a later iteration."""
   checked = 0
   for _, p, inputs, vals in both_forms(seed, 1, start=index):
     if not Plan.of(p, tuple(vals)).lane_loops: continue
