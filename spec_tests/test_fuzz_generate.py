@@ -24,6 +24,7 @@ from refimpl.fuzz.graph import Graph
 from refimpl.fuzz.grow import Draw
 from refimpl.ir import GroupOp, Ops, ProgramBuilder, program_to_json, verify
 from refimpl.ir.verify import FP8
+from refimpl.testing.generated import scaled
 from refimpl.testing.values import to_bits
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -41,11 +42,12 @@ def test_program_is_a_function_of_seed_and_index():
   assert _fingerprint(make_program(3, 7, Profile())) != _fingerprint(make_program(4, 7, Profile()))
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("profile", [Profile(), Profile(barrier=True),
                                      Profile((dtypes.bool, dtypes.int32, dtypes.float32, dtypes.uint8), max_steps=60)])
 def test_generated_programs_always_verify(profile):
   """Rule: every generated program passes the IR verifier, UB rewrites included."""
-  for i in range(15):
+  for i in range(scaled(15)):
     g = make_program(11, i, profile)
     verify(g.graph.program())
     assert len(g.inputs()) == len(g.graph.program().buffers)
@@ -71,10 +73,11 @@ def test_campaigns_reach_every_op_dtype_pair():
   assert set(conv) <= seen, sorted(set(conv) - seen)
 
 
+@pytest.mark.generated
 def test_memory_is_defined_by_construction():
   """Rule: indices are kept in bounds, outputs are written only in each thread's own slots, locals are initialised
   first: no generated program has an undefined memory access, race or uninitialised read."""
-  for i in range(30):
+  for i in range(scaled(30)):
     g = make_program(2, i, Profile(barrier=True))
     assert g.emulation is not None
     assert not [e for e in g.emulation.events if e.op in (Ops.LOAD, Ops.STORE)], i
