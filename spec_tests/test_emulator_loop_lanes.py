@@ -128,6 +128,20 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
 
 
 
+def _lanes_match_the_rule(seed: int, programs, monkeypatch) -> int:
+  """Runs each program with loops as lanes and by the sequential rule, strict and permissive, and asserts the same
+  outcome (emulation_outcome); returns how many runs compared (programs with a loop that runs as lanes)."""
+  checked = 0
+  for index, p, inputs, vals in programs:
+    if not Plan.of(p, tuple(vals)).lane_loops: continue
+    for strict in (True, False):
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+      lanes = emulation_outcome(p, inputs, vals, strict)
+      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+      assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
+      checked += 1
+  return checked
+
 FLUSHED = [(1, 128), (1, 178), (1, 1359), (2, 216), (2, 240)]
 """(seed, program index) of generated programs the flush run (docs/architecture.md, "Flushing out") found where loops
 as lanes named another origin than the sequential rule for a use (two deferred ops, one of a later iteration; 1359:
@@ -138,32 +152,14 @@ def test_range_rule_lanes_name_the_origin_the_rule_names(seed, index, monkeypatc
   """Deferred undefined values in loops run as lanes: a use names the deferred ops whose value is undefined on the lane
   now (Machine.undefined_now), else those that made the thread's values undefined before it in the sequential order
   (Machine.ran_before), as the sequential rule does, never one of a later iteration."""
-  checked = 0
-  for _, p, inputs, vals in both_forms(seed, 1, start=index):
-    if not Plan.of(p, tuple(vals)).lane_loops: continue
-    for strict in (True, False):
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-      lanes = emulation_outcome(p, inputs, vals, strict)
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-      assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
-      checked += 1
-  assert checked
+  assert _lanes_match_the_rule(seed, both_forms(seed, 1, start=index), monkeypatch)
 
 @pytest.mark.generated
 @pytest.mark.parametrize("seed", [1, 2])
 def test_range_rule_lanes_match_the_rule_on_generated_loops(seed, monkeypatch):
   """Fuzzer programs (grid form and lowered to loops, undefined behaviour left in): running loops as lanes gives the
   outputs, masks, events and strict-mode report of the sequential rule (LOOPS_AS_LANES=False) exactly."""
-  checked = 0
-  for index, p, inputs, vals in both_forms(seed, scaled(40)):
-    if not Plan.of(p, tuple(vals)).lane_loops: continue
-    for strict in (True, False):
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
-      lanes = emulation_outcome(p, inputs, vals, strict)
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
-      assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
-      checked += 1
-  assert checked >= 20
+  assert _lanes_match_the_rule(seed, both_forms(seed, scaled(40)), monkeypatch) >= 20
 
 
 def test_range_rule_max_written_as_a_select_runs_as_a_scan():
