@@ -199,7 +199,10 @@ def as_bits(x: np.ndarray) -> np.ndarray:
 def _shared(e: np.ndarray, lanes: np.ndarray, bits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """Within one op, per element of e (L, count): whether another lane of the op touches it too, whether two lanes of
   the op write different `bits` (L, count) to it, and there the nearest lane (by bits, then lane) whose bits differ."""
-  flat_e, flat_l = e.ravel(), np.repeat(lanes, e.shape[1])
+  flat_e = e.ravel()
+  if flat_e.size < 2 or np.unique(flat_e).size == flat_e.size:  # no element touched twice: nothing to look for
+    return np.zeros(e.shape, bool), np.zeros(e.shape, bool), np.full(e.shape, NOBODY, dtype=np.int64)
+  flat_l = np.repeat(lanes, e.shape[1])
   flat_b = np.zeros(flat_e.size, np.uint8) if bits is None else bits.ravel()
   order = np.lexsort((flat_l, flat_b, flat_e))  # by element, then bits, then lane
   se, sl, sb = flat_e[order], flat_l[order], flat_b[order]
