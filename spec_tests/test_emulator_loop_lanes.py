@@ -151,7 +151,7 @@ nested loops as lanes, the inner one in chunks)."""
 def test_range_rule_lanes_name_the_origin_the_rule_names(seed, index, monkeypatch):
   """Deferred undefined values in loops run as lanes: a use names the deferred ops whose value is undefined on the lane
   now (Machine.undefined_now), else those that made the thread's values undefined before it in the sequential order
-  (Machine.ran_before), as the sequential rule does, never one of a later iteration."""
+  (origins.Origin.before), as the sequential rule does, never one of a later iteration."""
   assert _lanes_match_the_rule(seed, both_forms(seed, 1, start=index), monkeypatch)
 
 @pytest.mark.generated

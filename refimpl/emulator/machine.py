@@ -163,6 +163,7 @@ from refimpl.emulator.memory import (
   track_store,
   write,
 )
+from refimpl.emulator.origins import Origin, Places
 from refimpl.emulator.straight import compile_stretches
 from refimpl.emulator.ub import UB, USES
 from refimpl.errors import UndefinedBehavior
@@ -477,21 +478,9 @@ class Plan:
       if u.op is Ops.ASSIGN: out.setdefault(u.src[0], []).append(j)
     return out
 
-  @functools.cached_property
-  def _loops_around(self) -> list[frozenset[int]]:
-    """Per uop, the RANGEs open around it."""
-    out, open_ = [], []
-    for u in self.uops:
-      if u.op is Ops.ENDRANGE: open_.remove(u.src[0])
-      out.append(frozenset(open_))
-      if u.op is Ops.RANGE: open_.append(len(out) - 1)
-    return out
-
-  def loops_around(self, j: int) -> frozenset[int]: return self._loops_around[j]
-
   def current_at(self, j: int, i: int) -> bool:
     """Whether uop j's value, read at uop i, is this iteration's: every loop around j is around i too."""
-    return self._loops_around[j] <= self._loops_around[i]
+    return self.enclosing[i][:len(self.enclosing[j])] == self.enclosing[j]
 
   @functools.cached_property
   def _moves(self) -> dict[int, list[int]]:
@@ -529,18 +518,6 @@ class Plan:
       if len(plans) >= 16: plans.pop(next(iter(plans)))
       plans[vals] = Plan(program, vals)
     return plans[vals]
-
-
-@dataclass
-class Origin:
-  """Where a deferred kind made values undefined (Machine.defer): the report of its first lane in the sequential order
-  (`key`), and per thread of the launch whether it happened on that thread; inside a loop run as lanes, per lane of
-  thread, while loops run as lanes, the loop counters of its first time there instead (`running`: (loops, threads,
-  counters) per record; a use sees only what came before it in the sequential order), until the last such loop ends."""
-  key: tuple[int, ...]
-  event: UndefinedBehavior | None
-  threads: np.ndarray
-  running: list[tuple[tuple[int, ...], np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
 class Control(NamedTuple):
@@ -694,12 +671,9 @@ class Machine:
   def order_key(self, i: int, lane: int) -> tuple[int, ...]:
     """Where uop i on `lane` comes in the sequential order: (loop, counter) for each RANGE around it, the uop, the
     thread. Keys compare like the order in which the sequential rule executes."""
-    key: list[int] = []
-    grid = self.control.grid
-    for r in self.plan.enclosing[i]:
-      if r in self.axes: key += [r, self.axes[r][1] + grid.coordinate(lane, self.axes[r][0])]
-      else: key += [r, self.loops.get(r, 0)]
-    return (*key, i, int(grid.tids(np.int64(lane))))
+    loops, counters = self.places(i, np.array([lane]))
+    key = [x for r, c in zip(loops, counters[0].tolist()) for x in (r, c)]
+    return (*key, i, int(self.control.grid.tids(np.int64(lane))))
 
   def ub_elements(self, i: int, kind: str, lanes: np.ndarray, e: np.ndarray, bad: np.ndarray,
                   describe: Callable[[int, int], tuple[UB, str, tuple]]) -> None:
@@ -717,7 +691,7 @@ class Machine:
     key = self.order_key(i, int(lanes[k]))
     origin = self.origins.get(i)
     if origin is None: origin = self.origins[i] = Origin(key, None, np.zeros(self.plan.grid.lanes, dtype=bool))
-    if self.axes: origin.running.append(self.first_counters(i, lanes))  # loops run as lanes: when, per thread
+    if self.axes: origin.record(grid.tids(lanes), self.places(i, lanes))  # loops run as lanes: when, per thread
     else: origin.threads[grid.tids(lanes)] = True
     if origin.event is None or key < origin.key:
       ub, reason, operands = describe(k)
@@ -748,7 +722,9 @@ class Machine:
     tids = grid.tids(lanes)
     what = USES[use].split(":")[0]
     found = [(o, self.origins[o]) for o in self.plan.deferred_sources(value) if o in self.origins]
-    hits = [lanes[origin.threads[tids] | self.ran_before(origin, o, i, lanes)] for o, origin in found]
+    here = self.places(i, lanes) if any(origin.running for _, origin in found) else None
+    hits = [lanes[origin.threads[tids] | (origin.before(o, tids, here, i) if origin.running else False)]
+            for o, origin in found]
     now = [hit[self.undefined_now(o, i, hit)] for (o, _), hit in zip(found, hits)]
     named = np.zeros(grid.lanes, dtype=bool)
     for hit in now: named[hit] = True
@@ -760,51 +736,19 @@ class Machine:
         return origin.event.kind, f"{what} is undefined{at}", operands(int(hit[k])), {"use": use, "origin": origin.event}
       self.ub(i, f"use {use} of {o}", hit, describe)
 
-  def counters(self, i: int, lanes: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
-    """(the RANGEs open around uop i, outermost first; per lane of `lanes`, their counters (L, loops)): with i, the
-    lanes' places in the sequential order (`order_key`)."""
-    loops = tuple(sorted(self.plan.loops_around(i)))
-    grid = self.control.grid
+  def places(self, i: int, lanes: np.ndarray) -> Places:
+    """The places of uop i on `lanes` in the sequential order (origins.Places): each RANGE around it, its counter."""
+    loops, grid = self.plan.enclosing[i], self.control.grid
     idx = np.unravel_index(lanes, grid.shape)
     cols = [self.axes[r][1] + idx[grid.order.index(self.axes[r][0])] if r in self.axes else
             np.full(len(lanes), self.loops.get(r, 0)) for r in loops]
-    return loops, np.stack(cols, axis=1) if cols else np.zeros((len(lanes), 0), dtype=np.int64)
-
-  def first_counters(self, i: int, lanes: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """(loops, threads, counters): uop i's lanes' places (`counters`), the first of each thread."""
-    loops, c = self.counters(i, lanes)
-    tids = self.control.grid.tids(lanes)
-    order = np.lexsort((*c.T[::-1], tids))
-    first = order[np.r_[True, tids[order][1:] != tids[order][:-1]]]
-    return loops, tids[first], c[first]
-
-  def ran_before(self, origin: Origin, o: int, i: int, lanes: np.ndarray) -> np.ndarray:
-    """Per lane of `lanes` (uop i runs), whether deferred op o made a value undefined on its thread before, in the
-    sequential order, while loops run as lanes (Origin.running): what the sequential rule has seen by then."""
-    before = np.zeros(len(lanes), dtype=bool)
-    if not origin.running: return before
-    loops, c = self.counters(i, lanes)
-    tids = self.control.grid.tids(lanes)
-    for rec_loops, rec_tids, rec_c in origin.running:
-      at = np.searchsorted(rec_tids, tids)
-      found = at < len(rec_tids)
-      found[found] = rec_tids[at[found]] == tids[found]
-      at = np.where(found, at, 0)
-      a = [x for r, col in zip(rec_loops, rec_c[at].T) for x in (r, col)] + [o]
-      b = [x for r, col in zip(loops, c.T) for x in (r, col)] + [i]
-      less, open_ = np.zeros(len(lanes), dtype=bool), np.ones(len(lanes), dtype=bool)
-      for x, y in zip(a, b):  # tuple order, element by element (a key's loops and counters, then its uop)
-        less |= open_ & (x < y)
-        open_ &= x == y
-      before |= found & less
-    return before
+    return Places(loops, np.stack(cols, axis=1) if cols else np.zeros((len(lanes), 0), dtype=np.int64))
 
   def settle_origins(self) -> None:
     """The last loop run as lanes ended: what its deferred ops recorded per iteration is all before what follows."""
     if self.axes: return
     for origin in self.origins.values():
-      for _, tids, _ in origin.running: origin.threads[tids] = True
-      origin.running = []
+      if origin.running: origin.settle()
 
   def undefined_now(self, o: int, i: int, lanes: np.ndarray) -> np.ndarray:
     """Per lane of `lanes`, whether deferred op o's value is undefined there now, as read at uop i: o's value of this
