@@ -27,8 +27,9 @@ def one(log2: int) -> dict:
   import numpy as np
 
   from refimpl.dtype import dtypes
-  from refimpl.emulator import machine
-  from refimpl.emulator.machine import Plan, emulate
+  from refimpl.emulator import settings
+  from refimpl.emulator.machine import emulate
+  from refimpl.emulator.plan import Plan
   from refimpl.ir import Ops, ProgramBuilder
   n, f32 = 1 << log2, dtypes.float32
   b = ProgramBuilder("axpb")
@@ -46,7 +47,7 @@ def one(log2: int) -> dict:
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   whole = plan.grid.lanes * plan.lane_bytes
   return {"threads": n, "buffers": 3 * 4 * n, "peak": peak, "before": before, "seconds": seconds,
-          "chunked": whole > machine.LANE_MEMORY, "estimate": whole}
+          "chunked": whole > settings.LANE_MEMORY, "estimate": whole}
 
 
 def main() -> int:

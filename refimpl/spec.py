@@ -15,7 +15,7 @@ import inspect
 from dataclasses import dataclass
 
 from refimpl.dtype import DType, dtypes
-from refimpl.emulator import alu, certainty, machine, reference
+from refimpl.emulator import alu, certainty, dispatch, machine, reference, state, values
 from refimpl.emulator.ub import UB
 from refimpl.ir.dtype_text import dtype_to_str
 from refimpl.ir.ops import Ops
@@ -321,14 +321,16 @@ def render() -> str:
 EXECUTION_RULES = ("SIMT.", "Values.", "Certainty rule.", "Control rule.", "Undefined behaviour.")
 
 def _execution() -> list[str]:
-  """The Execution section: the executor's rules (the paragraphs of refimpl/emulator/machine.py's docstring that start
-  with EXECUTION_RULES) and every op's handler docstring, handlers in the order of their first op."""
-  paragraphs = (inspect.getdoc(machine) or "").split("\n\n")
+  """The Execution section: the executor's rules (the paragraphs of the emulator's module docstrings, machine.py's,
+  values.py's and state.py's, that start with EXECUTION_RULES) and every op's handler docstring, handlers in the order
+  of their first op."""
+  paragraphs = [p for module in (machine, values, state) for p in (inspect.getdoc(module) or "").split("\n\n")]
   rules = [p for p in paragraphs if p.startswith(EXECUTION_RULES)]
-  assert len(rules) == len(EXECUTION_RULES), "machine.py's docstring lost one of EXECUTION_RULES"
+  assert len(rules) == len(EXECUTION_RULES), "the emulator's docstrings lost one of EXECUTION_RULES"
   out = ["## Execution (refimpl/emulator/machine.py)", "", "```text", "\n\n".join(rules), "```", ""]
   seen: dict = {}
-  for op in sorted(machine.HANDLERS, key=lambda o: o.value): seen.setdefault(machine.HANDLERS[op], []).append(op.name)
+  handlers = dispatch.OP_HANDLERS
+  for op in sorted(handlers, key=lambda o: o.value): seen.setdefault(handlers[op], []).append(op.name)
   for fn, names in seen.items():
     out += [f"### `{fn.__name__}`: {' '.join(names)}", "", "```text", inspect.getdoc(fn) or "", "```", ""]
   return out[:-1]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes
-from refimpl.emulator import machine
+from refimpl.emulator import settings
 from refimpl.emulator.alu import exec_alu, exec_bitcast
 from refimpl.emulator.certainty import LEVEL, Certainty, carried_level, carry, carry_bits, join
 from refimpl.emulator.machine import emulate
@@ -168,6 +168,6 @@ def test_a_folded_chain_has_the_sequential_level(zeros_at, want, monkeypatch):
   if zeros_at: x[zeros_at[0]], x[zeros_at[1]] = 0.0, -0.0
   levels = []
   for lanes in (True, False):
-    monkeypatch.setattr(machine, "LOOPS_AS_LANES", lanes)
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", lanes)
     levels.append(emulate(_max_loop(x), [np.zeros(1, np.float32), x]).certainty[0].tolist())
   assert levels == [[want], [want]]

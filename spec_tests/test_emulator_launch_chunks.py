@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes
-from refimpl.emulator import machine
+from refimpl.emulator import settings
 from refimpl.emulator.indexing import Grid
-from refimpl.emulator.machine import LaunchTooLarge, Plan, emulate
+from refimpl.emulator.machine import LaunchTooLarge, emulate
+from refimpl.emulator.plan import Plan
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.testing.programs import emulation_outcome
@@ -21,9 +22,9 @@ I32 = dtypes.int32
 def _chunks_of(monkeypatch, program, groups: int) -> None:
   """Shrinks LANE_MEMORY so that `program` runs in chunks of `groups` workgroups (and must be chunked)."""
   plan = Plan.of(program, ())
-  bound = machine.CHUNK_SHARE * groups * plan.grid.group * plan.lane_bytes
+  bound = settings.CHUNK_SHARE * groups * plan.grid.group * plan.lane_bytes
   assert plan.grid.lanes * plan.lane_bytes > bound, "the launch must not fit in one piece"
-  monkeypatch.setattr(machine, "LANE_MEMORY", bound)
+  monkeypatch.setattr(settings, "LANE_MEMORY", bound)
 
 
 
@@ -116,9 +117,9 @@ def test_chunked_launch_matches_one_piece_on_generated_programs(seed, monkeypatc
     if plan.grid.workgroups < 2: continue
     inputs = [arrays[id(buf)] for buf in g.globals()]
     for strict in (True, False):
-      monkeypatch.setattr(machine, "LANE_MEMORY", 1 << 30)
+      monkeypatch.setattr(settings, "LANE_MEMORY", 1 << 30)
       whole = emulation_outcome(p, inputs, vals, strict)
-      monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
+      monkeypatch.setattr(settings, "LANE_MEMORY", settings.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
       assert emulation_outcome(p, inputs, vals, strict) == whole, f"seed {seed} program {index} strict={strict}"
     checked += 1
   assert checked >= 10
@@ -129,7 +130,7 @@ def test_a_workgroup_larger_than_a_chunk_is_refused(monkeypatch):
   a chunk is refused before anything runs, with the bound named."""
   p = _gid_program()
   plan = Plan.of(p, ())
-  monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * (plan.grid.group - 1) * plan.lane_bytes)
+  monkeypatch.setattr(settings, "LANE_MEMORY", settings.CHUNK_SHARE * (plan.grid.group - 1) * plan.lane_bytes)
   with pytest.raises(LaunchTooLarge, match=r"one workgroup of 4 threads.*LANE_MEMORY"):
     emulate(p, [np.zeros(128, np.int32)])
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator import machine
-from refimpl.emulator.machine import Plan, emulate
+from refimpl.emulator import settings
+from refimpl.emulator.machine import emulate
+from refimpl.emulator.plan import Plan
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
 from refimpl.testing.generated import both_forms, scaled
@@ -98,7 +99,7 @@ def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner
   divisors = np.ones(16, np.int32)
   divisors[[7, 8]] = 0
   for as_lanes in (True, False):
-    monkeypatch.setattr(machine, "LOOPS_AS_LANES", as_lanes)
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", as_lanes)
     with pytest.raises(UndefinedBehavior) as e: emulate(p, [np.zeros(16, np.int32), np.arange(16, dtype=np.int32), divisors])
     assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
 
@@ -121,7 +122,7 @@ def test_lane_memory_bound_chunks_a_loop(monkeypatch):
   """A loop whose lanes do not fit in LANE_MEMORY runs in chunks of iterations, in order: the in-order sum rule above
   still holds with chunks of a few iterations."""
   p = _sum_loop(64)
-  monkeypatch.setattr(machine, "LANE_MEMORY", 5 * Plan.of(p, ()).lane_bytes)
+  monkeypatch.setattr(settings, "LANE_MEMORY", 5 * Plan.of(p, ()).lane_bytes)
   x = np.array([2.0**24] + [1.0] * 63, np.float32)
   assert emulate(p, [np.zeros(1, np.float32), x]).buffers[0][0] == np.float32(2.0**24)
 
@@ -135,9 +136,9 @@ def _lanes_match_the_rule(seed: int, programs, monkeypatch) -> int:
   for index, p, inputs, vals in programs:
     if not Plan.of(p, tuple(vals)).lane_loops: continue
     for strict in (True, False):
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+      monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
       lanes = emulation_outcome(p, inputs, vals, strict)
-      monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+      monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
       assert lanes == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
       checked += 1
   return checked
@@ -260,9 +261,9 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc
   assert loop.outer is not None and len(loop.outer.scans) == 4, "the four accumulators should fold as one tile"
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
-  monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   lanes = emulation_outcome(p, inputs, (), strict=True)
-  monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
@@ -276,9 +277,9 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   rng = np.random.default_rng(0)
   inputs = [np.zeros(dt.size, to_np(dt.base)) if k == 0 else _specials(dt.base, dt.size, rng)
             for k, dt in sorted(p.buffers.items())]
-  monkeypatch.setattr(machine, "LOOPS_AS_LANES", True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   lanes = emulation_outcome(p, inputs, (), strict=True)
-  monkeypatch.setattr(machine, "LOOPS_AS_LANES", False)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
@@ -300,7 +301,7 @@ def test_race_rule_write_after_read_inside_a_loop_run_as_lanes(monkeypatch):
   args = lambda: [np.zeros(16, np.int32), np.arange(20, dtype=np.int32)]
   seen = []
   for as_lanes in (True, False):
-    monkeypatch.setattr(machine, "LOOPS_AS_LANES", as_lanes)
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", as_lanes)
     res = emulate(p, args(), strict=False)
     assert res.undefined[0].tolist() == [True] * 12 + [False] * 4 and res.buffers[0][12:].tolist() == [16, 17, 18, 19]
     seen.append(emulation_outcome(p, args()))

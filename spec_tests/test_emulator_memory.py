@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from refimpl import UndefinedBehavior
 from refimpl.dtype import dtypes
-from refimpl.emulator import machine
+from refimpl.emulator import settings
 from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.indexing import Grid, analyze, race_free
 from refimpl.emulator.machine import emulate
@@ -349,7 +349,7 @@ def test_write_after_read_in_place_reruns_on_the_callers_inputs():
 def test_write_after_read_reruns_are_bounded(monkeypatch):
   """The emulator runs a launch again while runs find new writes that race an earlier read; past RERUNS it stops with an
   internal error rather than loop."""
-  monkeypatch.setattr(machine, "RERUNS", 1)
+  monkeypatch.setattr(settings, "RERUNS", 1)
   p, _ = _read_then_written(use_where=False)
   with pytest.raises(RuntimeError, match="RERUNS"): emulate(p, [iota(8), zeros(8)])
 

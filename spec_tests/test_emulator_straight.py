@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from refimpl.dtype import dtypes
-from refimpl.emulator import machine
-from refimpl.emulator.machine import Plan, emulate
+from refimpl.emulator import settings
+from refimpl.emulator.machine import emulate
+from refimpl.emulator.plan import Plan
 from refimpl.emulator.straight import stretches
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
@@ -30,14 +31,14 @@ def _outcome(program, inputs, vals, strict: bool):
 
 def _both(program, inputs, vals, strict: bool, monkeypatch) -> tuple:
   """(the handler loop's outcome, the stretches' outcome) of one run each."""
-  monkeypatch.setattr(machine, "STRAIGHT_FROM", None)
+  monkeypatch.setattr(settings, "STRAIGHT_FROM", None)
   loop = _outcome(program, inputs, vals, strict)
-  monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+  monkeypatch.setattr(settings, "STRAIGHT_FROM", 1)
   return loop, _outcome(program, inputs, vals, strict)
 
 def _stretches_made(program, vals) -> int:
   """How many stretches of the program's plan run as steps."""
-  table = Plan.of(program, tuple(vals))._straight
+  table = Plan.of(program, tuple(vals)).straight
   return 0 if table is None else sum(1 for h in table if hasattr(h, "steps"))
 
 
@@ -79,7 +80,7 @@ def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypa
     made += _stretches_made(p, vals) > 0
     plan = Plan.of(p, tuple(vals))
     if plan.grid.workgroups > 1:
-      monkeypatch.setattr(machine, "LANE_MEMORY", machine.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
+      monkeypatch.setattr(settings, "LANE_MEMORY", settings.CHUNK_SHARE * plan.grid.group * plan.lane_bytes)
       loop, straight = _both(p, inputs, vals, False, monkeypatch)
       monkeypatch.undo()
       assert straight == loop, f"seed {seed} program {index}, in chunks"
@@ -109,13 +110,13 @@ def test_straight_runs_read_each_run_s_buffers(monkeypatch):
   """A plan's steps serve every later run: each reads its own buffers (the inplace buffers of the PYTHON device)."""
   path = sorted(CORPUS.glob("*/*.json"))[0]
   case = load_finding(path).case
-  monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+  monkeypatch.setattr(settings, "STRAIGHT_FROM", 1)
   rng = np.random.default_rng(0)
   for _ in range(3):
     inputs = [rng.standard_normal(b.shape).astype(b.dtype) if b.dtype.kind == "f" else b.copy() for b in case.inputs]
-    monkeypatch.setattr(machine, "STRAIGHT_FROM", None)
+    monkeypatch.setattr(settings, "STRAIGHT_FROM", None)
     want = _outcome(case.program, inputs, case.vals, True)
-    monkeypatch.setattr(machine, "STRAIGHT_FROM", 1)
+    monkeypatch.setattr(settings, "STRAIGHT_FROM", 1)
     assert _outcome(case.program, inputs, case.vals, True) == want
   assert _stretches_made(case.program, case.vals) > 0
 
@@ -124,13 +125,13 @@ def test_stretches_are_made_from_run_straight_from_on(monkeypatch):
   """The first STRAIGHT_FROM - 1 runs of a plan go through the handler loop; the next makes the steps, once."""
   case = load_finding(sorted(CORPUS.glob("*/*.json"))[0]).case
   program = case.program
-  monkeypatch.setattr(machine, "STRAIGHT_FROM", 3)
+  monkeypatch.setattr(settings, "STRAIGHT_FROM", 3)
   plan = Plan.of(program, tuple(case.vals))
-  plan.runs, plan._straight = 0, None
+  plan.runs, plan.straight = 0, None
   for _ in range(2): emulate(program, case.inputs, case.vals)
-  assert plan._straight is None
+  assert plan.straight is None
   emulate(program, case.inputs, case.vals)
-  made = plan._straight
+  made = plan.straight
   assert made is not None and _stretches_made(program, case.vals) > 0
   emulate(program, case.inputs, case.vals)
-  assert plan._straight is made
+  assert plan.straight is made

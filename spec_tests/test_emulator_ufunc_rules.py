@@ -1,7 +1,7 @@
-"""ALU rules the emulator binds once per program: those that are one numpy ufunc (alu.ufunc_rule; machine._ufunc_alu,
+"""ALU rules the emulator binds once per program: those that are one numpy ufunc (alu.ufunc_rule; compute._ufunc_alu,
 loops.fold_ufunc), those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
-(alu.constant_rule; machine._constant_alu), and the CASTs and BITCASTs that are one numpy function
-(alu.conversion_rule; machine._convert). Each must be its op's rule, and running them directly must never show."""
+(alu.constant_rule; compute._constant_alu), and the CASTs and BITCASTs that are one numpy function
+(alu.conversion_rule; compute._convert). Each must be its op's rule, and running them directly must never show."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,8 @@ import pytest
 
 from refimpl import spec
 from refimpl.dtype import dtypes
-from refimpl.emulator import alu, machine
+from refimpl.emulator import alu
+from refimpl.emulator.plan import Plan
 from refimpl.fuzz.generate import Profile, generate
 from refimpl.ir import GroupOp, Ops
 from refimpl.testing.programs import emulation_outcome
@@ -99,14 +100,14 @@ def test_rules_bound_per_program_match_the_rules(seed, monkeypatch):
       monkeypatch.setattr(alu, "ufunc_rule", ORIGINAL[0])
       monkeypatch.setattr(alu, "constant_rule", ORIGINAL[1])
       monkeypatch.setattr(alu, "conversion_rule", ORIGINAL[2])
-      machine.Plan._cache.clear()
+      Plan._cache.clear()
       direct = emulation_outcome(p, inputs, vals, strict)
       monkeypatch.setattr(alu, "ufunc_rule", lambda op, dt: None)
       monkeypatch.setattr(alu, "constant_rule", lambda op, dt, c: None)
       monkeypatch.setattr(alu, "conversion_rule", lambda op, src, dst: None)
-      machine.Plan._cache.clear()
+      Plan._cache.clear()
       assert direct == emulation_outcome(p, inputs, vals, strict), f"seed {seed} program {index} strict={strict}"
-  machine.Plan._cache.clear()
+  Plan._cache.clear()
 
 
 ORIGINAL = (alu.ufunc_rule, alu.constant_rule, alu.conversion_rule)

@@ -1,19 +1,18 @@
 """Straight-line stretches: the handler loop taken out of runs of ops that open and close no block.
 
-A run executes a program by calling each op's handler in turn (machine.Machine.run). Between two block boundaries
+A run executes a program by calling each op's handler in turn (state.Machine.run). Between two block boundaries
 (RANGE, IF and their ends) every op executes, in order, each time the stretch is entered, so such a stretch can be one
 call that runs a list of *steps*, one per op: `compile_stretches` makes one per stretch of at least two ops, once per
 plan; the handler table then holds it at the stretch's first op, and it returns the index after the stretch, as a
 block's handler does.
 
-A step is its op's *inline form* where its handler has one (machine.INLINE: a closure over what the plan knows of the
-op, running the handler's path for exact operands and calling the handler itself otherwise), else a call of its
-handler. A form reads an operand an earlier step of the stretch made (a plain Value: its handler is one of `values`)
-straight from the env, and any other through Machine.value_of (lazy forms, values repeated into a loop's lanes,
-registers, which an ASSIGN of the stretch may change). Nothing is compiled from text: making a plan's steps costs
-about what one run of its ops does. The steps compute what the handler loop computes, op for op: they only remove the
-interpretation around the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler
-loop).
+A step of an op with an exact path (Plan.exact) runs that path where its operands are exact and calls the op's handler
+otherwise (`exact_step`: the path compute.run_exact runs in the handler); any other op's step calls its handler. A step
+reads an operand an earlier step of the stretch made (a plain Value: its kind is one of plan.VALUES) straight from the
+env, and any other through Machine.value_of (lazy forms, values repeated into a loop's lanes, registers, which an
+ASSIGN of the stretch may change). Nothing is compiled from text: making a plan's steps costs about what one run of
+its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
+the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
 
 A loop that runs as lanes skips the ops its folds compute (loops.LaneLoop.folded): `breaks` keeps them out of every
 stretch, so such a loop's handler table still reaches them one by one.
@@ -21,14 +20,12 @@ stretch, so such a loop's handler table still reaches them one by one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from refimpl.emulator.plan import QUIET, VALUES, Plan
+from refimpl.emulator.state import Handler, Machine
 from refimpl.ir import GroupOp, UOp
 
-Step = Callable[[Any, list], None]  # (machine, its env) -> None: one op of a stretch
-# (plan, uop index, uop, direct) -> the op's Step, or None where its handler must run it; direct(j): whether uop j's
-# Value is read from the env itself (an earlier step of the stretch made it) rather than through Machine.value_of
-Inline = Callable[[Any, int, UOp, Callable[[int], bool]], Step | None]
+Step = Callable[[Machine, list], None]  # (machine, its env) -> None: one op of a stretch
 
 
 def stretches(uops: Sequence[UOp], breaks: set[int] | frozenset[int]) -> list[tuple[int, int]]:
@@ -44,27 +41,57 @@ def stretches(uops: Sequence[UOp], breaks: set[int] | frozenset[int]) -> list[tu
   return out
 
 
-def _call(handler: Callable, i: int, u: UOp) -> Step:
+def _call(handler: Handler, i: int, u: UOp) -> Step:
   """The step that runs op i by its handler."""
-  def step(m: Any, env: list) -> None: handler(m, i, u)
+  def step(m: Machine, env: list) -> None: handler(m, i, u)
   return step
 
 
-def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], inline: dict[Callable, Inline],
-                    quiet: set[Callable], values: set[Callable], preset: set[int]) -> Callable:
-  """The handler that runs ops lo..hi-1 of plan.uops as `handlers` would and returns hi. quiet: handlers that do
-  nothing; values: handlers that always leave a plain Value in the env; preset: ops whose env entry a run sets when it
-  starts, to what their handlers would set (they get no step)."""
+def exact_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[int], bool]) -> Step:
+  """The step of op i, which has an exact path (Plan.exact): the path where its operands are exact, else its handler.
+  direct(j): operand j's Value is env[j] itself (an earlier step of the stretch made it), else it is read by value_of."""
+  operands, rule, result = plan.exact[i]
+  if len(operands) == 1:
+    a = operands[0]
+    da = direct(a)
+    def unary(m: Machine, env: list) -> None:
+      x = env[a] if da else m.value_of(a)
+      if x.cert is None: env[i] = result(rule(x.v))
+      else: handler(m, i, u)
+    return unary
+  if len(operands) == 2:
+    a, b = operands
+    da, db = direct(a), direct(b)
+    def binary(m: Machine, env: list) -> None:
+      x = env[a] if da else m.value_of(a)
+      y = env[b] if db else m.value_of(b)
+      if x.cert is None and y.cert is None: env[i] = result(rule(x.v, y.v))
+      else: handler(m, i, u)
+    return binary
+  read = [(j, direct(j)) for j in operands]
+  def nary(m: Machine, env: list) -> None:
+    xs = [env[j] if dj else m.value_of(j) for j, dj in read]
+    for x in xs:
+      if x.cert is not None:
+        handler(m, i, u)
+        return
+    env[i] = result(rule(*[x.v for x in xs]))
+  return nary
+
+
+def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler]) -> Handler:
+  """The handler that runs ops lo..hi-1 of plan.uops as `handlers` would and returns hi. An op whose env entry a run
+  sets when it starts (Plan.preset), to what its handler would set, gets no step; nor does one whose kind does nothing
+  (plan.QUIET)."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
   for i in range(lo, hi):
-    u, h = plan.uops[i], handlers[i]
-    if i in preset and h in values: made.add(i)
-    if h in quiet or i in preset: continue
-    step = inline[h](plan, i, u, made.__contains__) if h in inline else None
-    steps.append(_call(h, i, u) if step is None else step)
-    if h in values: made.add(i)
-  def stretch(m: Any, i: int, u: UOp) -> int:
+    u, kind = plan.uops[i], plan.kinds[i]
+    if i in plan.preset and kind in VALUES: made.add(i)
+    if kind in QUIET or i in plan.preset: continue
+    steps.append(exact_step(plan, i, u, handlers[i], made.__contains__) if i in plan.exact else _call(handlers[i], i, u))
+    if kind in VALUES: made.add(i)
+  def stretch(m: Machine, i: int, u: UOp) -> int:
     env = m.env
     for step in steps: step(m, env)
     return hi
@@ -72,11 +99,10 @@ def compile_stretch(plan: Any, lo: int, hi: int, handlers: Sequence[Callable], i
   return stretch
 
 
-def compile_stretches(plan: Any, handlers: Sequence[Callable], breaks: set[int] | frozenset[int],
-                      inline: dict[Callable, Inline], quiet: set[Callable], values: set[Callable],
-                      preset: set[int] = frozenset()) -> list[Callable]:
-  """`handlers` with each stretch's handler (compile_stretch) at the stretch's first op."""
+def compile_stretches(plan: Plan, handlers: Sequence[Handler]) -> list[Handler]:
+  """`handlers` (one per uop) with each stretch's handler (compile_stretch) at the stretch's first op; the ops loops'
+  folds compute (Plan.folded) break stretches."""
   out = list(handlers)
-  for lo, hi in stretches(plan.uops, breaks):
-    out[lo] = compile_stretch(plan, lo, hi, handlers, inline, quiet, values, preset)
+  for lo, hi in stretches(plan.uops, plan.folded):
+    out[lo] = compile_stretch(plan, lo, hi, handlers)
   return out

@@ -1,6 +1,6 @@
 """WMMA as plain float64 ops, for every renderer: `decompose_wmma(program)`.
 
-WMMA's rule is the emulator's (refimpl.emulator.machine._wmma): per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n],
+WMMA's rule is the emulator's (refimpl.emulator.compute._wmma): per thread, d[m][n] = c[m][n] + sum_k a[m][k] * b[k][n],
 every product and sum in float64 in the order c, k = 0, 1, ..., K-1, then one rounding to the result dtype. This pass
 writes that computation as uops, so that C, OpenCL C and LLVM IR render one expansion instead of each carrying its own:
 each element of a (M x K, row-major), b (K x N) and c (M x N) is taken by GEP (a one-element operand is the scalar

@@ -1,0 +1,208 @@
+"""Blocks: RANGE and IF with their ends, and loops run as lanes with the folds of their accumulator chains.
+
+A block runs its body under its own control (Machine.block; state.py's "Control rule"): IF on the lanes whose gate is
+true, RANGE once per counter value, in order.
+
+Loops as lanes. A RANGE with bounds that are one exact number on every lane, whose iterations loops.py proves cannot
+observe each other (parallel), or observe each other only through accumulator chains (scan), runs all its iterations
+at once: the grid gets one more axis, so each lane becomes one lane per iteration (lane-major, or iteration-major
+for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before
+the loop is repeated for the loop's lanes; the body's values die with the loop. A scan's chains are not run in the
+body: loops.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
+by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product);
+the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together.
+What the sequential rule would report is reported unchanged: every finding is keyed by its place in the sequential
+order ((loop, counter) of each RANGE around it, the uop, the thread), a permissive run lists its events in that order
+and describes each by its first lane in it, and strict mode raises, when the loop ends, the first finding, with the
+count of its own iteration.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from refimpl.emulator import alu, settings
+from refimpl.emulator.certainty import EXACT, carry, join
+from refimpl.emulator.compute import set_register
+from refimpl.emulator.loops import ROW_STEPS_FROM, LaneLoop, Product, Scan, Step, fold, fold_outer, fold_ufunc, iterations
+from refimpl.emulator.plan import Kind
+from refimpl.emulator.state import Control, Handler, Machine, control_level
+from refimpl.emulator.values import LAZY, Value, as_python, carried_levels, on_lane, ufunc_value, with_levels
+from refimpl.ir import UOp
+
+
+def _skip(m: Machine, i: int, u: UOp) -> None: pass
+def _end_block(m: Machine, i: int, u: UOp) -> None:
+  """ENDRANGE / ENDIF: the end of the block its source opened (RANGE and IF run their bodies)."""
+
+def _range(m: Machine, i: int, u: UOp) -> int:
+  """RANGE: the body runs once per counter value r = start, start + 1, ..., end - 1, in order. Where the bounds differ
+  per lane, r runs from the smallest start to the largest end and a lane is active in the iterations in its own
+  [start, end). A lane whose bounds are undefined skips the loop, and every accumulator the body assigns becomes
+  undefined on it; a lane whose bounds are loose runs its own iterations, and what the body stores or assigns on it
+  becomes loose (control rule). A loop that loops.py proves may run as lanes runs its iterations at once (in chunks
+  that fit LANE_MEMORY), with the same results and findings as the sequential order."""
+  end = m.plan.block_end[i]
+  if i in m.plan.fixed_bounds: s, e = m.plan.fixed_bounds[i]
+  else:
+    s, e = m.value_of(u.src[0]), m.value_of(u.src[1])
+    for bound, j in ((s, u.src[0]), (e, u.src[1])):
+      m.use(i, "loop bound", m.undefined_here(bound), lambda lane: (on_lane(s.v, lane), on_lane(e.v, lane)), j)
+  loop = m.plan.lane_loops.get(i)
+  exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
+  if settings.LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
+    per = settings.LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
+    if per >= 2:
+      per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)))
+      for start in range(int(s.v[0]), int(e.v[0]), per): _run_as_lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
+      return end + 1
+  ctl = join(control_level(s, m.control.active), control_level(e, m.control.active))
+  m.spoil(i, ctl)
+  def iteration(r: int, active: np.ndarray | None) -> None:
+    m.loops[i], m.env[i] = r, LAZY
+    m.block(i, active, ctl=ctl)
+  if s.v.shape[0] == 1 and e.v.shape[0] == 1 and ctl is None:
+    for r in range(int(s.v[0]), int(e.v[0])): iteration(r, m.control.active)
+    return end + 1
+  n = m.control.grid.lanes
+  sv, ev = (np.broadcast_to(x.v, (n,)).astype(np.int64) for x in (s, e))
+  live, _ = m.narrow(np.ones(n, dtype=bool), ctl)
+  live = np.broadcast_to(live, (n,))
+  if not live.any(): return end + 1
+  for r in range(int(sv[live].min()), int(ev[live].max())):
+    act = live & (sv <= r) & (r < ev)
+    if act.any(): iteration(r, act)
+  return end + 1
+
+def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> None:
+  """Iterations start .. start+n-1 of RANGE i at once: a grid axis of n more lanes per lane, then the folds of the
+  accumulators it carries. Strict mode raises, at the end, the first undefined behaviour in the sequential order."""
+  if n == 1:
+    m.loops[i], m.env[i] = start, LAZY
+    m.block(i, m.control.active)
+    return
+  outer = m.control
+  end, lanes = m.plan.block_end[i], outer.grid.lanes
+  grid = outer.grid.extend(n, loop.iteration_major)
+  def rep(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None or mask.shape[0] == 1 else grid.spread(mask)
+  handlers = [_skip if j in loop.folded else h for j, h in enumerate(outer.handlers)] if loop.folded else outer.handlers
+  m.control = Control(grid, handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
+  m.axes[i] = (len(m.control.grid.sizes) - 1, start)
+  m.env[i] = LAZY
+  m.regions.append((i, {}))
+  try:
+    m.run(i + 1, end)
+    terms = [[_chain_term(m, step) for step in scan.steps] for scan in loop.scans]
+  finally:
+    _, restore = m.regions.pop()
+    m.env[i + 1:end] = [None] * (end - i - 1)  # dead after the loop (loops.py)
+    for j, x in restore.items(): m.env[j] = x
+    del m.axes[i]
+    m.settle_origins()
+    m.control = outer
+  m.regions.append((i, {}))  # the folds' findings join the loop's
+  try:
+    tiled = _fold_tile(m, loop, terms, n, lanes)
+    for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
+      if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
+  finally: m.regions.pop()
+  if m.strict and not m.regions and not m.chunked: m.raise_first()
+
+def _chain_term(m: Machine, step: Step) -> Value | Product:
+  """A chain step's term at the end of its loop's body: its value; for a product the fold makes itself (Step.product),
+  its exact operands as a Product, or, when an operand has levels, its value made now by its own handler."""
+  if step.product is None: return m.value_of(step.term)
+  x, y = (m.value_of(j) for j in step.product)
+  if x.cert is None and y.cert is None: return Product(m.plan.ufuncs[step.term], x.v, y.v)
+  m.handlers[step.term](m, step.term, m.plan.uops[step.term])  # a folded op: never inside a stretch
+  return m.value_of(step.term)
+
+def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: int, n: int, lanes: int,
+          iteration_major: bool) -> None:
+  """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
+  levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
+  if not scan.steps: return
+  acc = m.env[scan.acc]
+  tail = acc.v.shape[1:]
+  def chain(arrs: list[np.ndarray | None], fill: Any = EXACT) -> np.ndarray | None:
+    """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
+    if all(a is None for a in arrs): return None
+    full = [iterations(np.broadcast_to(fill, (1,) + tail) if a is None else a, n, lanes, iteration_major) for a in arrs]
+    return np.stack(full, axis=2).swapaxes(0, 1).reshape((lanes, n * len(arrs)) + tail)
+  def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
+  dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
+  fn = alu.ufunc_rule(scan.op, dt)
+  def rows(a: np.ndarray) -> np.ndarray: return iterations(a, n, lanes, iteration_major)
+  if fn is not None and acc.cert is None and all(isinstance(t, Product) or t.cert is None for t in terms):  # exact operands
+    views = [Product(t.fn, rows(t.a), rows(t.b)) if isinstance(t, Product) else rows(t.v) for t in terms]
+    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), views)
+    set_register(m, scan.acc, with_levels(done.values, done.cert))
+    return
+  terms = [ufunc_value(t.fn(t.a, t.b)) if isinstance(t, Product) else t for t in terms]
+  out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
+             [step.acc_first for step in scan.steps])
+  if out.undefined_step is not None:
+    s, lane, ub, reason, operands = out.undefined_step
+    m.loops[i] = start + s // len(scan.steps)
+    node, found = scan.steps[s % len(scan.steps)].node, (ub, reason, tuple(map(as_python, operands)))
+    if ub.deferred: m.defer(node, np.array([lane]), lambda k: found)
+    else: m.ub(node, "alu", np.array([lane]), lambda k: found)
+  cert = join(carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
+  set_register(m, scan.acc, with_levels(out.values, cert))
+
+def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n: int, lanes: int) -> set[int]:
+  """The folds of loop.outer's tile at once (loops.fold_outer) when their accumulators are exact scalars, every term
+  is a Product and the lanes are wide; the same registers `_fold` would give each. Returns the scans it folded."""
+  tile = loop.outer
+  if tile is None or lanes < ROW_STEPS_FROM: return set()
+  scans, ts = [loop.scans[k] for k in tile.scans], [terms[k] for k in tile.scans]
+  accs = [m.env[scan.acc] for scan in scans]
+  if any(a.cert is not None or a.v.ndim != 1 for a in accs) or not all(isinstance(t, Product) for row in ts for t in row):
+    return set()
+  rows, cols = len(tile.steps[0].rows), len(tile.steps[0].cols)
+  def operand(p: Product, first: bool) -> np.ndarray: return iterations(p.a if first else p.b, n, lanes, loop.iteration_major)
+  steps = []
+  for s, step in enumerate(tile.steps):
+    x = _side_by_side([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)])
+    y = _side_by_side([operand(ts[c][s], not step.row_first[c]) for c in range(cols)])
+    steps.append(Product(ts[0][s].fn, x, y))
+  fn = alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
+  done = fold_outer(fn, [np.broadcast_to(a.v, (lanes,)) for a in accs], steps)
+  for k, scan in enumerate(scans):
+    set_register(m, scan.acc, with_levels(done.values[k], None if done.cert is None else done.cert[k]))
+  return set(tile.scans)
+
+def _side_by_side(arrays: list[np.ndarray]) -> np.ndarray:
+  """(n, L) arrays as one (n, k, L) array: a view where they are one array's equally spaced rows (the GEPs of a vector
+  LOAD, which lays each element out across the lanes), else a copy."""
+  first = arrays[0]
+  at = [a.__array_interface__["data"][0] for a in arrays]
+  step = at[1] - at[0] if len(at) > 1 else 0
+  if first.base is not None and all(a.base is first.base and a.strides == first.strides and a.shape == first.shape
+                                    and at[k] == at[0] + k * step for k, a in enumerate(arrays)):
+    return np.lib.stride_tricks.as_strided(first, (first.shape[0], len(arrays), first.shape[1]),
+                                           (first.strides[0], step, first.strides[1]), writeable=False)
+  return np.stack(arrays, axis=1)
+
+def _if(m: Machine, i: int, u: UOp) -> int:
+  """IF: the body runs on the active lanes whose gate is true (not at all when there are none). A lane whose gate is
+  loose or undefined and false runs it as a phantom lane: it writes nothing, but the elements it would store become
+  loose (undefined), and so does every accumulator the block assigns (control rule)."""
+  g = m.value_of(u.src[0])
+  m.use(i, "condition", m.undefined_here(g), lambda lane: (on_lane(g.v, lane),), u.src[0])
+  ctl = control_level(g, m.control.active)
+  act, lost = m.narrow(g.v, ctl)
+  if ctl is not None and ctl.any():
+    m.spoil(i, ctl)
+    phantom = lost | ((ctl != EXACT) & ~g.v)  # lanes that skip the block but might not
+    run = np.broadcast_to(act | phantom, (m.control.grid.lanes,))
+    if run.any(): m.block(i, run, phantom, ctl)
+    return m.plan.block_end[i] + 1
+  if act.shape[0] == 1:
+    if act[0]: m.block(i, m.control.active)
+  elif act.any(): m.block(i, act)
+  return m.plan.block_end[i] + 1
+
+
+HANDLERS: dict[Kind, Handler] = {Kind.RANGE: _range, Kind.IF: _if, Kind.END_BLOCK: _end_block}
