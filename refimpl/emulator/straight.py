@@ -68,6 +68,16 @@ def exact_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[i
       if x.cert is None and y.cert is None: env[i] = result(rule(x.v, y.v))
       else: handler(m, i, u)
     return binary
+  if len(operands) == 3:
+    a, b, c = operands
+    da, db, dc = direct(a), direct(b), direct(c)
+    def ternary(m: Machine, env: list) -> None:
+      x = env[a] if da else m.value_of(a)
+      y = env[b] if db else m.value_of(b)
+      z = env[c] if dc else m.value_of(c)
+      if x.cert is None and y.cert is None and z.cert is None: env[i] = result(rule(x.v, y.v, z.v))
+      else: handler(m, i, u)
+    return ternary
   read = [(j, direct(j)) for j in operands]
   def nary(m: Machine, env: list) -> None:
     xs = [env[j] if dj else m.value_of(j) for j, dj in read]
