@@ -8,7 +8,7 @@ threshold, to be faulted in again by the next run. Measured on tinygrad 0.10.1's
 64 MiB served from the heap and up to 256 MiB of freed heap kept for reuse.
 
 `reuse_freed_memory()` sets those two thresholds (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) once per process, on glibc
-only; the PYTHON device (refimpl.emulator.ops_python) and tinygrad's REFIMPL device call it when they open (emulate
+only; the PYTHON device (refimpl.backends.ops_python) and tinygrad's REFIMPL device call it when they open (emulate
 itself, the spec, leaves the process alone). The cost is memory: up to 256 MiB the process has freed stays mapped.
 REFIMPL_MALLOC=default in the environment leaves malloc as it is.
 """

@@ -51,7 +51,7 @@ ALL_DEVICES = ["CLANG", "LLVM", "GPU", "WEBGPU", "PYTHON"]
 
 # Built-in devices: name -> "module:Class". A module that does not exist yet means the backend is not built yet.
 BUILTIN_DEVICES: dict[str, str] = {
-  "PYTHON": "refimpl.emulator.ops_python:PythonDevice",
+  "PYTHON": "refimpl.backends.ops_python:PythonDevice",
   "CLANG": "refimpl.backends.ops_clang:ClangDevice",
   "LLVM": "refimpl.backends.ops_llvm:LLVMDevice",
   "GPU": "refimpl.backends.ops_gpu:GPUDevice",

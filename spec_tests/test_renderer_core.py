@@ -25,7 +25,7 @@ from refimpl.backends.opencl import OpenCLRenderer
 from refimpl.backends.ops_clang import ClangRenderer
 from refimpl.backends.scalar import ScalarRender
 from refimpl.dtype import DType, dtypes
-from refimpl.emulator.ops_python import PythonRenderer
+from refimpl.backends.ops_python import PythonRenderer
 from refimpl.errors import CompileError
 from refimpl.fuzz import execute
 from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, elementwise

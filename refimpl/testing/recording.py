@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from refimpl.device import Compiler
-from refimpl.emulator.ops_python import PythonDevice
+from refimpl.backends.ops_python import PythonDevice
 from refimpl.ir import Program, program_from_json
 
 ENV = "REFIMPL_RECORD"
