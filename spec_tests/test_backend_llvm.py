@@ -18,9 +18,10 @@ from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramBuilder, alu_allows, dtype_to_str, elementwise
 from refimpl.lower import lower_for
-from refimpl.lower.transcendental import decompose_transcendentals, ulp_errors
+from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.testing.differential import OpCase
 from refimpl.testing.programs import a, assert_same, ew, mulacc_tie, ops_kernel, run
+from refimpl.testing.ulp import ulp_errors
 from refimpl.testing.values import from_bits, random_values
 
 try: Device["LLVM"]

@@ -22,14 +22,13 @@ from refimpl.ir.strategies import programs
 from refimpl.lower.transcendental import (
   FORMATS,
   MAX_ULP,
-  decimal_value,
   decompose_transcendentals,
   ln2_fraction,
   pi_fraction,
   two_over_pi_words,
-  ulp_errors,
 )
 from refimpl.spec import ULP_BOUNDS
+from refimpl.testing.ulp import decimal_value, ulp_errors
 
 OPS = (Ops.EXP2, Ops.LOG2, Ops.SIN)
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)

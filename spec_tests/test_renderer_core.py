@@ -23,9 +23,9 @@ from refimpl.backends.cstyle import CStyleRenderer
 from refimpl.backends.llvmir import LLVMRenderer
 from refimpl.backends.opencl import OpenCLRenderer
 from refimpl.backends.ops_clang import ClangRenderer
+from refimpl.backends.ops_python import PythonRenderer
 from refimpl.backends.scalar import ScalarRender
 from refimpl.dtype import DType, dtypes
-from refimpl.backends.ops_python import PythonRenderer
 from refimpl.errors import CompileError
 from refimpl.fuzz import execute
 from refimpl.ir import GroupOp, Ops, Program, ProgramBuilder, elementwise
