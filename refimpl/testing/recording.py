@@ -18,8 +18,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from refimpl.device import Compiler
 from refimpl.backends.ops_python import PythonDevice
+from refimpl.device import Compiler
 from refimpl.ir import Program, program_from_json
 
 ENV = "REFIMPL_RECORD"
