@@ -67,6 +67,22 @@ def test_straight_runs_are_the_handler_loop_on_the_corpus(monkeypatch):
   assert made == len(paths)
 
 
+def test_plain_accesses_are_the_general_path_on_the_corpus(monkeypatch):
+  """A plain LOAD or STORE (Plan.plain_accesses: a view of memory, in the handler and so in every step) gives what the
+  general path gives: every corpus kernel, strict and permissive, with the plain path and without it."""
+  paths = sorted(CORPUS.glob("*/*.json"))
+  for path in paths:
+    case = load_finding(path).case
+    for strict in (True, False):
+      plain = _outcome(case.program, case.inputs, case.vals, strict)
+      with monkeypatch.context() as patch:
+        patch.setattr(Plan, "_plain_access", lambda self, u: None)
+        Plan._cache.clear()
+        general = _outcome(case.program, case.inputs, case.vals, strict)
+      Plan._cache.clear()
+      assert plain == general, f"{path.name} strict={strict}"
+
+
 @pytest.mark.generated
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_straight_runs_are_the_handler_loop_on_generated_programs(seed, monkeypatch):

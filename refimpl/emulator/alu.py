@@ -123,9 +123,15 @@ def _rounded(fn: Callable, dt: DType, *xs: np.ndarray) -> np.ndarray:
   w = _WIDE[dt]
   return fn(*(x.astype(w, copy=False) for x in xs)).astype(to_np(dt), copy=False)
 
-_FLOAT_FN: dict[Ops, Callable] = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide,
-                                  Ops.NEG: np.negative, Ops.SQRT: np.sqrt, Ops.RECIP: lambda x: x.dtype.type(1) / x}
-_INT_FN: dict[Ops, Callable] = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.NEG: np.negative}
+# the numpy ufunc each op's rule is built on, the one place that names it (the rules put rounding, NaN and signed-zero
+# handling around it where they must; alu.ufunc_rule says where a rule is the ufunc alone; loops.fold tries it first)
+UFUNCS: dict[Ops, np.ufunc] = {
+  Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide, Ops.NEG: np.negative, Ops.SQRT: np.sqrt,
+  Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.MAX: np.maximum, Ops.CMPLT: np.less,
+  Ops.CMPNE: np.not_equal}
+_FLOAT_FN: dict[Ops, Callable] = {**{op: UFUNCS[op] for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.SQRT)},
+                                  Ops.RECIP: lambda x: x.dtype.type(1) / x}
+_INT_FN: dict[Ops, Callable] = {op: UFUNCS[op] for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)}
 _BOOL_FN: dict[Ops, Callable] = {Ops.ADD: np.logical_or, Ops.MUL: np.logical_and}
 
 # ---- the rules ----
@@ -160,10 +166,8 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   operands give NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs
   directly to exact operands (machine._ufunc_alu, loops.fold_ufunc)."""
   if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
-  if op in (Ops.CMPLT, Ops.CMPNE): return np.less if op is Ops.CMPLT else np.not_equal
-  if dtypes.is_int(dt):
-    if op in _INT_FN: return _INT_FN[op]
-    return {Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.MAX: np.maximum}.get(op)
+  if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
+  if dtypes.is_int(dt): return UFUNCS[op] if op in _INT_FN or op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX) else None
   if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op is not Ops.RECIP: return _FLOAT_FN.get(op)
   return None
 
@@ -234,7 +238,7 @@ def constant_rule(op: Ops, dt: DType, c: Any) -> Callable[[np.ndarray], np.ndarr
 
 def bitwise(op: Ops, dt: DType, a: np.ndarray, b: np.ndarray) -> Outcome:
   """XOR, OR, AND (ints and bool): bit by bit on the two's complement pattern; on bool the logical operation."""
-  return Outcome({Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}[op](a, b))
+  return Outcome(UFUNCS[op](a, b))
 
 def _float_max(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
   """np.maximum (which propagates NaN) with +0 at the lanes holding one +0 and one -0, and those lanes."""

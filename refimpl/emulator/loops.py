@@ -42,9 +42,6 @@ from refimpl.emulator.ub import UB
 from refimpl.ir import GroupOp, Ops, Program
 
 SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE)  # WHERE: a select chain (`_select`)
-# numpy ufuncs whose `accumulate` computes a chain of the op in order; `fold` checks every step against alu's rule
-_ACCUMULATE = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.AND: np.bitwise_and,
-               Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor}
 # from this many elements per step on, one ufunc call per step beats `accumulate` along axis 0 (one inner loop per lane)
 ROW_STEPS_FROM = 256
 TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
@@ -318,14 +315,15 @@ class Folded:
 
 def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
   """acc (L, *vec) OP'd with the terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first
-  operand when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by numpy's
-  in-order ufuncs is used where alu's rule, applied to every step of it at once, agrees with it bit for bit (or calls
-  the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through alu. The levels are the
-  sequential rule's: the last step's own level, joined with every earlier step's carried through the chain."""
+  operand when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by the op's
+  numpy ufunc (alu.UFUNCS) in order is used where alu's rule, applied to every step of it at once, agrees with it
+  bit for bit (or calls the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through
+  alu. The levels are the sequential rule's: the last step's own level, joined with every earlier step's carried
+  through the chain."""
   terms = steps_first(lane_terms)
   try:
     with np.errstate(all="ignore"):
-      prefix = _select_prefix(acc, terms, acc_first) if op is Ops.WHERE else _prefix(_ACCUMULATE[op], acc, terms)
+      prefix = _select_prefix(acc, terms, acc_first) if op is Ops.WHERE else _prefix(alu.UFUNCS[op], acc, terms)
   except TypeError: prefix = None  # a numpy dtype without that loop
   if prefix is not None and prefix.dtype == terms.dtype:
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
