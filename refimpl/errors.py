@@ -35,5 +35,12 @@ class UndefinedBehavior(Exception):
     return f"uop {self.uop_index} ({op_name})" if self.uop_index is not None else op_name
 
 
+class NotTranslatable(Exception):
+  """refimpl's own limit, not the backend's failure: a program refimpl cannot translate into the backend's form (the
+  tinygrad exporter's ExportError: a uop tinygrad has no form for, an accumulator whose loop bounds come after it).
+  The suite reports what raises it as "not tested (refimpl cannot export: ...)", counted apart from passes and
+  failures; the fuzzer sets such programs aside."""
+
+
 class CompileError(Exception):
   """The backend's compiler rejected the source; the message carries its diagnostics."""

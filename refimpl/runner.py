@@ -9,6 +9,7 @@ caller needs to know a backend's internals. Runtimes are called as tinygrad's ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -19,14 +20,28 @@ from refimpl.ir.arguments import check_arguments
 from refimpl.lower import lower_for
 
 
+class Watcher(Protocol):
+  """Sees every Kernel built and run (refimpl.testing.baseline runs a porter's baseline device beside each)."""
+  def built(self, program: Program, device: str, error: Exception | None) -> None: ...
+  def ran(self, kernel: Kernel, arrays: Sequence[np.ndarray], vals: Sequence[int], outputs: list[np.ndarray] | None,
+          error: Exception | None) -> None: ...
+
+
 class Kernel:
   """A program compiled once for one device; calling it runs it on fresh buffers filled from numpy arrays."""
+  watcher: ClassVar[Watcher | None] = None  # set by the suite's --baseline only
+
   def __init__(self, program: Program, device: str | None = None):
     self.program, self.device = program, Device[device]
-    self.runnable = lower_for(program, self.device.renderer)
-    self.source = self.device.renderer.render(program.name, self.runnable)
-    self.lib = self.device.compiler.compile_cached(self.source)
-    self.prg = self.device.runtime(program.name, self.lib)
+    try:
+      self.runnable = lower_for(program, self.device.renderer)
+      self.source = self.device.renderer.render(program.name, self.runnable)
+      self.lib = self.device.compiler.compile_cached(self.source)
+      self.prg = self.device.runtime(program.name, self.lib)
+    except Exception as e:
+      if Kernel.watcher is not None: Kernel.watcher.built(program, self.device.device, e)
+      raise
+    if Kernel.watcher is not None: Kernel.watcher.built(program, self.device.device, None)
     self.last_time: float | None = None
 
   @staticmethod
@@ -34,6 +49,14 @@ class Kernel:
 
   def __call__(self, *arrays: np.ndarray, vals: Sequence[int] = ()) -> list[np.ndarray]:
     """Runs once with one array per buffer (DEFINE_GLOBAL order) and one int per DEFINE_VAR; returns every buffer after."""
+    try: outputs = self._run(arrays, vals)
+    except Exception as e:
+      if Kernel.watcher is not None: Kernel.watcher.ran(self, arrays, vals, None, e)
+      raise
+    if Kernel.watcher is not None: Kernel.watcher.ran(self, arrays, vals, outputs, None)
+    return outputs
+
+  def _run(self, arrays: Sequence[np.ndarray], vals: Sequence[int]) -> list[np.ndarray]:
     signature = self.program.signature
     check_arguments(self.program, signature, arrays, vals)
     bufs = [Buffer(self.device.device, a.size, ptr.base, initial_value=np.ascontiguousarray(a).tobytes())

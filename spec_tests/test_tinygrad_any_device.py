@@ -3,12 +3,14 @@ TINYGRAD:<module>:<Class> for a porter's. Rules:
 - a device that does not open here says why, and what to install; one that cannot compute (DISK, NPY) is refused;
 - what differs between tinygrad devices (grid or loops, locals, limits, how a program is launched) is read from the
   tinygrad device and its renderer, and refimpl's lowering obeys it (a launch over the renderer's limit is refused);
-- a dtype is supported only when a probe kernel of it renders, compiles and runs (WEBGPU's WGSL renderer has no half,
-  int64, float64: unsupported, with the reason);
-- a porter's device outside the checkout (spec_tests/third_party/my_tinygrad_device: a faithful port and one with XOR
-  rendered as OR) is judged by `python -m refimpl.conformance --backend TINYGRAD:<module>:<Class>` run from elsewhere:
+- "unsupported" is the device's own declaration: a dtype is supported exactly when tinygrad declares it
+  (is_dtype_supported), whether or not its kernels compile; a device opens only when its smallest kernel runs;
+- a porter's device outside the checkout (spec_tests/third_party/my_tinygrad_device: faithful, equivalent, and one
+  planted bug each) is judged by `python -m refimpl.conformance --backend TINYGRAD:<module>:<Class>` run from elsewhere:
   the planted difference is reported as FAIL with a reproducer, a known failure declared in an xfail file passes the
-  run, and the faithful port passes the slice tinygrad's CLANG passes; other processes open it by name (spawned workers).
+  run; against its baseline (--baseline TINYGRAD:CLANG) a port shows exactly its own differences, none for the faithful
+  and the equivalent one; a backend that does not open or a run that checks nothing exits 2 with the cause; other
+  processes open a port by name (spawned workers).
 Skipped only when tinygrad is not installed (it is in the dev extra), WEBGPU's where wgpu finds no adapter."""
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ from tinygrad.runtime.ops_python import PythonAllocator, PythonCompiler, PythonP
 THIRD_PARTY = pathlib.Path(__file__).parent / "third_party"
 MYDEV = "TINYGRAD:my_tinygrad_device.ops_mydev:MyDevice"
 PLANTED = "TINYGRAD:my_tinygrad_device.ops_mydev:PlantedDevice"
+PORT = "TINYGRAD:my_tinygrad_device.ops_mydev:{}Device"
+NOCOMPILER = PORT.format("NoCompiler")
 
 
 class SmallGridRenderer(PythonRenderer):
@@ -63,6 +67,13 @@ def test_a_tinygrad_device_that_does_not_open_says_why_and_what_to_install():
   assert unknown is not None and "CLANG" in unknown and "WEBGPU" in unknown and "<module>:<Class>" in unknown
 
 
+def test_a_device_whose_compiler_cannot_run_does_not_open_and_says_why(third_party_path):
+  """A compiler that runs a clang this machine lacks: the device does not open, naming the error (never "every dtype
+  unsupported")."""
+  why = Device.open_error(NOCOMPILER)
+  assert why is not None and "cannot run a kernel" in why and "FileNotFoundError" in why and "clang-not-installed-here" in why
+
+
 def test_a_tinygrad_device_without_a_renderer_and_runtime_is_not_tested():
   why = Device.open_error("TINYGRAD:NPY")
   assert why is not None and "not a compute device" in why
@@ -89,13 +100,21 @@ def test_a_renderer_without_a_grid_gets_loops_and_a_launch_without_grid_argument
   assert takes_grid(PythonProgram.__call__)
 
 
-def test_webgpu_refuses_the_dtypes_its_wgsl_renderer_cannot_render():
+def test_a_dtype_is_supported_exactly_when_tinygrad_declares_it():
+  """tinygrad's is_dtype_supported is the device's declaration: WEBGPU declares 8 dtypes (not half, int64, float64),
+  CLANG refuses bfloat16; int8, which WEBGPU declares, stays supported even where its shaders do not compile (that is
+  a failure of the device, not "unsupported"); fp8 does not exist in tinygrad 0.10.1."""
+  clang = Device["TINYGRAD:CLANG"]
+  assert not clang.supports_dtype(dtypes.bfloat16)
+  assert "declares it unsupported on CLANG" in clang.unsupported_reasons[dtypes.bfloat16]
+  assert clang.supports_dtype(dtypes.float16) and not clang.supports_dtype(dtypes.fp8e4m3)
   why = Device.open_error("TINYGRAD:WEBGPU")
   if why is not None: pytest.skip(f"TINYGRAD:WEBGPU does not open here: {why}")
   dev = Device["TINYGRAD:WEBGPU"]
   for dt in (dtypes.float16, dtypes.int64, dtypes.float64):
-    assert not dev.supports_dtype(dt) and "KeyError" in dev.unsupported_reasons[dt]
-  assert dev.supports_dtype(dtypes.float32) and dev.renderer.global_max == (65535, 65535, 65535)
+    assert not dev.supports_dtype(dt) and "declares it unsupported on WEBGPU" in dev.unsupported_reasons[dt]
+  assert dev.supports_dtype(dtypes.int8) and dev.supports_dtype(dtypes.float32)
+  assert dev.renderer.global_max == (65535, 65535, 65535)
   got = eval_op(Ops.ADD, np.array([1.5, -2], np.float32), np.array([0.25, 2], np.float32), device="TINYGRAD:WEBGPU")
   assert got.tolist() == [1.75, 0.0]
 
@@ -151,3 +170,72 @@ def test_a_porters_tinygrad_device_is_judged_from_outside_the_checkout(tmp_path)
   (tmp_path / "known.txt").write_text("# XOR is rendered as OR, to be fixed\n*PlantedDevice-XOR-*\n*threefry*PlantedDevice*\n")
   res = _conformance(tmp_path, "--backend", PLANTED, "--xfail-file", "known.txt")
   assert res.returncode == 0 and " xfailed" in res.stdout, res.stdout[-3000:]
+
+
+def _run(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(THIRD_PARTY), *filter(None, [os.environ.get("PYTHONPATH")])])}
+  return subprocess.run([sys.executable, "-m", "refimpl.conformance", "--quick", *args], capture_output=True, text=True,
+                        timeout=1500, cwd=tmp_path, env=env)
+
+
+@pytest.mark.parametrize("args, cause", [
+  (("--backend", "TINYGRAD:tg_ext_x:NoClangDevice"), "No module named 'tg_ext_x'"),
+  (("--backend", NOCOMPILER, "--only", "*ADD*"), "FileNotFoundError"),
+  (("--backend", MYDEV, "--baseline", "TINYGRAD:tg_ext_x:NoClangDevice"), "--baseline TINYGRAD:tg_ext_x:NoClangDevice"),
+  (("--backend", MYDEV, "--only", "NO-SUCH-CASE*"), "no test selected"),
+  (("--backend", MYDEV, "--only", "*-bf16"), "tests skipped, e.g."),  # tinygrad declares bfloat16 unsupported on a C device
+], ids=["misspelled-module", "no-compiler", "misspelled-baseline", "empty-slice", "all-skipped"])
+def test_a_backend_that_does_not_open_or_a_run_that_checks_nothing_exits_2_with_the_cause(tmp_path, args, cause):
+  res = _run(tmp_path, *args)
+  assert res.returncode == 2, res.stdout[-3000:] + res.stderr[-2000:]
+  assert cause in res.stdout + res.stderr
+
+
+def test_a_faithful_port_judged_against_its_baseline_differs_in_nothing(tmp_path):
+  """The whole suite, MyDevice against tinygrad's CLANG: every kernel run on both with the same inputs, no difference;
+  what tinygrad's CLANG fails, MyDevice fails the same way (as baseline), and refimpl's own export limits are "not
+  tested", not failures. Exit 0."""
+  res = _run(tmp_path, "--backend", MYDEV, "--baseline", "TINYGRAD:CLANG", "--report", "r/mydev.html")
+  assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+  assert f"{MYDEV}: 0 differences from the baseline TINYGRAD:CLANG" in res.stdout
+  doc = json.loads((tmp_path / "r" / "mydev.json").read_text())
+  statuses = {s for _, _, s, _ in doc["results"]}
+  assert "fail" not in statuses and {"pass", "baseline", "unsupported"} <= statuses
+  assert "0 op cells differ from it (FAIL)" in (tmp_path / "r" / "mydev.md").read_text()
+
+
+# the tests each planted bug fails that tinygrad's CLANG does not (docs/porting.md, section 11)
+SLICE_FOR_BASELINE = ["*-XOR-*", "*-CMPNE-*", "*threefry*", "*vector*", "*constants_render*", "*-MUL-f32*"]
+DIFFERENCES = {
+  "Equivalent": set(),
+  "Planted": {"test_threefry_matches_the_random123_known_answers"} |
+             {f"test_backend_matches_the_spec_on_{w}-XOR-{d}" for w in ("the_sweep", "hypothesis_examples")
+              for d in ("bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")},
+  "ShortLiteral": {"test_constants_render_exactly-float32"},
+  "Renamed": {"test_vectors_load_compute_shuffle_and_store",
+              "test_backend_matches_the_emulator_on_hand_written_programs-vectors"},
+}
+
+
+def _failed(stdout: str, device: str) -> set[str]:
+  """The failed tests of `device` in a run's short summary, as name-param (the device left out)."""
+  out = set()
+  for line in stdout.splitlines():
+    if not line.startswith("FAILED") or (device + "]" not in line and device + "-" not in line): continue
+    name, _, param = line.split("::")[-1].split(" ")[0].rstrip("]").partition("[")
+    rest = param.replace(device, "").strip("-")
+    out.add(f"{name}-{rest}" if rest else name)
+  return out
+
+
+def test_each_planted_bug_shows_as_exactly_its_differences_from_the_baseline(tmp_path):
+  """Ports of tinygrad's CLANG with one bug each, on the slice where the bugs show: against --baseline TINYGRAD:CLANG
+  the failing tests are exactly each bug's (the failures the baseline shares pass the run as expected failures);
+  the equivalent port (other C, the same results) has none."""
+  devices = [PORT.format(k) for k in DIFFERENCES]
+  only = [x for p in SLICE_FOR_BASELINE for x in ("--only", p)]
+  res = _run(tmp_path, *[x for d in devices for x in ("--backend", d)], "--baseline", "TINYGRAD:CLANG", *only, "-n", "2")
+  assert res.returncode == 1, res.stdout[-4000:] + res.stderr[-2000:]
+  for kind, expected in DIFFERENCES.items():
+    assert _failed(res.stdout, PORT.format(kind)) == expected, kind
+    assert f"{PORT.format(kind)}: {len(expected)} difference" in res.stdout

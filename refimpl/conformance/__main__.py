@@ -1,14 +1,22 @@
 """python -m refimpl.conformance: run the packaged conformance suite on backends and write the report.
 
-  python -m refimpl.conformance [--backend NAME|module:Class ...] [--report PATH.html] [--quick] [-n N]
-                                [--xfail PATTERN ...] [--xfail-file FILE] [--only PATTERN ...] [--skip PATTERN ...]
+  python -m refimpl.conformance [--backend NAME|module:Class ...] [--baseline NAME] [--report PATH.html] [--quick]
+                                [-n N] [--xfail PATTERN ...] [--xfail-file FILE] [--only PATTERN ...] [--skip PATTERN ...]
                                 [-- extra pytest arguments]
 
 Without --backend, every device that opens here is tested (refimpl's own: CLANG, LLVM, GPU, PYTHON). The report is
 written as PATH (HTML) and beside it as markdown (default: conformance-report.html). --quick draws 30 hypothesis examples
 per property instead of 200 (the `dev` profile), which makes the run a few minutes on 2 cores. It prints, per backend,
-how many op cases pass, FAIL, are unsupported or relaxed. Exit status: pytest's (0 when everything passed or was declared
-a known failure with --xfail).
+how many op cases pass, FAIL, are unsupported or relaxed.
+
+--baseline NAME judges the backends against the device they derive from (a port of tinygrad's CLANG: --baseline
+TINYGRAD:CLANG): every kernel is run on both with the same inputs, and only what differs fails; a failure the baseline
+shares on the same lanes is reported "as on the baseline" (refimpl.testing.baseline). The summary counts the
+differences.
+
+Exit status: 0 when everything passed (or was declared a known failure with --xfail, or fails as on the baseline); 1
+when a test failed; 2 when a named backend or the baseline does not open (a missing module, a compiler that cannot
+run) or a named backend had nothing checked (every test deselected or skipped), with the cause.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from typing import NoReturn
 def parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(prog="python -m refimpl.conformance", description=__doc__.split("\n")[0])
   ap.add_argument("--backend", action="append", default=[], help="a device name or module:Class (repeat or comma-separate)")
+  ap.add_argument("--baseline", metavar="NAME", help="judge against this device: only differences from it fail")
   ap.add_argument("--report", type=Path, default=Path("conformance-report.html"), help="the HTML report (markdown beside)")
   ap.add_argument("--quick", action="store_true", help="30 hypothesis examples per property instead of 200")
   ap.add_argument("-n", dest="workers", default=None, help="pytest-xdist worker processes (e.g. auto)")
@@ -37,6 +46,7 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
   out = ["--pyargs", "refimpl.conformance", "-q", "-p", "no:cacheprovider", "-W", "ignore:Non-empty compiler output",
          "--conformance-report", str(args.report.with_suffix(".md"))]
   for b in args.backend: out += ["--backend", b]
+  if args.baseline: out += ["--baseline", args.baseline]
   for opt in ("xfail", "only", "skip"):
     for pattern in getattr(args, opt): out += [f"--{opt}", pattern]
   if args.xfail_file: out += ["--xfail-file", args.xfail_file]

@@ -1,8 +1,8 @@
 """The fuzzer's command line (see refimpl/fuzz/__init__.py):
 
   python -m refimpl.fuzz [--time S] [--iterations N] [--seed S] [--backend NAME|module:Class ...] [--jobs J]
-                         [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--reduce-time S]
-                         [--reduce-candidates N]
+                         [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--no-recheck]
+                         [--reduce-time S] [--reduce-candidates N]
                          [--max-steps N] [--mode random|tinygrad|corpus|mix] [--cluster local|local:N|ADDRESS|FILE]
   python -m refimpl.fuzz replay FILE... [--backend NAME ...]
   python -m refimpl.fuzz merge DIR... --out DIR
@@ -65,6 +65,8 @@ def campaign_parser() -> argparse.ArgumentParser:
   ap.add_argument("--compile-timeout", type=_positive(float), default=60.0,
                   help="seconds a compile (a batch, then one kernel) may take before it is a hang")
   ap.add_argument("--no-reduce", action="store_true", help="save findings as found, without reducing them")
+  ap.add_argument("--no-recheck", action="store_true",
+                  help="count findings without replaying each alone in a fresh process first (docs/fuzzing.md)")
   ap.add_argument("--reduce-time", type=_positive(float), default=60.0,
                   help="seconds of reduction per finding at most (default 60)")
   ap.add_argument("--reduce-candidates", type=_positive(int), default=MAX_CANDIDATES,
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config(seed=args.seed, iterations=args.iterations, time=args.time, backends=_backends(args.backend),
                  jobs=args.jobs, out=args.out, shard=args.shard, quiet=args.quiet, batch=args.batch, timeout=args.timeout,
                  compile_timeout=args.compile_timeout,
-                 reduce=not args.no_reduce, reduce_time=args.reduce_time,
+                 reduce=not args.no_reduce, recheck=not args.no_recheck, reduce_time=args.reduce_time,
                  reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode,
                  cluster=args.cluster)
     summary = run_campaign(cfg)

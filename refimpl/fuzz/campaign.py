@@ -57,6 +57,7 @@ from refimpl.fuzz.isolate import (
   WorkerFailed,
   after_loss,
 )
+from refimpl.fuzz.recheck import CONFIRMED, NOT_REPRODUCED, Rechecks, Verdict
 from refimpl.fuzz.reduce import MAX_CANDIDATES, Reducer, same_failure
 
 SHARED_PHASES = ("generate", "emulate")                                  # once per program, whatever the backends
@@ -102,6 +103,7 @@ class Config:
   max_steps: int = 24
   mode: str = "mix"                       # generation mode: random, tinygrad, corpus, or mix (generate.MODES, MIX)
   cluster: str | None = None              # a Dask cluster (cluster.py: local, local:N, address, scheduler file)
+  recheck: bool = True                    # replay each new finding in a fresh process before it counts (recheck.py)
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Record:
   new: bool = True
   reduce_s: float = 0.0     # seconds from the reduction's first batch to its end
   candidates: int = 0       # reduction candidates proposed
+  recheck: str = ""         # the fresh-process replay's verdict (recheck.py), "" until it ends
 
 
 class Reduction:
@@ -162,6 +165,7 @@ class Summary:
   coverage: set = field(default_factory=set)
   keys: tuple[list[str], list[str]] = ([], [])
   findings: list[Record] = field(default_factory=list)
+  unconfirmed: list[Record] = field(default_factory=list)  # passed when replayed alone (recheck.py): not counted
   occurrences: int = 0
   errors: list[str] = field(default_factory=list)
   unavailable: dict[str, str] = field(default_factory=dict)
@@ -231,7 +235,12 @@ class Summary:
       f = r.finding
       size = f"{len(f.case.program.uops)} uops" + (f", reduced from {f.uops_before} in {r.reduce_s:.0f} s ({r.candidates} "
                                                    "candidates)" if f.reduced else ", not reduced")
-      out.append(f"  {f.signature}  ({size}, seen {f.seen})  {r.path}")
+      rechecked = f", {r.recheck} in a fresh process" if r.recheck and r.recheck != CONFIRMED else ""
+      out.append(f"  {f.signature}  ({size}, seen {f.seen}{rechecked})  {r.path}")
+    if self.unconfirmed:
+      out.append(f"not counted: {len(self.unconfirmed)} finding(s) that passed when replayed alone in a fresh process (a "
+                 "bug in refimpl's harness or in the device's state handling, not the backend breaking the spec):")
+      out += [f"  {r.finding.signature}  {r.path}" for r in self.unconfirmed]
     for e in self.errors[:5]: out.append(f"internal error: {e.strip().splitlines()[-1]}")
     out.append(f"exit status {self.exit_code}")
     return "\n".join(out)
@@ -304,6 +313,8 @@ class Campaign:
     self.summary = Summary(cfg, backends={n: BackendStats() for n in self.names}, unavailable=bad,
                            keys=all_keys(self.profile))
     self.known: dict[Signature, Record] = {}
+    self.rechecks = Rechecks(cfg.out, cfg.timeout) if cfg.recheck else None
+    self.dismissed: set[Signature] = set()  # signatures a fresh-process replay did not reproduce (on_recheck)
     self.alias: dict[Signature, Signature] = {}
     for path in sorted(Path(cfg.out).glob("*.json")) if Path(cfg.out).is_dir() else []:
       f = load_finding(path)  # CaseFormatError names the file
@@ -382,11 +393,15 @@ class Campaign:
         for ev in pool.poll(0.05):
           if DEBUG: print(f"[{time.perf_counter() - start:7.2f}] {_brief(ev)}", file=sys.stderr)
           self.handle(ev)
+        for verdict in self.rechecks.poll() if self.rechecks is not None else []: self.on_recheck(verdict)
         self.show(time.perf_counter() - start)
       if self.interrupted: how = "interrupted (Ctrl-C)"
     finally:
       for red in list(self.reductions): self.finish(red)
       if pool is not None: pool.close()
+      if self.rechecks is not None and not self.interrupted:
+        if self.rechecks.pending: self.progress.message(f"re-checking {len(self.rechecks.pending)} finding(s) in fresh processes")
+        for verdict in self.rechecks.wait(): self.on_recheck(verdict)
       for rec in self.known.values():  # the files of this run's findings learn how often each was seen
         if rec.new and rec.path.exists(): save_finding(self.cfg.out, rec.finding, rec.path.stem)
       self.progress.close()
@@ -480,12 +495,16 @@ class Campaign:
       self.new_finding(r, {"seed": self.cfg.seed, "index": i})
 
   def new_finding(self, r: Result, found: dict) -> None:
+    pre = signature(r.backend, r.op or "-", r.kind)
+    if self.alias.get(pre, pre) in self.dismissed:  # its first case passed alone in a fresh process: not counted
+      b = self.summary.backends.get(r.backend)
+      if b is not None: b.findings -= 1
+      return
     self.summary.occurrences += 1
     case = r.case
     if case is None:  # the worker died on a generated program: make it again (it is a function of seed and index)
       gen = make_program(found["seed"], found["index"], self.profile)
       case = Case(gen.program, gen.inputs(), gen.vals)
-    pre = signature(r.backend, r.op or "-", r.kind)
     sig = self.alias.get(pre, pre)
     if sig in self.known:
       self.known[sig].finding.seen += 1
@@ -495,11 +514,32 @@ class Campaign:
     rec = Record(f, save_finding(self.cfg.out, f), r.op or "-", reducing=self.cfg.reduce)
     self.known[pre] = rec
     self.progress.message(f"found {pre}: {r.detail.splitlines()[0][:160] if r.detail else ''} -> {rec.path}")
+    if self.rechecks is not None: self.rechecks.start(rec, f, rec.path.stem)
     if self.cfg.reduce:
       red = Reduction(next(self.rids), rec, r, self.cfg.reduce_time, self.cfg.reduce_candidates)
       self.reductions.append(red)
       self.start_batch(red)
     else: rec.reducing = False
+
+  def on_recheck(self, verdict: Verdict) -> None:
+    """A fresh-process replay ended (recheck.py): a finding it does not reproduce stops counting and moves to
+    <out>/unconfirmed/."""
+    rec: Record = verdict.key
+    rec.recheck = verdict.outcome
+    if verdict.outcome != NOT_REPRODUCED: return
+    for red in [r for r in self.reductions if r.rec is rec]: self.finish(red)
+    f = rec.finding
+    f.detail = (f"{f.detail}\n\nNOT REPRODUCED when replayed alone in a fresh process ({verdict.output}): state left by "
+                "earlier programs in the campaign's worker, a bug in refimpl's harness or the device's state handling")
+    remove_finding(rec.path)
+    rec.path = save_finding(Path(self.cfg.out) / "unconfirmed", f, rec.path.stem)
+    self.dismissed |= {sig for sig, r in self.known.items() if r is rec} | {f.signature}
+    self.known = {sig: r for sig, r in self.known.items() if r is not rec}
+    self.summary.occurrences -= f.seen
+    self.summary.unconfirmed.append(rec)
+    b = self.summary.backends.get(f.signature.backend)
+    if b is not None: b.findings -= f.seen
+    self.progress.message(f"{f.signature} not reproduced in a fresh process: not counted, moved to {rec.path}")
 
   # ***** reductions *****
   def start_batch(self, red: Reduction) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.case import Case, Prepared, culprit, op_key, prepare, probe
 from refimpl.fuzz.execute import UNSUPPORTED, BackendRef, build, open_backends, run
 from refimpl.fuzz.expect import Tally
@@ -36,6 +37,7 @@ from refimpl.fuzz.generate import Profile, coverage_keys, make_program
 
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"
 EMULATOR = "PYTHON"
+REFIMPL_ERROR = "refimpl-error"  # refimpl contradicting itself on a backend's run: a bug in refimpl, not in the backend
 DEFAULT_LIMITS = {"generate": 120.0, "compile": 60.0, "run": 10.0, "probe": 120.0}
 # set in a campaign's workers unless already set: PoCL's kernel cache would keep every fuzz kernel (all new) on disk
 CAMPAIGN_ENV = {"POCL_KERNEL_CACHE": "0"}
@@ -182,6 +184,9 @@ def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict,
   send(Phase(item.key, name, "run"))
   t0 = time.perf_counter()
   try: got = run(b.kernel, case.inputs, case.vals)
+  except UndefinedBehavior as e:  # refimpl's own check at launch (a TINYGRAD device's) contradicts the case's emulation
+    why = f"refimpl's undefined-behaviour check at the launch on {name} contradicts its emulation of the same case: {e}"
+    return Result(item.key, name, FINDING, REFIMPL_ERROR, why, "", case, cov, t)
   except Exception as e: return Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t)
   t1 = time.perf_counter()
   mismatch, tally = prep.expected.check(case.program, got)

@@ -3,7 +3,12 @@
   --backend NAME[,NAME]     run the differential tests on these devices (repeatable); default: every device that opens
   --backend module:Class    a third-party Compiled subclass (registered under its `device_name`, else its class name
                             without a "Device" suffix, upper-cased); installed backends are also discovered through the
-                            `refimpl.backends` entry-point group
+                            `refimpl.backends` entry-point group. A backend named here that does not open, or on which
+                            no test checks anything (all deselected or skipped), ends the run with exit status 2 and
+                            the cause; without --backend, devices that do not open are listed as not tested
+  --baseline NAME           judge the backends against the device they derive from (refimpl.testing.baseline): a
+                            failure the baseline shows on the same inputs is reported "as on the baseline" (an
+                            expected failure), and the summary counts the differences
   --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported / relaxed (an op the
                             device declares inexact, Renderer.inexact_ops), as markdown (PATH), HTML (PATH with .html: an
                             op x dtype grid per backend) and JSON (PATH with .json: the data, read by other reports)
@@ -14,7 +19,9 @@
                             e.g. "MY-IDIV-i8", "*-IDIV-*", "*-f16*", or its name. EXPECTATIONS takes the same in Python.
 
 Tests take the `backend` fixture (parametrized over the selected devices that open) and the `conformance` fixture (the
-session's recorder). Devices that do not open are reported once, after collection and in the summary, never as one skip
+session's recorder). A test that raises refimpl.errors.NotTranslatable (a program refimpl cannot export to the device)
+is "not tested (refimpl cannot export: ...)": skipped and counted apart, never the device's failure. Devices that do
+not open are reported once, after collection and in the summary, never as one skip
 per test. pytest loads this plugin through refimpl's `pytest11` entry point; it does nothing (opens no device) in a run
 that has no test taking `backend`. Hypothesis profiles `ci` (200 examples), `dev` (30), `thorough` (5000) and `flush`
 (10000, for bug hunts: docs/architecture.md, "Flushing out") are registered here; the suites' conftest files load
@@ -33,7 +40,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from refimpl.device import ALL_DEVICES, Device, load_object
+from refimpl.errors import NotTranslatable
+from refimpl.runner import Kernel
 from refimpl.testing import report_html as rh
+from refimpl.testing.baseline import BaselineWatcher
 from refimpl.testing.report_html import STATUSES
 
 _THIRD_PARTY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -61,6 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group = parser.getgroup("refimpl", "refimpl spec suite")
   group.addoption("--backend", action="append", default=[], metavar="NAME[,NAME]|module:Class",
                   help="devices to test (default: every device that opens here)")
+  group.addoption("--baseline", default=None, metavar="NAME|module:Class",
+                  help="judge the backends against this device: only failures it does not share are differences")
   group.addoption("--conformance-report", default=None, metavar="PATH", help="write the op x dtype x backend report here")
   group.addoption("--xfail", action="append", default=[], metavar="PATTERN", help="tests expected to fail (known failures)")
   group.addoption("--xfail-file", default=None, metavar="FILE", help="known failures, one pattern per line")
@@ -122,12 +134,12 @@ class Selection:
 def select_backends(requested: list[str]) -> Selection:
   """The requested devices (or all known ones), split into those that open and those that do not (with the reason)."""
   names: list[str] = []
+  selection = Selection([], {})
   for item in (s.strip() for opt in requested for s in opt.split(",")):
     if not item: continue
-    if _THIRD_PARTY.match(item) and "." in item.split(":")[0]: names.append(register_third_party(item))
-    else: names.append(item.upper() if item.count(":") < 2 else Device.canonicalize(item))  # KIND:module:Class keeps its case
-  if not names: names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
-  selection = Selection([], {})
+    try: names.append(select_name(item))
+    except Exception as e: selection.unavailable[item] = f"{item}: cannot import it: {type(e).__name__}: {e}"
+  if not names and not selection.unavailable: names = ALL_DEVICES + [d for d in Device._devices if d not in ALL_DEVICES]
   for name in names:
     reason = Device.open_error(name)
     if reason is None: selection.available.append(Device.canonicalize(name))
@@ -139,24 +151,51 @@ class Conformance:
   """What each (backend, case) did: pass, fail (with the first reproducer), or unsupported (with why)."""
   results: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
   examples: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+  inherited: set[tuple[str, str]] = field(default_factory=set)  # cells with a failing test the --baseline shares
+  differing: set[tuple[str, str]] = field(default_factory=set)  # cells with a failing test it does not
+  baseline: str | None = None
 
   def record(self, backend: str, case: str, status: str, detail: str = "", examples: int = 0) -> None:
     previous = self.results.get((backend, case))
     if previous is None or previous[0] == "pass" or status == "fail": self.results[(backend, case)] = (status, detail)
     self.examples[backend] += examples
 
+  def status(self, backend: str, case: str) -> str:
+    """The cell's status: a failure every failing test of which the baseline shares is "baseline"."""
+    status = self.results[(backend, case)][0]
+    if status == "fail" and (backend, case) in self.inherited and (backend, case) not in self.differing: return "baseline"
+    return status
+
+  def cells(self) -> dict[tuple[str, str], tuple[str, str]]:
+    """(backend, case) -> (status, detail), with status() applied."""
+    return {(b, c): (self.status(b, c), d) for (b, c), (_, d) in self.results.items()}
+
+  def headline(self) -> str:
+    """The baseline sentence of the report ("" without --baseline)."""
+    if self.baseline is None: return ""
+    cells = self.cells()
+    differ = sum(1 for s, _ in cells.values() if s == "fail")
+    shared = sum(1 for s, _ in cells.values() if s == "baseline")
+    return (f"Judged against the baseline {self.baseline}: {differ} op cell{'s' * (differ != 1)} differ from it (FAIL), "
+            f"{shared} fail as on the baseline.")
+
   def markdown(self) -> str:
     backends = sorted({b for b, _ in self.results})
     cases = sorted({c for _, c in self.results})
-    marks = {"pass": "pass", "fail": "**FAIL**", "unsupported": "unsupported", "relaxed": "relaxed"}
+    cells = self.cells()
+    marks = {"pass": "pass", "fail": "**FAIL**", "unsupported": "unsupported", "relaxed": "relaxed",
+             "baseline": "as baseline", "untested": "not tested"}
     lines = ["# refimpl conformance report", "", f"Backends: {', '.join(backends)}. Lanes checked: " +
              ", ".join(f"{b} {self.examples[b]:,}" for b in backends) + ".", "",
+             *([self.headline(), ""] if self.baseline else []),
              "| case | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
     for case in cases:
-      cells = [marks.get(self.results.get((b, case), ("", ""))[0], "") for b in backends]
-      lines.append(f"| {case} | " + " | ".join(cells) + " |")
-    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)")):
-      found = [(b, c, d) for (b, c), (s, d) in sorted(self.results.items()) if s == status]
+      row = [marks.get(cells.get((b, case), ("", ""))[0], "") for b in backends]
+      lines.append(f"| {case} | " + " | ".join(row) + " |")
+    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)"),
+                          ("baseline", "Failures as on the baseline"), ("untested", "Not tested (refimpl cannot export)")):
+      found = [(b, c, d) for (b, c), (s, d) in sorted(cells.items()) if s == status]
+      if not found and status in ("baseline", "untested"): continue
       lines += ["", f"## {title} ({len(found)})", ""]
       for backend, case, detail in found: lines += [f"### {backend} {case}", "", "```text", detail, "```", ""]
     return "\n".join(lines) + "\n"
@@ -165,32 +204,42 @@ class Conformance:
     """The report as one self-contained page (refimpl.testing.report_html): per-backend counts, then per backend the op x
     dtype grid and the CAST / BITCAST grids coloured by status, each FAIL or relaxed cell linked to its reproducer."""
     backends = sorted({b for b, _ in self.results})
+    cells = self.cells()
+    shown = tuple(s for s in STATUSES if s in STATUSES[:4] or any(v == s for v, _ in cells.values()))
     def count_cell(backend: str, status: str) -> str:
-      n = sum(1 for (b, _), (s, _) in self.results.items() if b == backend and s == status)
+      n = sum(1 for (b, _), (s, _) in cells.items() if b == backend and s == status)
       return f"<td class={status if n else 'zero'}>{n}</td>"
-    counts = "".join(f"<tr><th><a href='#b-{anchor(b)}'>{rh.esc(b)}</a></th>{''.join(count_cell(b, s) for s in STATUSES)}"
+    counts = "".join(f"<tr><th><a href='#b-{anchor(b)}'>{rh.esc(b)}</a></th>{''.join(count_cell(b, s) for s in shown)}"
                      f"<td>{self.examples[b]:,}</td></tr>" for b in backends)
     parts = ["<h1>refimpl conformance report</h1>",
              f"<p>Backends: {rh.esc(', '.join(backends))}. Each cell of a grid is one op on one dtype (or one conversion) "
              "checked against the spec: sweeps of edge and random values and hypothesis examples.</p>",
-             "<table><thead><tr><th>backend</th>" + "".join(f"<th class={s}>{rh.LABELS[s]}</th>" for s in STATUSES) +
-             f"<th>lanes checked</th></tr></thead><tbody>{counts}</tbody></table>", rh.legend()]
+             *([f"<p><b>{rh.esc(self.headline())}</b></p>"] if self.baseline else []),
+             "<table><thead><tr><th>backend</th>" + "".join(f"<th class={s}>{rh.LABELS[s]}</th>" for s in shown) +
+             f"<th>lanes checked</th></tr></thead><tbody>{counts}</tbody></table>", rh.legend(shown)]
     for b in backends:
-      statuses = {c: s for (bb, c), (s, _) in self.results.items() if bb == b}
+      statuses = {c: s for (bb, c), (s, _) in cells.items() if bb == b}
       parts += [f"<h2 id='b-{anchor(b)}'>{rh.esc(b)}</h2>", rh.grids(statuses, lambda c, b=b: f"#{anchor(b, c)}")]
-    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)")):
-      found = [(b, c, d) for (b, c), (s, d) in sorted(self.results.items()) if s == status]
+    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)"),
+                          ("baseline", "Failures as on the baseline"), ("untested", "Not tested (refimpl cannot export)")):
+      found = [(b, c, d) for (b, c), (s, d) in sorted(cells.items()) if s == status]
+      if not found and status in ("baseline", "untested"): continue
       parts.append(f"<h2>{title} ({len(found)})</h2>")
       parts += [f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}</h3><pre>{rh.esc(d)}</pre>" for b, c, d in found]
     return rh.page("refimpl conformance", "\n".join(parts))
 
   def to_json(self) -> dict:
-    return {"results": [[b, c, s, d] for (b, c), (s, d) in self.results.items()], "examples": dict(self.examples)}
+    """The data: with --baseline, a cell's status is status()'s, and the raw sets travel too (for merge)."""
+    return {"results": [[b, c, s, d] for (b, c), (s, d) in self.cells().items()], "examples": dict(self.examples),
+            "baseline": self.baseline, "inherited": sorted(self.inherited), "differing": sorted(self.differing)}
 
   def merge(self, doc: dict) -> None:
     """Adds another process's results (a pytest-xdist worker's `to_json`), by the same rule as `record`."""
-    for backend, case, status, detail in doc["results"]: self.record(backend, case, status, detail)
+    for backend, case, status, detail in doc["results"]:
+      self.record(backend, case, "fail" if status == "baseline" else status, detail)
     for backend, n in doc["examples"].items(): self.examples[backend] += n
+    self.inherited |= {tuple(x) for x in doc.get("inherited", ())}
+    self.differing |= {tuple(x) for x in doc.get("differing", ())}
 
 
 def anchor(backend: str, case: str = "") -> str:
@@ -217,6 +266,35 @@ def pytest_configure(config: pytest.Config) -> None:
                                                         reason=f"declared in {config.getoption('xfail_file')}")
   EXPECTATIONS.only(*config.getoption("only"))
   EXPECTATIONS.skip(*config.getoption("skip"))
+  if config.getoption("backend") or config.getoption("baseline"): _open_named_devices(config)
+
+def _refuse(config: pytest.Config, message: str) -> None:
+  """Ends the run with exit status 2 and the cause (a pytest-xdist worker leaves that to the controller)."""
+  if hasattr(config, "workerinput"): raise pytest.UsageError(message)
+  pytest.exit(f"refimpl: {message}", returncode=2)
+
+def _open_named_devices(config: pytest.Config) -> None:
+  """A device named with --backend or --baseline must open: one that does not is the run's error (exit 2), never a
+  silent skip. With --baseline, every kernel of a backend test is also run on the baseline (BaselineWatcher)."""
+  selection = selection_of(config)
+  if selection.unavailable:
+    _refuse(config, "; ".join(f"--backend {name} does not open: {why}" for name, why in selection.unavailable.items()))
+  baseline = config.getoption("baseline")
+  if baseline is None: return
+  try:
+    name = select_name(baseline)
+    why = Device.open_error(name)
+  except Exception as e: why = f"{type(e).__name__}: {e}"
+  if why is not None: _refuse(config, f"--baseline {baseline} does not open: {why}")
+  name = Device.canonicalize(name)
+  if name in selection.available: _refuse(config, f"--baseline {name} is also a --backend: a device is not its own baseline")
+  _CONFORMANCE.baseline = name
+  Kernel.watcher = BaselineWatcher(name)
+
+def select_name(item: str) -> str:
+  """A --backend / --baseline item as a device name (a module:Class is registered first)."""
+  if _THIRD_PARTY.match(item) and "." in item.split(":")[0]: return register_third_party(item)
+  return item.upper() if item.count(":") < 2 else Device.canonicalize(item)  # KIND:module:Class keeps its case
 
 def selection_of(config: pytest.Config) -> Selection:
   """The backends under test, chosen (and opened) the first time a test asks for the `backend` fixture."""
@@ -225,7 +303,8 @@ def selection_of(config: pytest.Config) -> Selection:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
   """Applies EXPECTATIONS to the backend tests: --only / --skip deselect, --xfail marks expected failures;
-  --backend-tests-only deselects every other test; --properties-only every test but hypothesis ones with no backend."""
+  --backend-tests-only deselects every other test; --properties-only every test but hypothesis ones with no backend.
+  Each backend test carries its backend as a user property (the controller's tally reads it)."""
   keep, dropped = [], []
   backend_only, properties_only = config.getoption("backend_tests_only"), config.getoption("properties_only")
   for name in getattr(config, "_refimpl_selection", Selection([], {})).available:  # a device's own declared failures
@@ -239,20 +318,108 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       dropped.append(item)
       continue
     keep.append(item)
+    if backend_test and hasattr(item, "callspec"): item.user_properties.append((_BACKEND, item.callspec.params["backend"]))
     reason = EXPECTATIONS.xfail_reason(item) if backend_test else None
     if reason is not None: item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
   if dropped:
     config.hook.pytest_deselected(items=dropped)
     items[:] = keep
 
+_BACKEND, _VERDICT = "refimpl_backend", "refimpl_verdict"
+
+def _backend_of(item: pytest.Item) -> str | None:
+  callspec = getattr(item, "callspec", None)
+  return callspec.params.get("backend") if callspec is not None else None
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+  """With --baseline: the watcher compares this test's kernels on its backend with the baseline's."""
+  backend = _backend_of(item)
+  watcher = Kernel.watcher
+  if isinstance(watcher, BaselineWatcher) and backend is not None: watcher.start(backend)
+  yield
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+  """A NotTranslatable is "not tested (refimpl cannot export)"; with --baseline, a failure the baseline shares on the
+  same inputs is "as on the baseline" (an expected failure), one it does not share carries the differences."""
+  report = (yield).get_result()
+  backend = _backend_of(item)
+  if call.when != "call" or backend is None: return
+  case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+  cell = (backend, case.id) if hasattr(case, "id") else None
+  if call.excinfo is not None and call.excinfo.errisinstance(NotTranslatable) and report.failed:
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, f"not tested (refimpl cannot export: {call.excinfo.value})")
+    report.user_properties.append((_VERDICT, "untested"))
+    if cell is not None: _CONFORMANCE.record(*cell, "untested", f"refimpl cannot export: {call.excinfo.value}")
+    return
+  watcher = Kernel.watcher
+  if not isinstance(watcher, BaselineWatcher) or watcher.current is None: return
+  comparison = watcher.stop()
+  if not report.failed or comparison is None: return
+  if comparison.compared and not comparison.differences:
+    report.outcome = "skipped"
+    report.wasxfail = f"fails as on the baseline {watcher.baseline} (the same results on the same inputs)"
+    report.user_properties.append((_VERDICT, "baseline"))
+    if cell is not None: _CONFORMANCE.inherited.add(cell)
+    return
+  why = "\n".join(comparison.differences) or "not compared: the test failed before any kernel ran on the device"
+  report.sections.append((f"refimpl: differences from the baseline {watcher.baseline}", why))
+  report.user_properties.append((_VERDICT, "difference"))
+  if cell is not None: _CONFORMANCE.differing.add(cell)
+
+@dataclass
+class Tally:
+  """What the backend tests of one backend did (counted by the controller, from every worker's reports)."""
+  selected: int = 0
+  ran: int = 0        # passed, failed or an expected failure: the test checked something
+  skipped: list[str] = field(default_factory=list)  # why, per skipped test
+  verdicts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+_TALLY: dict[str, Tally] = defaultdict(Tally)
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+  props = dict(report.user_properties)
+  backend = props.get(_BACKEND)
+  if backend is None: return
+  tally = _TALLY[backend]
+  if report.when == "setup": tally.selected += 1
+  if report.skipped and not hasattr(report, "wasxfail"):
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    tally.skipped.append(reason.removeprefix("Skipped: "))
+  elif report.when == "call": tally.ran += 1
+  if _VERDICT in props and report.when == "call": tally.verdicts[props[_VERDICT]] += 1
+
+def _checked_nothing(config: pytest.Config) -> list[str]:
+  """Why the run checked nothing on a backend that must be checked: one named with --backend on which no test ran
+  (all deselected or skipped), or, without --backend, a run whose backend tests all skipped."""
+  named = bool(config.getoption("backend"))
+  available = getattr(config, "_refimpl_selection", Selection([], {})).available
+  out = []
+  for name in (available if named else []):
+    tally = _TALLY.get(name, Tally())
+    if tally.ran: continue
+    if not tally.selected: out.append(f"{name}: no test selected (--only / --skip / -k left none)")
+    else: out.append(f"{name}: all {tally.selected} tests skipped, e.g. {tally.skipped[0]}")
+  if not named and _TALLY and not any(t.ran for t in _TALLY.values()):
+    out.append(f"every backend test skipped, e.g. {next(t.skipped[0] for t in _TALLY.values() if t.skipped)}")
+  return out
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
   workeroutput = getattr(session.config, "workeroutput", None)  # set in a pytest-xdist worker only
-  if workeroutput is not None: workeroutput[_WORKER_KEY] = json.dumps(_CONFORMANCE.to_json())
+  if workeroutput is not None:
+    workeroutput[_WORKER_KEY] = json.dumps(_CONFORMANCE.to_json())
+    return
+  if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED): return
+  if hasattr(session.config, "_refimpl_selection") and _checked_nothing(session.config):
+    session.exitstatus = 2
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path, items) -> list[str]:
   if not hasattr(config, "_refimpl_selection"): return []
   selection: Selection = config._refimpl_selection
   lines = [f"refimpl backends under test: {', '.join(selection.available) or 'none'}"]
+  if config.getoption("baseline"): lines.append(f"refimpl baseline: {_CONFORMANCE.baseline} (only differences fail)")
   lines += [f"refimpl backend not tested: {reason}" for reason in selection.unavailable.values()]
   return lines
 
@@ -265,13 +432,23 @@ def conformance() -> Conformance: return _CONFORMANCE
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
   if not hasattr(config, "_refimpl_selection") and not _CONFORMANCE.results: return  # not a refimpl suite run
   selection = selection_of(config)
-  for name, reason in selection.unavailable.items(): terminalreporter.write_line(f"refimpl: {name} not tested: {reason}")
-  for backend in sorted({b for b, _ in _CONFORMANCE.results}):
-    statuses = [s for (b, _), (s, _) in _CONFORMANCE.results.items() if b == backend]
-    counts = ", ".join(f"{statuses.count(s)} {'FAIL' if s == 'fail' else s}" for s in STATUSES)
-    terminalreporter.write_line(f"refimpl conformance of {backend}: {len(statuses)} op cases: {counts}")
+  write = terminalreporter.write_line
+  for name, reason in selection.unavailable.items(): write(f"refimpl: {name} not tested: {reason}")
+  cells = _CONFORMANCE.cells()
+  for backend in sorted({b for b, _ in cells}):
+    statuses = [s for (b, _), (s, _) in cells.items() if b == backend]
+    counts = ", ".join(f"{statuses.count(s)} {rh.LABELS[s]}" for s in STATUSES if s in STATUSES[:4] or statuses.count(s))
+    write(f"refimpl conformance of {backend}: {len(statuses)} op cases: {counts}")
   counts = ", ".join(f"{b}: {n:,} lanes" for b, n in sorted(_CONFORMANCE.examples.items()))
-  if counts: terminalreporter.write_line(f"refimpl: op-level lanes checked against the spec: {counts}")
+  if counts: write(f"refimpl: op-level lanes checked against the spec: {counts}")
+  for backend, tally in sorted(_TALLY.items()):
+    untested = tally.verdicts.get("untested", 0)
+    if untested: write(f"refimpl: {backend}: {untested} tests not tested (refimpl cannot export their programs)")
+    if _CONFORMANCE.baseline is not None:
+      differences, shared = tally.verdicts.get("difference", 0), tally.verdicts.get("baseline", 0)
+      write(f"refimpl: {backend}: {differences} difference{'s' * (differences != 1)} from the baseline "
+            f"{_CONFORMANCE.baseline} (failing tests it does not share); {shared} failing tests as on the baseline")
+  for why in _checked_nothing(config): write(f"refimpl: ERROR, nothing checked: {why} (exit status 2)", red=True)
   path = config.getoption("conformance_report")
   if path:
     target = pathlib.Path(path)
@@ -279,5 +456,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     target.write_text(_CONFORMANCE.markdown())
     target.with_suffix(".html").write_text(_CONFORMANCE.html())
     target.with_suffix(".json").write_text(json.dumps(_CONFORMANCE.to_json(), indent=0, sort_keys=True) + "\n")
-    terminalreporter.write_line(f"refimpl: conformance report written to {target}, {target.with_suffix('.html')} and "
-                                f"{target.with_suffix('.json')}")
+    write(f"refimpl: conformance report written to {target}, {target.with_suffix('.html')} and "
+          f"{target.with_suffix('.json')}")

@@ -4,7 +4,8 @@ refimpl.tinygrad.conformance_report): one stylesheet, and the op x dtype grid of
 A case id is the op suite's: "ADD-f32" (an ALU op on a dtype), "CAST-f32-to-i32" or "BITCAST-f32-to-u32" (a
 conversion). `grids` lays one backend's cases out as three tables: ALU ops as rows and operand dtypes as columns, then
 CAST and BITCAST with the source dtype as rows and the target as columns. Each cell is coloured by its status (pass,
-FAIL, unsupported, relaxed); a FAIL or relaxed cell links to its reproducer. A cell with no case (an op the spec does not
+FAIL, unsupported, relaxed, as baseline: a failure the device shares with its --baseline, not tested: a program refimpl
+cannot export to the device); a FAIL or relaxed cell links to its reproducer. A cell with no case (an op the spec does not
 define on that dtype) is blank.
 """
 from __future__ import annotations
@@ -16,8 +17,9 @@ from html.parser import HTMLParser
 
 from refimpl import spec
 
-STATUSES = ("pass", "fail", "unsupported", "relaxed")
-LABELS = {"pass": "pass", "fail": "FAIL", "unsupported": "n/a", "relaxed": "relaxed"}
+STATUSES = ("pass", "fail", "unsupported", "relaxed", "baseline", "untested")
+LABELS = {"pass": "pass", "fail": "FAIL", "unsupported": "n/a", "relaxed": "relaxed", "baseline": "as baseline",
+          "untested": "not tested"}
 CONVERSIONS = ("CAST", "BITCAST")
 DTYPE_ORDER = [spec.short_name(d) for d in spec.VALUE_DTYPES]
 
@@ -32,8 +34,10 @@ table.grid tbody th { text-align: left; background: #fafafa; }
 td.pass { background: #dff3e3; color: #1d6b33; } td.fail { background: #f9d3d3; color: #9b1c1c; font-weight: bold; }
 td.unsupported { background: #eee; color: #888; } td.relaxed { background: #fdf0c8; color: #7a5b00; }
 td.none { background: #fff; } td.zero { color: #aaa; }
-td.pass, td.fail, td.unsupported, td.relaxed { white-space: nowrap; }
+td.baseline { background: #e6e0f3; color: #4b3b7a; } td.untested { background: #fff; color: #888; border-style: dashed; }
+td.pass, td.fail, td.unsupported, td.relaxed, td.baseline, td.untested { white-space: nowrap; }
 th.pass { color: #1d6b33; } th.fail { color: #9b1c1c; } th.unsupported { color: #777; } th.relaxed { color: #7a5b00; }
+th.baseline { color: #4b3b7a; } th.untested { color: #888; }
 td a { color: inherit; } pre { background: #f7f7f7; padding: 8px; white-space: pre-wrap; font-size: 12px; margin: .3em 0; }
 code { background: #f3f3f3; padding: 0 3px; } .muted { color: #666; } .legend span { padding: 1px 8px; margin-right: 6px; }
 details { margin: .4em 0; } summary { cursor: pointer; }
@@ -92,12 +96,14 @@ def grids(statuses: dict[str, str], link: Callable[[str], str | None]) -> str:
 
 
 MEANING = {"pass": "agrees with the spec on every lane checked", "fail": "breaks the spec (links to its reproducer)",
-           "unsupported": "a dtype the device does not support", "relaxed": "an op the device declares inexact"}
+           "unsupported": "a dtype the device declares unsupported", "relaxed": "an op the device declares inexact",
+           "baseline": "fails exactly as on the --baseline device (not this device's failure)",
+           "untested": "refimpl cannot export the case to the device (refimpl's limit, not the device's failure)"}
 
 
-def legend() -> str:
-  """The colours of the grid cells, as a one-row table."""
-  cells = "".join(f"<td class='{s}'>{LABELS[s]}</td><td class=none>{MEANING[s]}</td>" for s in STATUSES)
+def legend(shown: tuple[str, ...] = STATUSES[:4]) -> str:
+  """The colours of the grid cells (those of `shown`), as a one-row table."""
+  cells = "".join(f"<td class='{s}'>{LABELS[s]}</td><td class=none>{MEANING[s]}</td>" for s in shown)
   return f"<table class=grid><tr>{cells}</tr></table>"
 
 

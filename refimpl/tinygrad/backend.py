@@ -36,11 +36,13 @@ The devices are opt-in: never the default device; the suite and the fuzzer run t
     is defined (DIVISOR_ZERO is deferred) and is launched: a trap there is tinygrad's renderer failing the spec (its
     C does not guard the divisor; refimpl.tinygrad.reliance lists such kernels), which the fuzzer's worker processes
     report as a crash.
-  - A dtype is supported when it exists in tinygrad 0.10.1 (no fp8) and a probe kernel of it renders, compiles and runs
-    on the tinygrad device (fp16 on a PoCL without cl_khr_fp16 does not compile; WEBGPU's WGSL renderer has no half,
-    int64 or float64: unsupported). A dtype that compiles and computes garbage is a failure, not unsupported.
-    `unsupported_reasons` says why each refused dtype is refused; `tinygrad_declares(dtype)` is tinygrad's own
-    `is_dtype_supported`.
+  - A dtype is supported when it exists in tinygrad 0.10.1 (no fp8) and tinygrad declares it supported on the device
+    (`tinygrad_declares`: tinygrad's own `is_dtype_supported`, which refuses bfloat16 on CLANG, LLVM and GPU, half on
+    LLVM, and all but 8 dtypes on WEBGPU). "Unsupported" comes only from that declaration: a declared dtype whose
+    kernels do not render, compile or run (WEBGPU's int8 shaders) is a failure of the device, as is one that computes
+    garbage. `unsupported_reasons` says why each refused dtype is refused.
+  - A device opens only when the smallest kernel (int32 ADD) renders, compiles and runs on it: a compiler that cannot
+    run here (no clang on PATH) makes the device unavailable with the cause, never "every dtype unsupported".
 """
 from __future__ import annotations
 
@@ -55,7 +57,6 @@ from typing import Any
 
 import numpy as np
 
-from refimpl import spec
 from refimpl.device import Allocator, Compiled, CompileError, Compiler, DeviceUnavailable, load_object
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
 from refimpl.ir import Ops, Program, elementwise
@@ -284,6 +285,7 @@ class TinygradDevice(Compiled):
     super().__init__(self.target.device, TinygradAllocator(self.tg.allocator), renderer,
                      TinygradCompiler(self.tg.compiler, self.target.device, sources, toolchain_identity()),
                      lambda name, lib: CheckedProgram(self, name, lib))
+    self._check_it_runs()
 
   def synchronize(self) -> None: self.tg.synchronize()
 
@@ -296,28 +298,37 @@ class TinygradDevice(Compiled):
     except ValueError: return False
 
   def supports_dtype(self, dtype: DType) -> bool:
-    """The dtype exists in tinygrad 0.10.1 and a probe kernel of it renders, compiles and runs here (module docstring)."""
+    """The device's own declaration: the dtype exists in tinygrad 0.10.1 and tinygrad declares it supported here
+    (tinygrad_declares). A declared dtype whose kernels do not render, compile or run is the device failing, not
+    unsupported (module docstring)."""
     if isinstance(dtype, (PtrDType, ImageDType)) or dtype.count != 1 or dtype == dtypes.void: return False
     if dtype not in self._supported:
-      why = self._probe(dtype)
+      why = self._undeclared(dtype)
       self._supported[dtype] = why is None
       if why is not None: self.unsupported_reasons[dtype] = why
     return self._supported[dtype]
 
-  def _probe(self, dtype: DType) -> str | None:
+  def _undeclared(self, dtype: DType) -> str | None:
+    """Why the device does not declare `dtype` (None when it does)."""
     from refimpl.tinygrad.exporter import tinygrad_dtype
     try: tinygrad_dtype(dtype)
-    except ValueError as e: return str(e)
-    op = Ops.ADD if spec.accepts(Ops.ADD, dtype) else Ops.CAST
-    program = elementwise(op, dtype, n=4, out_dtype=dtype if op is Ops.CAST else None)
-    program = Program(f"probe_{spec.short_name(dtype)}", program.uops, program.global_size, program.local_size)
+    except ValueError as e: return f"{dtype.name}: {e}"
+    if self.tinygrad_declares(dtype): return None
+    return (f"{dtype.name}: tinygrad {importlib.metadata.version('tinygrad')} declares it unsupported on "
+            f"{self.tinygrad_device} (tinygrad.device.is_dtype_supported)")
+
+  def _check_it_runs(self) -> None:
+    """DeviceUnavailable with the cause unless the smallest kernel (int32 ADD over 4 lanes) renders, compiles and runs:
+    a device whose compiler cannot run here (no clang on PATH) does not open, rather than refusing every dtype."""
+    program = elementwise(Ops.ADD, dtypes.int32, n=4)
+    program = Program("probe_i32", program.uops, program.global_size, program.local_size)
     try:
       src = self.renderer.render(program.name, lower_for(program, self.renderer))
       prg = self.runtime(program.name, self.compiler.compile_cached(src))
-      bufs = [self.allocator.alloc(4 * dtype.itemsize) for _ in program.buffers]
-      for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, to_np(dtype)).tobytes()))
+      bufs = [self.allocator.alloc(16) for _ in program.buffers]
+      for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, np.int32).tobytes()))
       prg(*bufs, global_size=program.global_size, local_size=program.local_size, wait=True)
       self.synchronize()
-    except Exception as e:  # any failure to render, compile or run the probe is the reason
-      return " ".join(f"{dtype.name}: tinygrad's {self.backend} cannot run a kernel of it: {type(e).__name__}: {e}".split())[:400]
-    return None
+    except Exception as e:  # any failure to render, compile or run the smallest kernel is the device not working here
+      msg = f"{self.device}: opens but cannot run a kernel (int32 ADD) here: {type(e).__name__}: {e}"
+      raise DeviceUnavailable(" ".join(msg.split())[:600]) from None

@@ -42,14 +42,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from refimpl.dtype import DType, PtrDType, dtypes
+from refimpl.errors import NotTranslatable
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
 
 __all__ = ["ExportError", "tinygrad_dtype", "to_tinygrad"]
 
 
-class ExportError(ValueError):
-  """A refimpl uop with no tinygrad 0.10.1 form. `.index` (position in the Program, None for the whole program), `.op`
-  and `.why` say which and why."""
+class ExportError(NotTranslatable, ValueError):
+  """A refimpl uop with no tinygrad 0.10.1 form (refimpl's limit, not the device's failure). `.index` (position in the
+  Program, None for the whole program), `.op` and `.why` say which and why."""
   def __init__(self, index: int | None, op: Ops | None, why: str):
     self.index, self.op, self.why = index, op, why
     where = "program" if index is None else f"uop {index} {op.name if op is not None else '?'}"
