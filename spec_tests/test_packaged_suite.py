@@ -90,8 +90,9 @@ def test_a_devices_own_known_failures_are_marked_xfail_with_their_reason(monkeyp
 
   class Item:
     def __init__(self, callspec_id: str):
-      self.callspec, self.name, self.originalname = types.SimpleNamespace(id=callspec_id), f"t[{callspec_id}]", "t"
-      self.fixturenames, self.markers = ("backend",), []
+      self.callspec = types.SimpleNamespace(id=callspec_id, params={"backend": callspec_id.split("-")[0]})
+      self.name, self.originalname = f"t[{callspec_id}]", "t"
+      self.fixturenames, self.markers, self.user_properties = ("backend",), [], []
     def add_marker(self, marker): self.markers.append(marker)
 
   monkeypatch.setattr(plugin, "EXPECTATIONS", plugin.Expectations())
@@ -101,3 +102,4 @@ def test_a_devices_own_known_failures_are_marked_xfail_with_their_reason(monkeyp
   items = [Item("KNOWN-SIN-f32"), Item("KNOWN-ADD-f32"), Item("OTHER-SIN-f32")]
   plugin.pytest_collection_modifyitems(config, items)
   assert [[m.kwargs.get("reason") for m in it.markers] for it in items] == [["why"], [], []]
+  assert [dict(it.user_properties).get(plugin._BACKEND) for it in items] == ["KNOWN", "KNOWN", "OTHER"]

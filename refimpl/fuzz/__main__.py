@@ -2,6 +2,7 @@
 
   python -m refimpl.fuzz [--time S] [--iterations N] [--seed S] [--backend NAME|module:Class ...] [--jobs J]
                          [--out DIR] [--shard K/N] [--quiet] [--batch B] [--timeout S] [--no-reduce] [--no-recheck]
+                         [--baseline NAME]
                          [--reduce-time S] [--reduce-candidates N]
                          [--max-steps N] [--mode random|tinygrad|corpus|mix] [--cluster local|local:N|ADDRESS|FILE]
   python -m refimpl.fuzz replay FILE... [--backend NAME ...]
@@ -17,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from refimpl.device import DeviceUnavailable
 from refimpl.fuzz.campaign import Config, run_campaign
 from refimpl.fuzz.cluster import ClusterError
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
@@ -65,6 +67,8 @@ def campaign_parser() -> argparse.ArgumentParser:
   ap.add_argument("--compile-timeout", type=_positive(float), default=60.0,
                   help="seconds a compile (a batch, then one kernel) may take before it is a hang")
   ap.add_argument("--no-reduce", action="store_true", help="save findings as found, without reducing them")
+  ap.add_argument("--baseline", metavar="NAME", help="a device the backends derive from: a failure it shows on the "
+                  "same case, with the same bits, is counted 'as baseline', not as a finding")
   ap.add_argument("--no-recheck", action="store_true",
                   help="count findings without replaying each alone in a fresh process first (docs/fuzzing.md)")
   ap.add_argument("--reduce-time", type=_positive(float), default=60.0,
@@ -129,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                  compile_timeout=args.compile_timeout,
                  reduce=not args.no_reduce, recheck=not args.no_recheck, reduce_time=args.reduce_time,
                  reduce_candidates=args.reduce_candidates, max_steps=args.max_steps, mode=args.mode,
-                 cluster=args.cluster)
+                 cluster=args.cluster, baseline=args.baseline)
     summary = run_campaign(cfg)
   # an unreadable finding file; a module:Class backend that does not import; --cluster without Dask, or unreachable;
   # merge folders that cannot be merged
-  except (CaseFormatError, ImportError, ClusterError, MergeError) as e:
+  except (CaseFormatError, ImportError, ClusterError, MergeError, DeviceUnavailable) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   print(summary.render())

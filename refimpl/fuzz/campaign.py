@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from refimpl.device import Device
+from refimpl.device import Device, DeviceUnavailable
 from refimpl.fuzz.case import Case, last_op
 from refimpl.fuzz.cluster import open_pool
 from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, load_finding, remove_finding, save_finding
@@ -43,6 +43,7 @@ from refimpl.fuzz.execute import BackendRef, open_backends
 from refimpl.fuzz.expect import Tally
 from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
 from refimpl.fuzz.isolate import (
+  AS_BASELINE,
   CAMPAIGN_ENV,
   DISCARDED,
   EMULATOR,
@@ -104,12 +105,14 @@ class Config:
   mode: str = "mix"                       # generation mode: random, tinygrad, corpus, or mix (generate.MODES, MIX)
   cluster: str | None = None              # a Dask cluster (cluster.py: local, local:N, address, scheduler file)
   recheck: bool = True                    # replay each new finding in a fresh process before it counts (recheck.py)
+  baseline: str | None = None             # a device the backends derive from: failures it shares on a case don't count
 
 
 @dataclass
 class BackendStats:
   runs: int = 0
   unsupported: int = 0
+  as_baseline: int = 0                              # failures the --baseline device shares on the same case
   findings: int = 0
   times: Counter = field(default_factory=Counter)   # seconds of worker time by phase (BACKEND_PHASES) over the runs
   reduce_s: float = 0.0                             # seconds of worker time spent on reduction candidates
@@ -211,9 +214,12 @@ class Summary:
     out.append(f"programs: {self.programs} ({self.programs / el:.1f}/s{steady}), {disc} not run natively "
                f"(undefined behaviour left after the rewrites)" + ("" if not disc else ": " + "; ".join(
                  f"{n} {why}" for why, n in self.discarded.most_common(3))))
-    out.append(f"  {'backend':<16}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}")
+    shared = f"{'as baseline':>13}" if c.baseline else ""
+    out.append(f"  {'backend':<16}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}{shared}")
     for name, b in self.backends.items():
-      out.append(f"  {name:<16}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}")
+      shared = f"{b.as_baseline:>13}" if c.baseline else ""
+      out.append(f"  {name:<16}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}{shared}")
+    if c.baseline: out.append(f"  (as baseline: failures {c.baseline} shows on the same case, the same bits: not counted)")
     for name, why in self.unavailable.items(): out.append(f"  {name:<16} not available: {why}")
     out.extend(self.render_times())
     t = self.tally
@@ -305,7 +311,11 @@ class Campaign:
   def __init__(self, cfg: Config):
     self.cfg = cfg
     self.refs = resolve_backends(cfg.backends)
+    self.baseline = BackendRef.parse(cfg.baseline) if cfg.baseline else None
     devices, bad = open_backends(self.refs)
+    if self.baseline is not None:
+      why = open_backends([self.baseline])[1].get(self.baseline.name)
+      if why is not None: raise DeviceUnavailable(f"--baseline {cfg.baseline} does not open: {why}")
     self.refs = [r for r in self.refs if r.name in devices]
     self.names = tuple(r.name for r in self.refs)
     self.by_name = {r.name: r for r in self.refs}
@@ -339,7 +349,9 @@ class Campaign:
     idx = list(itertools.islice(self.indices, self.cfg.batch))
     if len(idx) < self.cfg.batch: self.exhausted = True
     if not idx: return None
-    return Job(next(self.job_ids), [Item(ProgramKey(i), self.names, self.cfg.seed, i) for i in idx], self.profile, probe=True)
+    items = [Item(ProgramKey(i), self.names, self.cfg.seed, i) for i in idx]
+    baseline = self.baseline.name if self.baseline is not None else None
+    return Job(next(self.job_ids), items, self.profile, probe=True, baseline=baseline)
 
   def fuzz_busy(self) -> int: return sum(v == "fuzz" for v in self.inflight.values())
 
@@ -366,7 +378,8 @@ class Campaign:
     limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
     pool = None
     try:
-      pool = open_pool(self.refs, self.cfg.jobs, limits, not DEBUG, CAMPAIGN_ENV, self.cfg.cluster)
+      refs = self.refs + ([self.baseline] if self.baseline is not None else [])
+      pool = open_pool(refs, self.cfg.jobs, limits, not DEBUG, CAMPAIGN_ENV, self.cfg.cluster)
       while not self.interrupted:
         now = time.perf_counter()
         if deadline is not None and now >= deadline and not stopping:
@@ -399,7 +412,9 @@ class Campaign:
     finally:
       for red in list(self.reductions): self.finish(red)
       if pool is not None: pool.close()
-      if self.rechecks is not None and not self.interrupted:
+      if self.rechecks is not None and self.interrupted:
+        for verdict in self.rechecks.abandon(): self.on_recheck(verdict)
+      elif self.rechecks is not None:
         if self.rechecks.pending: self.progress.message(f"re-checking {len(self.rechecks.pending)} finding(s) in fresh processes")
         for verdict in self.rechecks.wait(): self.on_recheck(verdict)
       for rec in self.known.values():  # the files of this run's findings learn how often each was seen
@@ -485,6 +500,7 @@ class Campaign:
     if r.status == UNSUPPORTED_STATUS and b is not None:
       b.unsupported += 1
       return
+    if r.status == AS_BASELINE and b is not None: b.as_baseline += 1
     if b is not None:
       b.runs += 1
       for p in BACKEND_PHASES: b.times[p] += r.times.get(p, 0.0)

@@ -34,8 +34,10 @@ from refimpl.fuzz.case import Case, Prepared, culprit, op_key, prepare, probe
 from refimpl.fuzz.execute import UNSUPPORTED, BackendRef, build, open_backends, run
 from refimpl.fuzz.expect import Tally
 from refimpl.fuzz.generate import Profile, coverage_keys, make_program
+from refimpl.testing.compare import same_value
 
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"
+AS_BASELINE = "as-baseline"  # a failure the job's baseline device shares on the same case (shared_with_baseline)
 EMULATOR = "PYTHON"
 REFIMPL_ERROR = "refimpl-error"  # refimpl contradicting itself on a backend's run: a bug in refimpl, not in the backend
 DEFAULT_LIMITS = {"generate": 120.0, "compile": 60.0, "run": 10.0, "probe": 120.0}
@@ -63,6 +65,7 @@ class Job:
   probe: bool = False    # name a wrong value's culprit by running case.probe (fuzz jobs and final reduction checks)
   stop: tuple[str, str] | None = None  # (backend, kind): end the job at the first finding of that kind (reductions: the
                                        # first candidate that still fails decides the batch, later ones are stale)
+  baseline: str | None = None          # a finding this device shares on the same case is AS_BASELINE, not a finding
 
 
 @dataclass
@@ -171,32 +174,58 @@ def run_job(job: Job, devices: dict, send: Callable[[Phase | Answer], None]) -> 
     keys = [r[0].key for r in todo]
     built = build(devices[name], [r[1].case.program for r in todo], job.cache,
                   lambda i, what, name=name, keys=keys: send(Phase(None if i is None else keys[i], name, what)))
+    baseline = devices.get(job.baseline) if job.baseline not in (None, name) else None
     for (item, prep, times, cov), b in zip(todo, built):
       if report(_run_built(job, devices[name], name, item, prep, {**times, "render": b.render_s, "compile": b.compile_s},
-                           cov, b, send)): return
+                           cov, b, send, baseline)): return
 
 
-def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict, cov: frozenset, b, send) -> Result:
-  """The Result of one built item on backend `name`: its build failure, or its run compared with the emulator's."""
+def shared_with_baseline(baseline, case: Case, kind: str, got: list[np.ndarray] | None) -> bool:
+  """Whether the baseline device fails `case` as the device did: the same kind of build or launch failure, or, for a
+  wrong value, the very same buffers (bits, every NaN one value). A crash or a hang kills the worker before this runs:
+  those stay findings."""
+  built = build(baseline, [case.program], cache=False)[0]
+  if built.failure is not None: return built.failure == kind
+  try: base = run(built.kernel, case.inputs, case.vals)
+  except Exception: return kind == "runtime-error"
+  return got is not None and kind.startswith("wrong-value") and all(same_value(g, h).all() for g, h in zip(got, base))
+
+
+def _run_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict, cov: frozenset, b, send,
+               baseline=None) -> Result:
+  """The Result of one built item on backend `name`: its build failure, or its run compared with the emulator's; with a
+  `baseline` device, a failure it shares is AS_BASELINE."""
+  r, got = _check_built(job, device, name, item, prep, t, cov, b, send)
+  if r.status != FINDING or baseline is None or r.kind == REFIMPL_ERROR: return r
+  send(Phase(item.key, job.baseline, "baseline"))
+  if not shared_with_baseline(baseline, prep.case, r.kind, got): return r
+  return Result(item.key, name, AS_BASELINE, r.kind, r.detail, r.op, coverage=cov, times=t, tally=r.tally)
+
+
+def _check_built(job: Job, device, name: str, item: Item, prep: Prepared, t: dict, cov: frozenset, b,
+                 send) -> tuple[Result, list[np.ndarray] | None]:
+  """_run_built's Result without the baseline, and the buffers the device computed (None when it did not run)."""
   case = prep.case
-  if b.failure == UNSUPPORTED: return Result(item.key, name, UNSUPPORTED_STATUS, b.failure, b.detail, times=t)
-  if b.failure is not None: return Result(item.key, name, FINDING, b.failure, b.detail, "", case, cov, t)
+  if b.failure == UNSUPPORTED: return Result(item.key, name, UNSUPPORTED_STATUS, b.failure, b.detail, times=t), None
+  if b.failure is not None: return Result(item.key, name, FINDING, b.failure, b.detail, "", case, cov, t), None
   send(Phase(item.key, name, "run"))
   t0 = time.perf_counter()
   try: got = run(b.kernel, case.inputs, case.vals)
   except UndefinedBehavior as e:  # refimpl's own check at launch (a TINYGRAD device's) contradicts the case's emulation
     why = f"refimpl's undefined-behaviour check at the launch on {name} contradicts its emulation of the same case: {e}"
-    return Result(item.key, name, FINDING, REFIMPL_ERROR, why, "", case, cov, t)
-  except Exception as e: return Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t)
+    return Result(item.key, name, FINDING, REFIMPL_ERROR, why, "", case, cov, t), None
+  except Exception as e:
+    return Result(item.key, name, FINDING, "runtime-error", f"{type(e).__name__}: {e}", "", case, cov, t), None
   t1 = time.perf_counter()
   mismatch, tally = prep.expected.check(case.program, got)
   t.update(run_split(t1 - t0, b.kernel.last_time), compare=time.perf_counter() - t1)
-  if mismatch is None: return Result(item.key, name, OK, coverage=cov, times=t, tally=tally)
+  if mismatch is None: return Result(item.key, name, OK, coverage=cov, times=t, tally=tally), got
   op = culprit(case, mismatch)
   if job.probe:
     send(Phase(item.key, name, "probe"))
     op = probe_culprit(device, case) or op
-  return Result(item.key, name, FINDING, f"wrong-value:{mismatch.rule.split()[0]}", mismatch.describe(), op, case, cov, t, tally)
+  kind = f"wrong-value:{mismatch.rule.split()[0]}"
+  return Result(item.key, name, FINDING, kind, mismatch.describe(), op, case, cov, t, tally), got
 
 
 def run_split(wall: float, kernel_s: float | None) -> dict[str, float]:
@@ -400,8 +429,8 @@ def after_loss(ev: Lost) -> tuple[Result | None, list[Job]]:
   rest = [Item(it.key, tuple(b for b in it.backends if (it.key, b) not in skip), it.seed, it.index, it.case) for it in job.items]
   rest = [it for it in rest if it.backends]
   attempts = job.attempts + (ev.culprit is None)
-  if split: return found, [Job(job.id, [it], job.profile, job.cache, attempts, job.probe, job.stop) for it in rest]
-  return found, [Job(job.id, rest, job.profile, job.cache, attempts, job.probe, job.stop)] if rest else []
+  again = [[it] for it in rest] if split else [rest] if rest else []
+  return found, [Job(job.id, its, job.profile, job.cache, attempts, job.probe, job.stop, job.baseline) for its in again]
 
 
 def run_items(pool: Pool, items: list[Item], profile: Profile | None = None, cache: bool = True,

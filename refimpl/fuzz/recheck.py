@@ -74,7 +74,25 @@ class Rechecks:
       except subprocess.TimeoutExpired: pass
       out.append(self._verdict(p, p.proc.poll() is None))
     self.pending = []
+    self._tidy()
     return out
+
+  def abandon(self) -> list[Verdict]:
+    """Stops every replay still running (a campaign interrupted by Ctrl-C): their findings stand, "not re-checked"."""
+    out = []
+    for p in self.pending:
+      p.proc.kill()
+      p.proc.wait()
+      if p.proc.stdout is not None: p.proc.stdout.close()
+      remove_finding(p.path)
+      out.append(Verdict(p.key, NOT_RECHECKED, "the campaign was interrupted before the replay ended"))
+    self.pending = []
+    self._tidy()
+    return out
+
+  def _tidy(self) -> None:
+    """The copies' folder goes once no replay reads it (nothing of the campaign's is left in it)."""
+    if self.folder.is_dir() and not any(self.folder.iterdir()): self.folder.rmdir()
 
   def _verdict(self, p: Pending, late: bool) -> Verdict:
     if late:
