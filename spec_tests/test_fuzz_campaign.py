@@ -91,6 +91,22 @@ def test_interrupted_campaign_keeps_its_findings(tmp_path):
   assert not list(tmp_path.glob(".*")), "no temporary files left behind"
 
 
+def test_a_finding_no_fresh_process_reproduces_is_not_counted(tmp_path, capsys):
+  """Rule (refimpl/fuzz/recheck.py): each new finding is replayed alone in a fresh process before it counts; one that
+  passes there (StaleClang breaks float MUL only after its 8th program in a process: state, not the case) is not a
+  finding: it is not counted, the exit status is 0, and its file moves to <out>/unconfirmed/, saying why."""
+  status = main(["--backend", PLANTED + "StaleClang", "--iterations", "30", "--jobs", "1", "--no-reduce", "--seed", "1",
+                 "--out", str(tmp_path), "--quiet"])
+  out = capsys.readouterr().out
+  assert status == 0, out[-3000:]
+  assert not list(tmp_path.glob("*.json")) and not list(tmp_path.glob(".*")), out[-3000:]
+  unconfirmed = list((tmp_path / "unconfirmed").glob("*.json"))
+  assert unconfirmed and "findings: 0 new signature(s), 0 occurrence(s)" in out
+  assert f"not counted: {len(unconfirmed)} finding(s) that passed when replayed alone in a fresh process" in out
+  for p in unconfirmed: assert "NOT REPRODUCED when replayed alone in a fresh process" in load_finding(p).detail
+  assert main(["replay", str(unconfirmed[0])]) == 0  # what a user replaying the file sees
+
+
 def _floor_case() -> Case:
   p = elementwise(Ops.IDIV, dtypes.int8, n=4)
   return Case(p, [np.zeros(4, np.int8), np.array([-7, 7, -7, 6], np.int8), np.array([2, 2, -2, 3], np.int8)])

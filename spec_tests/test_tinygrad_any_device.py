@@ -26,6 +26,7 @@ import pytest
 
 from refimpl.device import Device
 from refimpl.dtype import dtypes
+from refimpl.fuzz import load_finding
 from refimpl.ir import Ops, ProgramError, elementwise
 from refimpl.lower import lower_for
 from refimpl.testing import eval_op
@@ -239,3 +240,21 @@ def test_each_planted_bug_shows_as_exactly_its_differences_from_the_baseline(tmp
   for kind, expected in DIFFERENCES.items():
     assert _failed(res.stdout, PORT.format(kind)) == expected, kind
     assert f"{PORT.format(kind)}: {len(expected)} difference" in res.stdout
+
+
+def test_a_fuzz_campaign_against_its_baseline_counts_only_the_ports_own_bugs(tmp_path):
+  """Rule (python -m refimpl.fuzz --baseline): a failure the baseline device shows on the same case with the same bits
+  is counted "as baseline", not as a finding. tinygrad's CLANG fails some generated programs; against it the faithful
+  port has no finding, the planted one only findings whose program has the XOR it renders wrongly; exit 1 for those."""
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(THIRD_PARTY), *filter(None, [os.environ.get("PYTHONPATH")])])}
+  res = subprocess.run([sys.executable, "-m", "refimpl.fuzz", "--backend", MYDEV, "--backend", PLANTED, "--baseline",
+                        "TINYGRAD:CLANG", "--iterations", "60", "--jobs", "2", "--no-reduce", "--seed", "0", "--quiet",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=1500, cwd=tmp_path, env=env)
+  assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+  table = res.stdout[res.stdout.index("as baseline"):]  # the summary's table: backend, runs, prog/s, unsupported, ...
+  row = next(ln.split() for ln in table.splitlines() if ln.split()[:1] == [MYDEV])
+  runs, findings, as_baseline = row[1], row[4], row[5]
+  assert runs == "60" and findings == "0" and int(as_baseline) > 0, res.stdout[-3000:]
+  found = [load_finding(p) for p in tmp_path.glob("*.json")]
+  assert found and {f.signature.backend for f in found} == {PLANTED}
+  assert all(any(u.op is Ops.XOR for u in f.case.program.uops) for f in found)

@@ -192,22 +192,26 @@ class Summary:
     for b in self.backends.values(): tot.update(b.times)
     whole = sum(tot[p] for p in PHASES)
     if whole <= 0: return []
-    n = max(self.programs, 1)
+    n, w = max(self.programs, 1), self.name_width()
     out = ["worker time per program (ms): " + "  ".join(f"{p} {1e3 * self.gen_times[p] / n:.1f}" for p in SHARED_PHASES) +
            " (shared by the backends)",
-           f"  {'backend':<15} " + "".join(f"{p:>9}" for p in BACKEND_PHASES) + f"{'total':>9}  reduce s/candidates"]
+           f"  {'backend':<{w}} " + "".join(f"{p:>9}" for p in BACKEND_PHASES) + f"{'total':>9}  reduce s/candidates"]
     for name, b in self.backends.items():
       r = max(b.runs, 1)
       red = f"{b.reduce_s:.1f}s/{b.reduce_runs}" if b.reduce_runs else "-"
-      out.append(f"  {name:<15} " + "".join(f"{1e3 * b.times[p] / r:>9.1f}" for p in BACKEND_PHASES) +
+      out.append(f"  {name:<{w}} " + "".join(f"{1e3 * b.times[p] / r:>9.1f}" for p in BACKEND_PHASES) +
                  f"{1e3 * sum(b.times[p] for p in BACKEND_PHASES) / r:>9.1f}  {red}")
     out.append("worker time: " + "  ".join(f"{p} {100 * tot[p] / whole:.0f}%" for p in PHASES) +
                f"  ({1e3 * whole / n:.1f} ms per program; launch: buffers, copies and a driver's code generation at "
                "first launch)")
     return out
 
+  def name_width(self) -> int:
+    """The backend column's width: the longest name (a porter's module:Class is long), at least 15."""
+    return max([15, *map(len, self.backends), *map(len, self.unavailable)])
+
   def render(self) -> str:
-    c, el = self.config, max(self.elapsed, 1e-9)
+    c, el, w = self.config, max(self.elapsed, 1e-9), self.name_width() + 1
     out = [f"refimpl.fuzz: seed {c.seed}, shard {c.shard[0]}/{c.shard[1]}, {self.elapsed:.1f} s, {self.how}"]
     disc = sum(self.discarded.values())
     steady = "" if self.steady_rate is None else f"; {self.steady_rate:.1f}/s once the workers had started"
@@ -215,12 +219,12 @@ class Summary:
                f"(undefined behaviour left after the rewrites)" + ("" if not disc else ": " + "; ".join(
                  f"{n} {why}" for why, n in self.discarded.most_common(3))))
     shared = f"{'as baseline':>13}" if c.baseline else ""
-    out.append(f"  {'backend':<16}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}{shared}")
+    out.append(f"  {'backend':<{w}}{'runs':>8}{'prog/s':>9}{'unsupported':>13}{'findings':>10}{shared}")
     for name, b in self.backends.items():
       shared = f"{b.as_baseline:>13}" if c.baseline else ""
-      out.append(f"  {name:<16}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}{shared}")
+      out.append(f"  {name:<{w}}{b.runs:>8}{b.runs / el:>9.1f}{b.unsupported:>13}{b.findings:>10}{shared}")
     if c.baseline: out.append(f"  (as baseline: failures {c.baseline} shows on the same case, the same bits: not counted)")
-    for name, why in self.unavailable.items(): out.append(f"  {name:<16} not available: {why}")
+    for name, why in self.unavailable.items(): out.append(f"  {name:<{w}} not available: {why}")
     out.extend(self.render_times())
     t = self.tally
     n = t.exact + t.loose + t.skipped

@@ -6,6 +6,8 @@ CLANG only, planted in the C renderer:
   NanMaxClang     float MAX is (a > b ? a : b): a NaN first operand is dropped (max(NaN, 1) = 1)
   SegfaultClang   kernels whose program has a float CMPNE write through a null pointer (SIGSEGV)
   HangClang       kernels whose program has a float CMPNE spin forever
+  StaleClang      state leaking between kernels: from its 9th program in a process on, float MUL is rendered as ADD
+                  (a finding no fresh-process replay reproduces: the fuzzer's re-check sets it apart, recheck.py)
 
 The four classes real backends have (issue 17), each in a CLANG, an LLVM and a GPU variant (<Class>Clang, <Class>LLVM,
 <Class>GPU). The bug is planted as a rewrite of the program just before the backend renders it, so every backend gets
@@ -102,10 +104,21 @@ def _nan_dropping_max(op, dt, src, src_dt):
     return f"({src[0]}>{src[1]}?{src[0]}:{src[1]})"
   return None
 
+STALE_AFTER = 8  # StaleClang's correct programs in each process
+_programs_seen = [0]  # StaleClang's programs rendered in this process (the planted leak)
+
+def _count_program(program: Program) -> None:
+  _programs_seen[0] += 1
+
+def _stale_mul(op, dt, src, src_dt):
+  if op is Ops.MUL and src_dt == dtypes.float32 and _programs_seen[0] > STALE_AFTER: return f"({src[0]}+{src[1]})"
+  return None
+
 FloorDivClang = planted_device("CLANG", "FloorDivClang", alu=_floor_idiv)
 NanMaxClang = planted_device("CLANG", "NanMaxClang", alu=_nan_dropping_max)
 SegfaultClang = planted_device("CLANG", "SegfaultClang", tail=lambda p: "*(volatile int*)0 = 0;" if _float_cmpne(p) else None)
 HangClang = planted_device("CLANG", "HangClang", tail=lambda p: "for (;;) __asm__ volatile(\"\");" if _float_cmpne(p) else None)
+StaleClang = planted_device("CLANG", "StaleClang", alu=_stale_mul, tail=_count_program)
 
 
 # ***** the four classes, as program rewrites *****
@@ -205,5 +218,5 @@ def _relaxed_gpu() -> type:
                                          "__doc__": _relaxed_gpu.__doc__})
 
 RelaxedGPU = _relaxed_gpu()
-__all__ = ["CLASSES", "FloorDivClang", "HangClang", "NanMaxClang", "PLANTED_CLASSES", "RelaxedGPU", "SegfaultClang", "VARIANTS",
-           *PLANTED_CLASSES]
+__all__ = ["CLASSES", "FloorDivClang", "HangClang", "NanMaxClang", "PLANTED_CLASSES", "RelaxedGPU", "SegfaultClang",
+           "StaleClang", "VARIANTS", *PLANTED_CLASSES]
