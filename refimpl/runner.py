@@ -1,5 +1,5 @@
 """Running a Program on any device: lower to the device's form (refimpl.lower.lower_for: verify, grid to loops, the
-capability checks, the passes its renderer needs), render, compile (cached), load, launch.
+capability checks and the device's dtypes, the passes its renderer needs), render, compile (cached), load, launch.
 
 This is the one path from a Program to results that the self-check, the test suite and the fuzzer share, so that no
 caller needs to know a backend's internals. Runtimes are called as tinygrad's are:
@@ -8,8 +8,8 @@ caller needs to know a backend's internals. Runtimes are called as tinygrad's ar
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, Protocol
+from collections.abc import Callable, Sequence
+from typing import ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
@@ -27,22 +27,41 @@ class Watcher(Protocol):
           error: Exception | None) -> None: ...
 
 
+class Loaded(NamedTuple):
+  """A program built for one device: the device, the program as its renderer renders it (lower_for), the source, the
+  compiled binary and the loaded runtime program."""
+  device: Compiled
+  runnable: Program
+  source: str
+  lib: bytes
+  prg: Callable[..., float | None]
+
+
 class Kernel:
   """A program compiled once for one device; calling it runs it on fresh buffers filled from numpy arrays."""
   watcher: ClassVar[Watcher | None] = None  # set by the suite's --baseline only
 
-  def __init__(self, program: Program, device: str | None = None):
-    self.program, self.device = program, Device[device]
-    try:
-      self.runnable = lower_for(program, self.device.renderer)
-      self.source = self.device.renderer.render(program.name, self.runnable)
-      self.lib = self.device.compiler.compile_cached(self.source)
-      self.prg = self.device.runtime(program.name, self.lib)
-    except Exception as e:
-      if Kernel.watcher is not None: Kernel.watcher.built(program, self.device.device, e)
-      raise
-    if Kernel.watcher is not None: Kernel.watcher.built(program, self.device.device, None)
+  def __init__(self, program: Program, device: str | None = None, loaded: Loaded | None = None):
+    """`program` built for `device` (default: the default device), or the build given (refimpl.fuzz.execute compiles
+    many programs in one compiler call; the watcher sees only the builds made here)."""
+    self.program = program
+    if loaded is None: loaded = self._build(program, Device[device])
+    self.device, self.runnable, self.source, self.lib, self.prg = loaded
     self.last_time: float | None = None
+
+  @staticmethod
+  def _build(program: Program, device: Compiled) -> Loaded:
+    """lower_for (with the device's dtype check), render, compile (cached), load; the watcher sees the outcome."""
+    try:
+      runnable = lower_for(program, device)
+      source = device.renderer.render(program.name, runnable)
+      lib = device.compiler.compile_cached(source)
+      loaded = Loaded(device, runnable, source, lib, device.runtime(program.name, lib))
+    except Exception as e:
+      if Kernel.watcher is not None: Kernel.watcher.built(program, device.device, e)
+      raise
+    if Kernel.watcher is not None: Kernel.watcher.built(program, device.device, None)
+    return loaded
 
   @staticmethod
   def has_grid(device: Compiled) -> bool: return device.renderer.global_max is not None

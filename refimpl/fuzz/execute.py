@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.device import Compiled, Device, DeviceError, load_object
-from refimpl.ir import Ops, Program, ProgramError
+from refimpl.ir import Program, ProgramError
 from refimpl.lower import LoweringError, lower_for
-from refimpl.runner import Kernel
+from refimpl.runner import Kernel, Loaded
 
 UNSUPPORTED, RENDER, COMPILE, LOAD, RUNTIME = "unsupported", "render-error", "compile-error", "load-error", "runtime-error"
 
@@ -58,13 +58,6 @@ class BackendRef:
     return Device[self.name]
 
 
-class BatchKernel(Kernel):
-  """A runner.Kernel whose binary came from a batch compile (calling it is Kernel.__call__, unchanged)."""
-  def __init__(self, program: Program, device: Compiled, runnable: Program, source: str, lib: bytes, prg):
-    self.program, self.device, self.runnable, self.source, self.lib, self.prg = program, device, runnable, source, lib, prg
-    self.last_time = None
-
-
 @dataclass
 class Built:
   kernel: Kernel | None = None
@@ -80,17 +73,6 @@ def refused(e: Exception) -> bool:
   return isinstance(e, LoweringError) or (isinstance(e, ProgramError) and e.rule == "capability")
 
 
-def runnable_form(device: Compiled, program: Program) -> Program:
-  """The program as the backend renders it (refimpl.lower.lower_for), or ProgramError / LoweringError when the backend
-  declares it cannot run it (lower_for's checks, then the device's own dtype check)."""
-  runnable = lower_for(program, device.renderer)
-  for u in program.uops:
-    dt = getattr(u.dtype, "base", u.dtype).scalar()
-    if u.op is not Ops.STORE and dt.itemsize and not device.supports_dtype(dt):
-      raise ProgramError("capability", f"{device.device} does not support {dt!r}", None, None)
-  return runnable
-
-
 def _err(e: BaseException) -> str: return f"{type(e).__name__}: {e}"
 
 
@@ -104,7 +86,7 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
     t0 = time.perf_counter()
     p = dataclasses.replace(p, name=f"k{i}")
     try:
-      runnable = runnable_form(device, p)
+      runnable = lower_for(p, device)
       sources[i] = (p, runnable, device.renderer.render(p.name, runnable))
     except Exception as e:
       if refused(e):
@@ -133,7 +115,7 @@ def build(device: Compiled, programs: Sequence[Program], cache: bool = True,
     if i not in libs: continue
     p, runnable, src = sources[i]
     t1 = time.perf_counter()
-    try: kernel = BatchKernel(p, device, runnable, src, libs[i], device.runtime(p.name, libs[i]))
+    try: kernel = Kernel(p, loaded=Loaded(device, runnable, src, libs[i], device.runtime(p.name, libs[i])))
     except Exception as e: out[i].failure, out[i].detail = LOAD, _err(e)
     else: out[i].kernel = kernel
     out[i].compile_s += time.perf_counter() - t1

@@ -13,13 +13,14 @@
                     and LLVM IR leave them undefined), for C, OpenCL C, CUDA C and LLVM IR
   emit.py           Values and V: straight-line IR written as Python expressions on a ProgramBuilder (the passes use them)
 
-`lower_for(program, renderer)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
-batches and the render hash all call it). In this fixed order, each pass only when the renderer does not render its
-ops natively (refimpl.renderer.Renderer's fields):
+`lower_for(program, target)` is the one step between a Program and `renderer.render` (the runner, the fuzzer's
+batches and the render hash all call it). The target is a renderer, or a device (refimpl.device.Compiled: anything
+with a name, a renderer and `supports_dtype`), whose own dtype declaration is then checked too. In this fixed order,
+each pass only when the renderer does not render its ops natively (refimpl.renderer.Renderer's fields):
   1. verify the program (once);
   2. lower_grid_to_loops                (renderer.grid_as_loops)
   3. check_capabilities, then renderer.check_program (the backend's own refusals: OpenCL's workgroup, local memory and
-     fp64 limits);
+     fp64 limits), then, for a device, check_device_dtypes (the dtypes the device declares it does not support);
   4. renderer.extra_rewrite             (the backend's own rewrite; the fuzzer's planted bugs)
   5. PASSES: decompose_transcendentals  (not native_transcendentals)
              decompose_threefry         (not native_threefry)
@@ -32,8 +33,9 @@ A new pass is one row of PASSES and one field of Renderer.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
-from refimpl.dtype import PtrDType
+from refimpl.dtype import DType, PtrDType
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program
 from refimpl.ir.verify import ProgramError, verify
@@ -45,8 +47,9 @@ from refimpl.lower.transcendental import decompose_transcendentals
 from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
-__all__ = ["PASSES", "LoweringError", "check_capabilities", "decompose_threefry", "decompose_transcendentals",
-           "decompose_wmma", "guard_division", "guard_poison", "lower_for", "lower_grid_to_loops", "lower_narrow", "passes_for"]
+__all__ = ["PASSES", "LoweringError", "Target", "check_capabilities", "check_device_dtypes", "decompose_threefry",
+           "decompose_transcendentals", "decompose_wmma", "guard_division", "guard_poison", "lower_for",
+           "lower_grid_to_loops", "lower_narrow", "passes_for"]
 
 # the shared lowering passes, in the order lower_for runs them: (whether `renderer` needs it, the pass)
 PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], ...] = (
@@ -86,18 +89,40 @@ def check_capabilities(program: Program, renderer: Renderer) -> None:
       if any(d > m for d, m in zip(dims, lim)): fail(None, f"{what} {dims} exceeds the backend's maximum {lim}")
 
 
+class Target(Protocol):
+  """A device as lower_for sees it (refimpl.device.Compiled, without importing the device layer): its name, its
+  renderer and its own declaration of the scalar dtypes it supports."""
+  device: str
+  renderer: Renderer
+  def supports_dtype(self, dtype: DType) -> bool: ...
+
+
+def check_device_dtypes(program: Program, device: Target) -> None:
+  """Raise ProgramError (rule "capability") when a value or buffer element of the program (STOREs aside) has a scalar
+  dtype the device declares it does not support (its supports_dtype: a GPU without cl_khr_fp64, tinygrad's
+  is_dtype_supported for a TINYGRAD device)."""
+  for u in program.uops:
+    dt = getattr(u.dtype, "base", u.dtype).scalar()
+    if u.op is not Ops.STORE and dt.itemsize and not device.supports_dtype(dt):
+      raise ProgramError("capability", f"{device.device} does not support {dt!r}", None, None)
+
+
 def passes_for(renderer: Renderer) -> list[Callable[[Program], Program]]:
   """The passes of PASSES that `renderer` needs, in order."""
   return [lower for needed, lower in PASSES if needed(renderer)]
 
 
-def lower_for(program: Program, renderer: Renderer) -> Program:
-  """The program as `renderer` renders it: verified, its grid lowered to loops when the backend has none, checked
-  against the backend's capabilities, then rewritten by the passes it needs (the module docstring gives the order)."""
+def lower_for(program: Program, target: Renderer | Target) -> Program:
+  """The program as the target's renderer renders it: verified, its grid lowered to loops when the backend has none,
+  checked against the backend's capabilities (and, for a device, its dtypes), then rewritten by the passes it needs
+  (the module docstring gives the order)."""
   verify(program)
+  renderer = target if isinstance(target, Renderer) else target.renderer
+  given = program
   if renderer.grid_as_loops: program = lower_grid_to_loops(program)
   check_capabilities(program, renderer)
   renderer.check_program(program)
+  if not isinstance(target, Renderer): check_device_dtypes(given, target)
   program = renderer.extra_rewrite(program)
   for lower in passes_for(renderer): program = lower(program)
   return program

@@ -98,10 +98,10 @@ def device_scalars(device: str) -> tuple[DType, ...]:
   return tuple(dt for dt in SCALARS if Device[device].supports_dtype(dt))
 
 def refused(device: str, program: Program) -> bool:
-  """Whether `device` declines `program` as beyond its capabilities (refimpl.lower.check_capabilities or the renderer's
-  check_program: ProgramError rule "capability"), as the fuzzer sets such programs aside; the declined op's own
-  conformance case reports the failure."""
-  try: lower_for(program, Device[device].renderer)
+  """Whether `device` declines `program` as beyond its capabilities (refimpl.lower.check_capabilities, the renderer's
+  check_program or the device's own dtypes: ProgramError rule "capability"), as the fuzzer sets such programs aside;
+  the declined op's own conformance case reports the failure."""
+  try: lower_for(program, Device[device])
   except ProgramError as e:
     if e.rule == "capability": return True
     raise
