@@ -9,7 +9,8 @@ import pytest
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
-from refimpl.emulator.machine import emulate, wmma_error_bound
+from refimpl.emulator.compute import wmma_error_bound
+from refimpl.emulator.machine import emulate
 from refimpl.fuzz import expect as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
 from refimpl.fuzz.expect import analyze, compare, control_taint, join, variant_program

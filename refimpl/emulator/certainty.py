@@ -27,7 +27,7 @@ class Certainty(IntEnum):
   NAN_PAYLOAD = 1, "one value up to a NaN's payload: any NaN stands for any other (a non-NaN is its one bit pattern)"
   TOLERANCE = 2, ("a tolerance op's result (its rule declared `@loose(TOLERANCE)`): within the op's ULP bound of the "
                   "reference (refimpl.spec.ulp_bound); where the reference is NaN, +-inf or +-0, exactly that value")
-  ERROR_BOUND = 3, "a WMMA result: within the WMMA rule's error bound of the reference (machine.wmma_error_bound)"
+  ERROR_BOUND = 3, "a WMMA result: within the WMMA rule's error bound of the reference (compute.wmma_error_bound)"
   ALLOWED_SET = 4, ("an allowed-set op's result (its rule declared `@loose(ALLOWED_SET, other=...)`): equal to one of "
                     "its allowed results (alu.allowed_results)")
   UNKNOWN = 5, ("computed from, or decided by (an index, a gate, a loop bound), an element of one of the three levels "

@@ -42,7 +42,6 @@ import numpy as np
 
 from refimpl.emulator import settings
 from refimpl.emulator.certainty import EXACT, is_loose, is_undefined
-from refimpl.emulator.compute import wmma_error_bound
 from refimpl.emulator.dispatch import handler_table
 from refimpl.emulator.indexing import Grid
 from refimpl.emulator.memory import LateWrites
@@ -52,8 +51,7 @@ from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Program
 from refimpl.ir.arguments import check_arguments
 
-# wmma_error_bound: the WMMA rule's bound (compute.py), which a comparison of runs needs beside emulate
-__all__ = ["Emulation", "LaunchTooLarge", "emulate", "wmma_error_bound"]
+__all__ = ["Emulation", "LaunchTooLarge", "emulate"]
 
 
 @dataclass

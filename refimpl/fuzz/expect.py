@@ -7,7 +7,7 @@ and each element is compared by its level's rule:
   TOLERANCE           within the ULP bound of the program's tolerance ops on the buffer's dtype (the largest, if
                       several: the element is one of their results, moved); where the reference is NaN, +-inf or +-0,
                       exactly that value
-  ERROR_BOUND         within the WMMA rule's error bound (machine.wmma_error_bound) of the reference, twice over (the
+  ERROR_BOUND         within the WMMA rule's error bound (emulator.compute.wmma_error_bound) of the reference, twice over (the
                       reference is one allowed execution), K the program's largest on that dtype; the *above* run gives
                       S = |c| + sum |a_k b_k|; a NaN reference is NAN_PAYLOAD, so it wants a NaN
   ALLOWED_SET         equal (as EXACT) to the reference or to the *below* run's value: the emulator on the program with
@@ -68,7 +68,7 @@ from refimpl import spec
 from refimpl.dtype import DType, dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
-from refimpl.emulator.machine import wmma_error_bound
+from refimpl.emulator.compute import wmma_error_bound
 from refimpl.fuzz.graph import Graph, Node, const_node
 from refimpl.ir import GroupOp, Ops, Program
 from refimpl.testing.compare import same_value, within_tolerance
