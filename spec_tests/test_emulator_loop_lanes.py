@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from generated import both_forms, scaled
 
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator import settings
@@ -13,7 +14,6 @@ from refimpl.emulator.machine import emulate
 from refimpl.emulator.plan import Plan
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Ops, ProgramBuilder, program_from_json
-from refimpl.testing.generated import both_forms, scaled
 from refimpl.testing.programs import emulation_outcome
 
 F32, I32 = dtypes.float32, dtypes.int32

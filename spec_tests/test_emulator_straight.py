@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from generated import both_forms, scaled
 
 from refimpl.dtype import dtypes
 from refimpl.emulator import settings
@@ -15,7 +16,6 @@ from refimpl.emulator.straight import stretches
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
 from refimpl.ir import Ops, ProgramBuilder
-from refimpl.testing.generated import both_forms, scaled
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "corpus" / "tinygrad-0.10.1"
 

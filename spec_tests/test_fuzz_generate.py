@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from generated import scaled
 
 from refimpl.dtype import dtypes, to_np, truncate
 from refimpl.emulator.machine import emulate
@@ -24,7 +25,6 @@ from refimpl.fuzz.graph import Graph
 from refimpl.fuzz.grow import Draw
 from refimpl.ir import GroupOp, Ops, ProgramBuilder, program_to_json, verify
 from refimpl.ir.verify import FP8
-from refimpl.testing.generated import scaled
 from refimpl.testing.values import to_bits
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -259,7 +259,7 @@ class _XdistMerge:
 
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line("markers", "generated: a property checked over generated programs, as many as the hypothesis "
-                                     "profile scales (refimpl.testing.generated.scaled); --properties-only keeps it")
+                                     "profile scales (spec_tests/generated.py: scaled); --properties-only keeps it")
   if config.pluginmanager.hasplugin("xdist"): config.pluginmanager.register(_XdistMerge(), "refimpl-xdist-merge")
   EXPECTATIONS.xfail(*config.getoption("xfail"), reason="declared with --xfail")
   if config.getoption("xfail_file"): EXPECTATIONS.xfail(*read_xfail_file(config.getoption("xfail_file")),

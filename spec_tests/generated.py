@@ -1,6 +1,7 @@
-"""Generated programs for tests that hold one way of running a program to another: the fuzzer's programs, undefined
-behaviour left in, each in grid form and lowered to loops; `scaled` sizes such loops by the hypothesis profile (the
-tests that use it are marked `generated`, which `pytest --properties-only` keeps)."""
+"""A fixture of the spec tests (not of the packaged suite, refimpl/conformance): generated programs for tests that hold
+one way of running a program to another: the fuzzer's programs, undefined behaviour left in, each in grid form and
+lowered to loops; `scaled` sizes such loops by the hypothesis profile (the tests that use it are marked `generated`,
+which `pytest --properties-only` keeps). Test files import it as `generated` (pytest puts spec_tests/ on the path)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
