@@ -142,9 +142,26 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
   return 1 if session.disagreements or session.undefined else status
 
 
+def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | None:
+  """Under tinygrad 0.14, capture on its PYTHON device is refimpl.tinygrad.v0_14.capture's; every other command serves
+  0.10.1 only: exit status 2 naming the lines (refimpl.tinygrad.lines). None when the command runs as it is."""
+  from refimpl.tinygrad.lines import UnsupportedTinygrad, installed, require
+  if installed() == "0.14.0" and args.command == "capture" and args.device.upper() == "PYTHON":
+    from refimpl.tinygrad.v0_14.capture import main as capture_014
+    return capture_014(["--out", str(args.out), "--", *(script or [])])
+  try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
+  except UnsupportedTinygrad as e:
+    print(f"refimpl.tinygrad: {e}", file=sys.stderr)
+    return 2
+  return None
+
+
 def main(argv: list[str] | None = None) -> int:
   ap = _parser()
   args = ap.parse_args(argv)
+  script = _script(args, ap) if args.command in ("capture", "run") else None
+  refused = _line_error(args, script)
+  if refused is not None: return refused
   if args.command == "selftest": return selftest_main(args)
   if args.command == "report":
     from refimpl.tinygrad.conformance_report import main as report_main
@@ -154,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     backends = [b.strip() if ":" in b else b.strip().upper() for b in args.backends.split(",") if b.strip()]
     return report_main(args.out, backends, args.fuzz_seconds,
                        " ".join(["python -m refimpl.tinygrad", *given]))
-  script = _script(args, ap)
   return capture_main(args, script) if args.command == "capture" else run_main(args, script)
 
 

@@ -62,6 +62,7 @@ from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
 from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
 from refimpl.renderer import Renderer
+from refimpl.tinygrad.lines import UnsupportedTinygrad, require
 
 KIND = "TINYGRAD"
 NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # a loop device: any grid, lowered to loops here
@@ -271,9 +272,8 @@ class TinygradDevice(Compiled):
 
   def __init__(self, device: str = "TINYGRAD:CLANG"):
     self.target = Target.parse(device)
-    try: importlib.metadata.version("tinygrad")
-    except importlib.metadata.PackageNotFoundError:
-      raise DeviceUnavailable(f"{device}: tinygrad is not installed; pip install 'refimpl[tinygrad]'") from None
+    try: require("0.10.1", f"the {KIND} devices")  # refimpl.tinygrad.lines: no tinygrad, or another line
+    except UnsupportedTinygrad as e: raise DeviceUnavailable(f"{device}: {e}") from None
     self.tg = open_tinygrad(self.target)
     self.backend = self.target.label
     self.tinygrad_device = self.tg.device

@@ -34,13 +34,14 @@ def bits_of(arrays: list[np.ndarray], program: Program) -> list[dict]:
 
 
 def case_finding(program: Program, inputs: list[np.ndarray], vals: tuple[int, ...], device: str, kernel: str,
-                 outputs: list[np.ndarray] | None = None, detail: str = "", rules: list[str] | None = None) -> Finding:
+                 outputs: list[np.ndarray] | None = None, detail: str = "", rules: list[str] | None = None,
+                 source: str = SOURCE) -> Finding:
   """A captured kernel as a Finding (see the module docstring); outputs are what tinygrad's device computed, rules the
-  translation rules that rewrote the kernel (refimpl.tinygrad.importer.TRANSLATION_RULES)."""
-  found = {"source": SOURCE, "device": device, "kernel": kernel, "rules": sorted(rules or [])}
+  translation rules that rewrote the kernel (the importer's TRANSLATION_RULES), source the tinygrad line."""
+  found = {"source": source, "device": device, "kernel": kernel, "rules": sorted(rules or [])}
   if outputs is not None: found["outputs"] = bits_of(outputs, program)
-  return Finding(Signature("PYTHON", "kernel", device, SOURCE.replace(" ", "-")), Case(program, inputs, vals),
-                 BackendRef("PYTHON"), detail or f"{SOURCE} {device} kernel {kernel}", found)
+  return Finding(Signature("PYTHON", "kernel", device, source.replace(" ", "-")), Case(program, inputs, vals),
+                 BackendRef("PYTHON"), detail or f"{source} {device} kernel {kernel}", found)
 
 
 def tinygrad_outputs(f: Finding) -> list[np.ndarray] | None:

@@ -1,0 +1,10 @@
+"""tinygrad 0.14's kernels on refimpl (docs/tinygrad-0.14.md).
+
+  record.py    KernelRecord: a linearized tinygrad 0.14 kernel as plain data (op names, dtype names, shapes, address
+               spaces, args, src indices) with its JSON form: what the importer reads, stored in the corpus, so the
+               importer and the corpus are tested without tinygrad 0.14 installed
+  live.py      record_of(uops): tinygrad 0.14's UOp list -> KernelRecord (imports tinygrad 0.14)
+  importer.py  translate(record) -> a verified refimpl Program, by numbered rules (TRANSLATION_RULES); TranslationError
+               names the uop refimpl cannot express
+  capture.py   every distinct kernel a tinygrad 0.14 script runs on its PYTHON device, as refimpl cases
+"""

@@ -1,0 +1,304 @@
+"""Translate a tinygrad 0.14 linearized kernel (a KernelRecord, record.py) into a refimpl `Program`.
+
+`translate(record)` walks the uops once, in order. Each becomes one refimpl uop, an alias of an earlier one, nothing (it
+only orders or groups), or is rejected with `TranslationError` naming the uop. Ops keep their names except where a rule
+below renames them. Where 0.14's form departs from refimpl's IR one of these rules rewrites it (TRANSLATION_RULES):
+
+   1 weak-const       a CONST of a weak type (weakint, weakfloat) emits nothing: the CAST that types it is the CONST
+   2 typed-const      CAST of a weak CONST is a CONST of the CAST's dtype (a float rounded as tinygrad's C renderers
+                      round a literal; an int wrapped as C's `-1u`)
+   3 param-buffer     PARAM in GLOBAL memory is DEFINE_GLOBAL, numbered in list order, T.ptr(its element count)
+   4 param-var        PARAM in the ALU space (a symbolic variable) is DEFINE_VAR (name, min, max)
+   5 local-buffer     BUFFER in LOCAL memory is DEFINE_LOCAL, T.ptr(size, local=True)
+   6 reg-accumulator  BUFFER in REG memory emits nothing; each element it is indexed at by a constant is an accumulator:
+                      the first STORE to it is DEFINE_ACC (value), the later ones ASSIGN, and a LOAD of it reads it
+   7 ordering-alias   AFTER (x, deps...) is x: refimpl's order is the list order; NOOP is its src
+   8 no-op            SINK (its arg names the kernel), GROUP and an empty STACK emit nothing
+   9 shrink-vector    SHRINK (buffer, offset, n) is INDEX (buffer, offset): a LOAD of it is a LOAD of T.vec(n), a STORE
+                      of n values a vector STORE (refimpl's vector access: n consecutive elements)
+  10 lane-index       INDEX of a vector value by a constant k is GEP (k,)
+  11 renamed-op       RECIPROCAL is RECIP, CDIV is IDIV, CMOD is MOD (both truncate, as C does), STACK is VECTORIZE
+  12 cmpeq            CMPEQ (a, b) is XOR (CMPNE (a, b), true)
+  13 range-start      RANGE (end) is RANGE (0, end) with the axis id as its id; END (x, RANGE) is ENDRANGE (RANGE)
+  14 order-srcs       BARRIER's srcs (the STOREs it orders) and IF's srcs after the gate are dropped
+  15 special-size     SPECIAL name (size) is SPECIAL (name, size): a constant size, else the launched dimension
+  16 function-name    the kernel's name (SINK's arg, "E_(n*4)" for a symbolic shape) is a C identifier: "E_n_4"
+
+DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
+
+What refimpl cannot express raises TranslationError: TRUNC (the spec has no TRUNC rule yet), a do-while END (x, RANGE,
+cond), a REG buffer indexed by a value that is not a constant, a vector REG access, an INDEX of a vector value by a
+non-constant, a value of more than one dimension, WMMA, CUSTOM, INS, CALL and any op refimpl does not have. A translated
+program that breaks an IR rule raises TranslationError naming the tinygrad uop and the rule.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from refimpl.dtype import DType, dtypes, truncate
+from refimpl.ir.ops import Ops
+from refimpl.ir.program import Program, UOp
+from refimpl.ir.verify import ProgramError, verify
+from refimpl.tinygrad.importer import FLOAT_CONST_ROUNDING, Translation, TranslationError
+from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, float_of
+
+__all__ = ["TRANSLATION_RULES", "TranslationError", "from_record", "translate"]
+
+WEAK = ("weakint", "weakfloat")
+RENAMED = {"RECIPROCAL": "RECIP", "CDIV": "IDIV", "CMOD": "MOD", "STACK": "VECTORIZE"}
+# the ops that keep their name and form (the ALU ops, conversions, ENDIF)
+SAME_NAME = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "NEG", "ADD", "SUB", "MUL", "FDIV", "MAX", "CMPLT", "CMPNE", "XOR", "OR",
+                       "AND", "SHL", "SHR", "THREEFRY", "WHERE", "MULACC", "CAST", "BITCAST", "ENDIF"})
+REJECTED = {"TRUNC": "the spec has no TRUNC rule yet (tinygrad 0.14's float truncation)",
+            "WMMA": "tinygrad 0.14's WMMA (warp fragments) has no refimpl form", "CUSTOM": "inline source code",
+            "CUSTOMI": "inline source code", "INS": "a machine instruction", "CALL": "a call of native code"}
+
+
+@dataclass
+class _Ctx:
+  """What the walk knows: the record, record index -> refimpl index, the output and the rules that fired."""
+  k: KernelRecord
+  out: list[UOp] = field(default_factory=list)
+  to_ref: dict[int, int] = field(default_factory=dict)
+  weak: dict[int, float | int] = field(default_factory=dict)        # rule 1: a weak CONST's value
+  reg_at: dict[int, tuple[int, int]] = field(default_factory=dict)  # rule 6: an INDEX into a REG buffer -> (buffer, k)
+  accs: dict[tuple[int, int], int] = field(default_factory=dict)    # rule 6: (buffer, k) -> its DEFINE_ACC
+  shrink: dict[int, int] = field(default_factory=dict)              # rule 9: a SHRINK's record index -> its n
+  nglobals: int = 0
+  nlocals: int = 0
+  fired: dict[str, list[int]] = field(default_factory=dict)
+
+  def fire(self, rule: str, i: int) -> None: self.fired.setdefault(rule, []).append(i)
+  def ref(self, i: int, j: int) -> int:
+    """The refimpl index of src j of uop i (an error when j emitted nothing)."""
+    if j not in self.to_ref: raise TranslationError(i, self.k.uops[i].op, f"src {j} ({self.k.uops[j].op}) has no value here")
+    return self.to_ref[j]
+  def emit(self, i: int, op: Ops, dt: DType, src: tuple[int, ...] = (), arg=None) -> int:
+    self.out.append(UOp(op, dt, src, arg))
+    self.to_ref[i] = len(self.out) - 1
+    return self.to_ref[i]
+
+
+def _scalar(i: int, r: Rec) -> DType:
+  dt = getattr(dtypes, r.dtype, None)
+  if not isinstance(dt, DType) or r.dtype in WEAK: raise TranslationError(i, r.op, f"dtype {r.dtype} has no refimpl equivalent")
+  return dt
+
+def _value_dtype(i: int, r: Rec) -> DType:
+  """A value's dtype: the scalar, or T.vec(n) for shape (n,)."""
+  dt, shape = _scalar(i, r), r.shape or ()
+  if len(shape) > 1: raise TranslationError(i, r.op, f"a value of shape {shape}: refimpl's values are scalars or vectors")
+  return dt.vec(shape[0]) if shape and shape[0] > 1 else dt
+
+def _constant(c: _Ctx, j: int) -> int | None:
+  """The int value of record uop j when it is a constant (a weak CONST, or a CAST of one), else None."""
+  r = c.k.uops[j]
+  if j in c.weak: return int(c.weak[j])
+  if r.op == "CAST" and r.src and r.src[0] in c.weak: return int(c.weak[r.src[0]])
+  if r.op == "CONST" and isinstance(r.arg, int): return r.arg
+  return None
+
+
+# ***** the rules: each takes (ctx, record index, uop) and emits, aliases or skips *****
+
+def rule_weak_const(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 1: a CONST of a weak type emits nothing; the CAST that types it is the CONST (rule 2)."""
+  c.weak[i] = float_of(r.arg) if isinstance(r.arg, dict) else r.arg
+
+def _typed(i: int, dt: DType, value: float | int) -> float | int | bool:
+  if dt == dtypes.bool: return bool(value)
+  if dtypes.is_int(dt): return int(truncate[dt](int(value)))
+  if math.isnan(value) or math.isinf(value): return float(value)
+  rnd = FLOAT_CONST_ROUNDING.get(dt)
+  if rnd is None: raise TranslationError(i, "CAST", f"no known rendering of a {dt!r} constant")
+  return rnd(float(value))
+
+def rule_typed_const(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 2: CAST of a weak CONST is a CONST of the CAST's dtype: a float rounded as tinygrad's C renderers round a
+  literal (to nearest even through float32 for float32, half and bfloat16), an int wrapped modulo 2**bits."""
+  dt = _scalar(i, r)
+  c.emit(i, Ops.CONST, dt, (), _typed(i, dt, c.weak[r.src[0]]))
+
+def rule_param_buffer(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 3: PARAM in GLOBAL memory is DEFINE_GLOBAL number n (list order), T.ptr(its element count)."""
+  size = math.prod(r.shape or (1,))
+  c.emit(i, Ops.DEFINE_GLOBAL, _scalar(i, r).ptr(size), (), c.nglobals)
+  c.nglobals += 1
+
+def rule_param_var(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 4: PARAM in the ALU space (a symbolic variable, bound at launch) is DEFINE_VAR (name, min, max)."""
+  a = r.arg
+  c.emit(i, Ops.DEFINE_VAR, dtypes.int32, (), (a["name"], int(a["min"]), int(a["max"])))
+
+def rule_local_buffer(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 5: BUFFER in LOCAL memory is DEFINE_LOCAL temp<n>, T.ptr(size, local=True)."""
+  c.emit(i, Ops.DEFINE_LOCAL, _scalar(i, r).ptr(math.prod(r.shape or (1,)), local=True), (), f"temp{c.nlocals}")
+  c.nlocals += 1
+
+def rule_reg_accumulator(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 6: a REG buffer emits nothing; its elements, each indexed by a constant, are accumulators (reg_index,
+  reg_store, reg_load)."""
+
+def _buffer_of(c: _Ctx, j: int) -> int:
+  """Record uop j with AFTERs looked through."""
+  while c.k.uops[j].op == "AFTER": j = c.k.uops[j].src[0]
+  return j
+
+def rule_ordering_alias(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 7: AFTER (x, deps...) is x (refimpl's order is the list order); NOOP is its src."""
+  if r.src[0] in c.to_ref: c.to_ref[i] = c.to_ref[r.src[0]]
+
+def rule_no_op(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 8: SINK, GROUP and an empty STACK only group uops: nothing is emitted."""
+
+def rule_shrink_vector(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 9: SHRINK (buffer, offset, n) is INDEX (buffer, offset); its LOAD or STORE moves n consecutive elements."""
+  buf = c.ref(i, r.src[0])
+  c.shrink[i] = math.prod(r.shape or (1,))
+  c.emit(i, Ops.INDEX, c.out[buf].dtype, (buf, c.ref(i, r.src[1])))
+
+def rule_lane_index(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 10: INDEX of a vector value by a constant k is GEP (k,)."""
+  k = _constant(c, r.src[1])
+  if k is None: raise TranslationError(i, r.op, "a vector value indexed by a value that is not a constant")
+  c.emit(i, Ops.GEP, _value_dtype(i, r), (c.ref(i, r.src[0]),), (k,))
+
+def rule_cmpeq(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 12: CMPEQ (a, b) is XOR (CMPNE (a, b), true)."""
+  dt = _value_dtype(i, r)
+  ne = c.emit(i, Ops.CMPNE, dt, tuple(c.ref(i, s) for s in r.src))
+  true = c.emit(i, Ops.CONST, dtypes.bool, (), True)
+  if dt.count > 1: true = c.emit(i, Ops.VECTORIZE, dt, (true,) * dt.count)
+  c.emit(i, Ops.XOR, dt, (ne, true))
+
+def rule_renamed_op(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 11: RECIPROCAL is RECIP, CDIV is IDIV, CMOD is MOD (both truncate toward zero, as C does), STACK is
+  VECTORIZE."""
+  c.emit(i, Ops[RENAMED[r.op]], _value_dtype(i, r), tuple(c.ref(i, s) for s in r.src))
+
+def rule_range_start(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 13: RANGE (end) is RANGE (0, end), its id the axis id; END (x, RANGE) is ENDRANGE (RANGE)."""
+  if r.op == "END":
+    if len(r.src) != 2: raise TranslationError(i, r.op, "a do-while loop (END with a condition)")
+    c.emit(i, Ops.ENDRANGE, dtypes.void, (c.ref(i, r.src[1]),))
+    return
+  zero = c.emit(i, Ops.CONST, dtypes.int32, (), 0)
+  c.emit(i, Ops.RANGE, dtypes.int32, (zero, c.ref(i, r.src[0])), int(r.arg[0]))
+
+def rule_order_srcs(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 14: BARRIER's srcs and IF's srcs after its gate are dropped (the list order orders them)."""
+  if r.op == "BARRIER": c.emit(i, Ops.BARRIER, dtypes.void)
+  else: c.emit(i, Ops.IF, dtypes.void, (c.ref(i, r.src[0]),))
+
+def rule_special_size(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 15: SPECIAL name (size) is SPECIAL (name, size): its constant size, else the dimension it was launched with."""
+  size = _constant(c, r.src[0]) if r.src else None
+  if size is None: size = (c.k.global_size if r.arg[0] == "g" else c.k.local_size)[int(r.arg[-1])]
+  c.emit(i, Ops.SPECIAL, dtypes.int32, (), (r.arg, size))
+
+TRANSLATION_RULES: dict[str, Callable] = {
+  "weak-const": rule_weak_const, "typed-const": rule_typed_const, "param-buffer": rule_param_buffer,
+  "param-var": rule_param_var, "local-buffer": rule_local_buffer, "reg-accumulator": rule_reg_accumulator,
+  "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
+  "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
+  "order-srcs": rule_order_srcs,
+  "special-size": rule_special_size}
+
+
+# ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
+
+def _index(c: _Ctx, i: int, r: Rec) -> None:
+  buf = _buffer_of(c, r.src[0])
+  if c.k.uops[buf].addrspace == "REG":
+    k = _constant(c, r.src[1])
+    if k is None: raise TranslationError(i, r.op, "a REG buffer indexed by a value that is not a constant")
+    c.reg_at[i] = (buf, k)
+    c.fire("reg-accumulator", i)
+    return
+  ptr = c.ref(i, r.src[0])
+  c.emit(i, Ops.INDEX, c.out[ptr].dtype, (ptr, c.ref(i, r.src[1])))
+
+def _load(c: _Ctx, i: int, r: Rec) -> None:
+  ptr = r.src[0]
+  if ptr in c.reg_at:
+    acc = c.accs.get(c.reg_at[ptr])
+    if acc is None: raise TranslationError(i, r.op, "a REG element read before any STORE to it")
+    c.to_ref[i] = acc
+    return
+  if (r.shape or ()) != () and ptr not in c.shrink: raise TranslationError(i, r.op, "a vector LOAD not through a SHRINK")
+  c.emit(i, Ops.LOAD, _value_dtype(i, r), tuple(c.ref(i, s) for s in r.src))
+
+def _store(c: _Ctx, i: int, r: Rec) -> None:
+  ptr, value = r.src[0], c.ref(i, r.src[1])
+  if ptr in c.reg_at:
+    if (c.k.uops[r.src[1]].shape or ()) != (): raise TranslationError(i, r.op, "a vector STORE into a REG buffer")
+    acc = c.accs.get(c.reg_at[ptr])
+    if acc is None: c.accs[c.reg_at[ptr]] = c.emit(i, Ops.DEFINE_ACC, c.out[value].dtype, (value,), len(c.accs))
+    else: c.emit(i, Ops.ASSIGN, c.out[value].dtype, (acc, value))
+    return
+  c.emit(i, Ops.STORE, dtypes.void, (c.ref(i, ptr), value))
+
+
+# ***** the walk *****
+
+def _rule_of(c: _Ctx, r: Rec) -> str | None:
+  """The rule that translates uop r, or None when it maps one to one."""
+  op, space = r.op, r.addrspace
+  if op == "CONST": return "weak-const" if r.dtype in WEAK else None
+  if op == "CAST" and r.src and r.src[0] in c.weak: return "typed-const"
+  if op == "PARAM": return "param-var" if space == "ALU" else "param-buffer"
+  if op == "BUFFER": return {"LOCAL": "local-buffer", "REG": "reg-accumulator"}.get(space or "")
+  if op in ("AFTER", "NOOP"): return "ordering-alias"
+  if op in ("SINK", "GROUP") or (op == "STACK" and not r.src): return "no-op"
+  if op == "SHRINK": return "shrink-vector"
+  if op == "INDEX" and space == "ALU": return "lane-index"
+  if op in RENAMED: return "renamed-op"
+  return {"CMPEQ": "cmpeq", "RANGE": "range-start", "END": "range-start", "BARRIER": "order-srcs", "IF": "order-srcs",
+          "SPECIAL": "special-size"}.get(op)
+
+def _translate_uop(c: _Ctx, i: int, r: Rec) -> None:
+  if any(s >= i for s in r.src): raise TranslationError(i, r.op, "a src that is not an earlier uop in the list")
+  if r.op in REJECTED: raise TranslationError(i, r.op, REJECTED[r.op])
+  rule = _rule_of(c, r)
+  if rule is not None:
+    c.fire(rule, i)
+    TRANSLATION_RULES[rule](c, i, r)
+    return
+  if r.op == "INDEX": return _index(c, i, r)
+  if r.op == "LOAD": return _load(c, i, r)
+  if r.op == "STORE": return _store(c, i, r)
+  if r.op not in SAME_NAME: raise TranslationError(i, r.op, f"{r.op} is not an op of refimpl's kernel language")
+  if r.op == "ENDIF": return c.emit(i, Ops.ENDIF, dtypes.void, (c.ref(i, r.src[0]),))
+  c.emit(i, Ops[r.op], _value_dtype(i, r), tuple(c.ref(i, s) for s in r.src), None if r.op in ("CAST", "BITCAST") else r.arg)
+
+
+def rule_function_name(name: str) -> str | None:
+  """Rule 16: the kernel's name as a C identifier (what a renderer names the function): every run of other characters
+  is one "_" ("E_(n*4)" is "E_n_4"); None when it is one already."""
+  ident = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "kernel"
+  if ident[0].isdigit(): ident = "k_" + ident
+  return None if ident == name else ident
+
+TRANSLATION_RULES["function-name"] = rule_function_name
+
+
+def translate(k: KernelRecord) -> Translation:
+  """The verified Program of a tinygrad 0.14 kernel record, and which rules fired where (`Translation`)."""
+  c = _Ctx(k)
+  for i, r in enumerate(k.uops): _translate_uop(c, i, r)
+  name = rule_function_name(k.name)
+  if name is not None: c.fire("function-name", -1)
+  program = Program(name or k.name, tuple(c.out), k.global_size, k.local_size)
+  try: return Translation(verify(program), c.fired)
+  except ProgramError as e:  # say which tinygrad uop the refimpl uop came from
+    if e.index is None: raise TranslationError(None, None, f"its refimpl translation is not valid IR: {e}") from e
+    tg_index = min(i for i, ref in c.to_ref.items() if ref == e.index)
+    raise TranslationError(tg_index, k.uops[tg_index].op, f"its refimpl translation is not valid IR: {e}") from e
+
+
+def from_record(k: KernelRecord) -> Program:
+  """Translate a tinygrad 0.14 kernel record into a verified refimpl Program (TranslationError where it cannot)."""
+  return translate(k).program

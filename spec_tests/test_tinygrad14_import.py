@@ -1,0 +1,155 @@
+"""tinygrad 0.14's kernels on refimpl (refimpl/tinygrad/v0_14, docs/tinygrad-0.14.md), tested without tinygrad 0.14
+installed: its kernels are data (KernelRecord). Rules:
+- the importer's translation rules, each on the smallest record that needs it; what refimpl cannot express is a
+  TranslationError naming the uop (TRUNC, a do-while loop, a REG buffer indexed by a variable);
+- every kernel of the 0.14 corpus (corpus/tinygrad-0.14.0: tinygrad 0.14.0's PYTHON device on workload.py) translates
+  from its stored record to the stored program, and the emulator computes what tinygrad 0.14's emulator computed, on
+  every element the spec pins to one value (test_tinygrad_corpus.py replays the same cases on every backend);
+- an unsupported tinygrad line is refused with the lines refimpl serves."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refimpl.dtype import dtypes
+from refimpl.emulator.machine import emulate
+from refimpl.fuzz.corpus import load_finding
+from refimpl.ir import Ops
+from refimpl.tinygrad.cases import tinygrad_outputs
+from refimpl.tinygrad.importer import TranslationError
+from refimpl.tinygrad.lines import SUPPORTED, UnsupportedTinygrad, installed, require
+from refimpl.tinygrad.reference import compare_run
+from refimpl.tinygrad.v0_14.importer import translate
+from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, RecordFormatError, float_arg, from_json, to_json
+
+CORPUS_14 = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.14.0"
+FILES = sorted(CORPUS_14.glob("PYTHON/*.json"))
+
+
+class Kernel14:
+  """A tinygrad 0.14 kernel record written by hand, uop by uop (each add returns the uop's index)."""
+  def __init__(self): self.uops: list[Rec] = []
+
+  def add(self, op: str, dtype: str = "void", shape=(), space: str | None = "ALU", arg=None, src=()) -> int:
+    self.uops.append(Rec(op, dtype, shape, space, arg, tuple(src)))
+    return len(self.uops) - 1
+
+  def const(self, value, dtype: str = "int") -> int:
+    """A weak CONST and the CAST that types it (rules 1, 2): the CAST's index."""
+    weak = self.add("CONST", "weakfloat" if isinstance(value, float) else "weakint", (), None,
+                    float_arg(value) if isinstance(value, float) else value)
+    return self.add("CAST", dtype, (), None, None, [weak])
+
+  def param(self, slot: int, n: int, size: int) -> int:
+    return self.add("PARAM", "float", (n,), "GLOBAL", {"slot": slot, "name": None, "min": None, "max": None}, [size])
+
+  def record(self, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> KernelRecord:
+    return KernelRecord("k", tuple(self.uops), global_size, local_size)
+
+
+def _add_one_kernel(n: int = 4) -> KernelRecord:
+  """out[i] = in[i] + 1.0, one lane per workgroup: PARAMs, SPECIAL, INDEX, LOAD, ADD, STORE, SINK."""
+  k = Kernel14()
+  size = k.const(n)
+  out, inp = k.param(0, n, size), k.param(1, n, size)
+  gid = k.add("SPECIAL", "int", (), "ALU", "gidx0", [size])
+  x = k.add("LOAD", "float", (), "ALU", None, [k.add("INDEX", "float", (), "GLOBAL", None, [inp, gid])])
+  y = k.add("ADD", "float", (), "ALU", None, [x, k.const(1.0, "float")])
+  store = k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, gid]), y])
+  k.add("SINK", "void", None, None, {"name": "E_4"}, [store])
+  return k.record(global_size=(n, 1, 1))
+
+
+def test_a_kernel_translates_to_the_program_it_means():
+  """Rules 1, 2, 3, 8 and 15: weak CONSTs typed by their CAST, PARAMs as DEFINE_GLOBALs in list order, SPECIAL sized by
+  its constant, SINK gone; the program computes out[i] = in[i] + 1."""
+  t = translate(_add_one_kernel())
+  ops = [u.op for u in t.program.uops]
+  assert ops.count(Ops.DEFINE_GLOBAL) == 2 and Ops.SPECIAL in ops and Ops.ADD in ops
+  assert {"weak-const", "typed-const", "param-buffer", "no-op", "special-size"} <= set(t.fired)
+  x = np.array([1.5, -2.0, 0.0, 7.25], np.float32)
+  out = emulate(t.program, [np.zeros(4, np.float32), x]).buffers[0]
+  assert out.tolist() == (x + np.float32(1)).tolist()
+
+
+def test_a_float_constant_is_rounded_as_a_c_literal():
+  """Rule 2: a weakfloat CONST cast to float32 is the float32 nearest its float64 value (C's strtof of the literal)."""
+  k = Kernel14()
+  k.const(0.1, "float")
+  c = translate(k.record()).program.uops[0]
+  assert c.op is Ops.CONST and c.dtype == dtypes.float32 and c.arg == float(np.float32(0.1))
+
+
+def test_cmpeq_is_not_cmpne():
+  """Rule 12: CMPEQ (a, b) is XOR (CMPNE (a, b), true)."""
+  k = Kernel14()
+  k.add("CMPEQ", "bool", (), "ALU", None, [k.const(3), k.const(3)])
+  prog = translate(k.record()).program
+  assert [x.op for x in prog.uops[-3:]] == [Ops.CMPNE, Ops.CONST, Ops.XOR] and prog.uops[-2].arg is True
+
+
+@pytest.mark.parametrize("op, renamed", [("RECIPROCAL", Ops.RECIP), ("CDIV", Ops.IDIV), ("CMOD", Ops.MOD)])
+def test_renamed_ops_keep_their_meaning(op, renamed):
+  """Rule 11: RECIPROCAL is RECIP, CDIV is IDIV and CMOD is MOD (truncating, as C's / and %)."""
+  k = Kernel14()
+  if op == "RECIPROCAL": k.add(op, "float", (), "ALU", None, [k.const(2.0, "float")])
+  else: k.add(op, "int", (), "ALU", None, [k.const(7), k.const(2)])
+  assert translate(k.record()).program.uops[-1].op is renamed
+
+
+def test_trunc_is_refused_naming_the_uop():
+  """TRUNC has no rule in refimpl's spec yet: TranslationError names the uop and the op."""
+  k = Kernel14()
+  k.add("TRUNC", "float", (), "ALU", None, [k.const(2.5, "float")])
+  with pytest.raises(TranslationError, match="uop 2 TRUNC"): translate(k.record())
+
+
+def test_a_do_while_loop_is_refused():
+  """Rule 13 covers RANGE (end) ... END (x, RANGE); an END with a condition (a do-while) has no refimpl form."""
+  k = Kernel14()
+  n = k.const(4)
+  r = k.add("RANGE", "int", (), "ALU", (0, "LOOP"), [n])
+  k.add("END", "void", (), "ALU", None, [r, r, k.add("CMPLT", "bool", (), "ALU", None, [r, n])])
+  with pytest.raises(TranslationError, match="uop 4 END: a do-while"): translate(k.record())
+
+
+def test_a_reg_buffer_indexed_by_a_variable_is_refused():
+  """Rule 6 makes each constant-indexed REG element an accumulator; an element chosen at run time has no refimpl form."""
+  k = Kernel14()
+  n = k.const(4)
+  reg = k.add("BUFFER", "float", (4,), "REG", {"slot": 0, "name": None, "min": None, "max": None}, [n])
+  k.add("INDEX", "float", (), "REG", None, [reg, k.add("SPECIAL", "int", (), "ALU", "lidx0", [n])])
+  with pytest.raises(TranslationError, match="uop 4 INDEX: a REG buffer indexed by a value that is not a constant"):
+    translate(k.record(local_size=(4, 1, 1)))
+
+
+def test_a_record_that_is_not_one_is_named():
+  """The record's JSON form round-trips; another document is a RecordFormatError."""
+  with pytest.raises(RecordFormatError): from_json({"format": "refimpl-program"})
+  assert from_json(json.loads(json.dumps(to_json(_add_one_kernel())))) == _add_one_kernel()
+
+
+def test_the_corpus_has_tinygrad_014_kernels_of_every_construct():
+  """The 0.14 corpus exercises every rule but the ones only hand-written kernels need, and lists what it cannot translate."""
+  fired = set()
+  for p in FILES: fired |= set(load_finding(p).found["rules"])
+  assert len(FILES) >= 90 and fired >= {"reg-accumulator", "local-buffer", "shrink-vector", "lane-index", "cmpeq",
+                                        "range-start", "param-var", "ordering-alias", "renamed-op"}, fired
+  assert all("TRUNC" in why for why in json.loads((CORPUS_14 / "untranslated.json").read_text()).values())
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_a_tinygrad_014_kernel_translates_and_computes_what_tinygrad_computed(path):
+  f = load_finding(path)
+  t = translate(from_json(f.found["record"]))
+  assert t.program == f.case.program and sorted(t.fired) == f.found["rules"]
+  assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None
+
+
+def test_an_unsupported_tinygrad_line_is_refused_naming_the_lines_served():
+  line = "0.14.0" if installed() != "0.14.0" else "0.10.1"
+  with pytest.raises(UnsupportedTinygrad, match=f"made for tinygrad {line}.*serves tinygrad {' and '.join(SUPPORTED)}"):
+    require(line, "this part")
