@@ -10,6 +10,14 @@ import time
 import numpy as np
 from tinygrad import GlobalCounters, Tensor, nn
 
+
+def training():
+  """Training mode: tinygrad 0.10.1's Tensor.train(), tinygrad 0.14's Context(TRAINING=1)."""
+  if hasattr(Tensor, "train"): return Tensor.train()
+  from tinygrad.helpers import Context
+  return Context(TRAINING=1)
+
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
 args = ap.parse_args()
@@ -21,7 +29,7 @@ x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))
 y = Tensor(rng.integers(0, 10, 32).astype(np.int32))
 opt = nn.optim.SGD(params, lr=2**-6) if args.optimizer == "sgd" else nn.optim.Adam(params, lr=1e-3)
 start = time.perf_counter()
-with Tensor.train():
+with training():
   for step in range(3):
     opt.zero_grad()
     loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y).backward()

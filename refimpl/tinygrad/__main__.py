@@ -142,13 +142,26 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
   return 1 if session.disagreements or session.undefined else status
 
 
+def run_014(argv: list[str]) -> int:
+  """`run` (no --check) under tinygrad 0.14: the script on the REFIMPL device of refimpl.tinygrad.v0_14.device."""
+  from refimpl.tinygrad.reference import SESSION
+  from refimpl.tinygrad.v0_14.device import install
+  SESSION.progress = True
+  install(default=True)
+  try: status = _run_script(argv)
+  finally: print(SESSION.summary(), file=sys.stderr)
+  return status
+
+
 def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | None:
-  """Under tinygrad 0.14, capture on its PYTHON device is refimpl.tinygrad.v0_14.capture's; every other command serves
-  0.10.1 only: exit status 2 naming the lines (refimpl.tinygrad.lines). None when the command runs as it is."""
+  """Under tinygrad 0.14, `run` without --check and `capture` on its PYTHON device are refimpl.tinygrad.v0_14's; every
+  other command serves 0.10.1 only: exit status 2 naming the lines (refimpl.tinygrad.lines). None when the command
+  runs as it is."""
   from refimpl.tinygrad.lines import UnsupportedTinygrad, installed, require
   if installed() == "0.14.0" and args.command == "capture" and args.device.upper() == "PYTHON":
     from refimpl.tinygrad.v0_14.capture import main as capture_014
     return capture_014(["--out", str(args.out), "--", *(script or [])])
+  if installed() == "0.14.0" and args.command == "run" and args.check is None: return run_014(script or [])
   try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
   except UnsupportedTinygrad as e:
     print(f"refimpl.tinygrad: {e}", file=sys.stderr)
