@@ -1,0 +1,107 @@
+"""tinygrad 0.14 programs on the reference (refimpl.tinygrad.v0_14.device), run in a Python that has tinygrad 0.14.0
+(a second environment: refimpl's own pins 0.10.1). Rules:
+- `python -m refimpl.tinygrad run -- script.py` under tinygrad 0.14 runs every kernel on the emulator, strict: a script
+  whose kernels are defined runs whole, and computes what tinygrad 0.14's own emulator computes;
+- undefined behaviour that reaches a store stops the script naming the kernel, the uop, the lane and the operands; a
+  division by zero that a WHERE discards does not;
+- the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves.
+
+The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
+.venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
+  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e ."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refimpl.testing.compare import same_value
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e ."
+
+
+def _tinygrad14_python() -> str | None:
+  """The interpreter with tinygrad 0.14.0 (module docstring); a set variable that does not name one is an error."""
+  named = os.environ.get("REFIMPL_TINYGRAD14_PYTHON")
+  path = named or str(ROOT / ".venv14" / "bin" / "python")
+  if not Path(path).exists():
+    if named: raise AssertionError(f"REFIMPL_TINYGRAD14_PYTHON={named} does not exist")
+    return None
+  probe = subprocess.run([path, "-c", "from importlib import metadata; print(metadata.version('tinygrad'))"],
+                         capture_output=True, text=True, timeout=60)
+  if probe.stdout.strip() != "0.14.0":
+    raise AssertionError(f"{path} has no tinygrad 0.14.0: {probe.stdout.strip() or probe.stderr[-500:]}")
+  return path
+
+
+@pytest.fixture(scope="module")
+def python14() -> str:
+  path = _tinygrad14_python()
+  if path is None: pytest.skip(f"no tinygrad 0.14 environment; make one: {MAKE_ONE}")
+  return path
+
+
+def _run(python: str, tmp_path: Path, script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+  (tmp_path / "script.py").write_text(script)
+  base = {k: v for k, v in os.environ.items() if k != "DEV"}  # the script's device is the test's choice
+  env = {**base, "PYTHONPATH": str(ROOT), **(env or {})}
+  command = [python, *args] if args else [python, "-m", "refimpl.tinygrad", "run", "--", "script.py"]
+  return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+
+
+# small kernels of every form: elementwise, a reduction, a matmul with locals, int division, a cast
+PROGRAM = """
+import numpy as np
+from tinygrad import Tensor
+rng = np.random.default_rng(0)
+a, b = Tensor(rng.uniform(-4, 4, 64).astype(np.float32)), Tensor(rng.uniform(-4, 4, 64).astype(np.float32))
+m = Tensor(rng.uniform(-1, 1, (16, 16)).astype(np.float32))
+i = Tensor(rng.integers(-100, 100, 64).astype(np.int32))
+for t in (a * b + 1, (a * b).sum(), m @ m, m.softmax(axis=1), i // 7, i % 5, a.cast("int32"), a.exp2(), a.sqrt()):
+  print(t.dtype.name if hasattr(t.dtype, "name") else t.dtype, t.numpy().tobytes().hex())
+"""
+
+
+def _arrays(stdout: str) -> list[np.ndarray]:
+  """The script's printed tensors (numpy dtype name, bytes in hex) as arrays."""
+  out = []
+  for line in stdout.splitlines():
+    dtype, hexbytes = line.split()
+    out.append(np.frombuffer(bytes.fromhex(hexbytes), dtype={"float": np.float32, "int": np.int32}[dtype]))
+  return out
+
+
+def test_a_tinygrad_014_program_runs_whole_on_the_reference_and_computes_what_its_emulator_computes(python14, tmp_path):
+  ref = _run(python14, tmp_path, PROGRAM)
+  assert ref.returncode == 0, ref.stderr[-3000:]
+  assert "0 with undefined behaviour, 0 not translatable" in ref.stderr
+  emulator = _run(python14, tmp_path, PROGRAM, "script.py", env={"DEV": "PYTHON"})
+  assert emulator.returncode == 0, emulator.stderr[-3000:]
+  ours, theirs = _arrays(ref.stdout), _arrays(emulator.stdout)
+  assert len(ours) == len(theirs) == 9
+  for k, (a, b) in enumerate(zip(ours, theirs)):  # the same bits, a NaN for a NaN (the spec does not pin a NaN's bits)
+    assert same_value(a, b).all(), (k, a[~same_value(a, b)], b[~same_value(a, b)])
+
+
+def test_the_mlp_example_trains_on_the_reference_under_tinygrad_014(python14, tmp_path):
+  res = _run(python14, tmp_path, (ROOT / "examples" / "mlp.py").read_text())
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.count("loss") == 3 and "0 with undefined behaviour, 0 not translatable" in res.stderr
+
+
+def test_undefined_behaviour_stops_the_script_naming_kernel_uop_and_lane(python14, tmp_path):
+  discarded = "from tinygrad import Tensor\nt = Tensor([2, 0, -3], dtype='int32')\nprint((t > 0).where(7 // t, t).numpy())\n"
+  res = _run(python14, tmp_path, discarded)
+  assert res.returncode == 0 and "[ 3  0 -3]" in res.stdout, res.stderr[-3000:]
+  res = _run(python14, tmp_path, discarded + "print((Tensor([7, 7, 7], dtype='int32') // t).numpy())\n")
+  assert res.returncode != 0
+  assert "KernelUndefinedBehavior: tinygrad kernel" in res.stderr and "division by zero; operands (7, 0)" in res.stderr
+
+
+def test_the_0_10_1_commands_refuse_tinygrad_014(python14, tmp_path):
+  res = _run(python14, tmp_path, "", "-m", "refimpl.tinygrad", "report", "--classes-only")
+  assert res.returncode == 2 and "made for tinygrad 0.10.1, but tinygrad 0.14.0 is installed" in res.stderr
