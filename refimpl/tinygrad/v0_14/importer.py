@@ -23,12 +23,14 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
   14 order-srcs       BARRIER's srcs (the STOREs it orders) and IF's srcs after the gate are dropped
   15 special-size     SPECIAL name (size) is SPECIAL (name, size): a constant size, else the launched dimension
   16 function-name    the kernel's name (SINK's arg, "E_(n*4)" for a symbolic shape) is a C identifier: "E_n_4"
+  17 trunc-lowered    TRUNC x is computed exactly from refimpl's ops: where |x| < 2^p (p the mantissa bits) the value
+                      through int64, a zero taking x's sign; elsewhere x (an integer already, an infinity, a NaN)
 
 DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
 
-What refimpl cannot express raises TranslationError: TRUNC (the spec has no TRUNC rule yet), a do-while END (x, RANGE,
-cond), a REG buffer indexed by a value that is not a constant, a vector REG access, an INDEX of a vector value by a
-non-constant, a value of more than one dimension, WMMA, CUSTOM, INS, CALL and any op refimpl does not have. A translated
+What refimpl cannot express raises TranslationError: a do-while END (x, RANGE, cond), a REG buffer indexed by a value
+that is not a constant, a vector REG access, an INDEX of a vector value by a non-constant, a value of more than one
+dimension, WMMA, CUSTOM, INS, CALL and any op refimpl does not have. A translated
 program that breaks an IR rule raises TranslationError naming the tinygrad uop and the rule.
 """
 from __future__ import annotations
@@ -52,8 +54,7 @@ RENAMED = {"RECIPROCAL": "RECIP", "CDIV": "IDIV", "CMOD": "MOD", "STACK": "VECTO
 # the ops that keep their name and form (the ALU ops, conversions, ENDIF)
 SAME_NAME = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "NEG", "ADD", "SUB", "MUL", "FDIV", "MAX", "CMPLT", "CMPNE", "XOR", "OR",
                        "AND", "SHL", "SHR", "THREEFRY", "WHERE", "MULACC", "CAST", "BITCAST", "ENDIF"})
-REJECTED = {"TRUNC": "the spec has no TRUNC rule yet (tinygrad 0.14's float truncation)",
-            "WMMA": "tinygrad 0.14's WMMA (warp fragments) has no refimpl form", "CUSTOM": "inline source code",
+REJECTED = {"WMMA": "tinygrad 0.14's WMMA (warp fragments) has no refimpl form", "CUSTOM": "inline source code",
             "CUSTOMI": "inline source code", "INS": "a machine instruction", "CALL": "a call of native code"}
 
 
@@ -179,6 +180,28 @@ def rule_renamed_op(c: _Ctx, i: int, r: Rec) -> None:
   VECTORIZE."""
   c.emit(i, Ops[RENAMED[r.op]], _value_dtype(i, r), tuple(c.ref(i, s) for s in r.src))
 
+def _splat(c: _Ctx, i: int, value: float | int | bool, dt: DType) -> int:
+  """A CONST of dt's scalar dtype, VECTORIZEd to dt's width when dt is a vector."""
+  k = c.emit(i, Ops.CONST, dt.scalar(), (), value)
+  return k if dt.count == 1 else c.emit(i, Ops.VECTORIZE, dt, (k,) * dt.count)
+
+def rule_trunc_lowered(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 17: TRUNC x (round toward zero) from refimpl's ops, exactly. Where |x| < 2^p (p the dtype's mantissa bits:
+  only there can x have a fraction) it is CAST (CAST (x, int64), T), in range there; a zero result takes x's sign
+  (x * 0); elsewhere it is x (an integer already, an infinity or a NaN). The int64 CAST of a lane the WHERE discards
+  may be out of range: an undefined value discarded, which the spec allows."""
+  dt, x = _value_dtype(i, r), c.ref(i, r.src[0])
+  if not dtypes.is_float(dt.scalar()): raise TranslationError(i, r.op, f"TRUNC of {dt!r}: a float op")
+  wide = dtypes.int64.vec(dt.count) if dt.count > 1 else dtypes.int64
+  flags = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  magnitude = c.emit(i, Ops.MAX, dt, (x, c.emit(i, Ops.NEG, dt, (x,))))
+  fractional = c.emit(i, Ops.CMPLT, flags, (magnitude, _splat(c, i, float(2 ** dtypes.finfo(dt.scalar())[1]), dt)))
+  whole = c.emit(i, Ops.CAST, dt, (c.emit(i, Ops.CAST, wide, (x,)),))
+  signed_zero = c.emit(i, Ops.MUL, dt, (x, _splat(c, i, 0.0, dt)))
+  nonzero = c.emit(i, Ops.CMPNE, flags, (whole, _splat(c, i, 0.0, dt)))
+  truncated = c.emit(i, Ops.WHERE, dt, (nonzero, whole, signed_zero))
+  c.emit(i, Ops.WHERE, dt, (fractional, truncated, x))
+
 def rule_range_start(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 13: RANGE (end) is RANGE (0, end), its id the axis id; END (x, RANGE) is ENDRANGE (RANGE)."""
   if r.op == "END":
@@ -204,8 +227,7 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "param-var": rule_param_var, "local-buffer": rule_local_buffer, "reg-accumulator": rule_reg_accumulator,
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
-  "order-srcs": rule_order_srcs,
-  "special-size": rule_special_size}
+  "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered}
 
 
 # ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
@@ -256,8 +278,8 @@ def _rule_of(c: _Ctx, r: Rec) -> str | None:
   if op == "SHRINK": return "shrink-vector"
   if op == "INDEX" and space == "ALU": return "lane-index"
   if op in RENAMED: return "renamed-op"
-  return {"CMPEQ": "cmpeq", "RANGE": "range-start", "END": "range-start", "BARRIER": "order-srcs", "IF": "order-srcs",
-          "SPECIAL": "special-size"}.get(op)
+  return {"TRUNC": "trunc-lowered", "CMPEQ": "cmpeq", "RANGE": "range-start", "END": "range-start",
+          "BARRIER": "order-srcs", "IF": "order-srcs", "SPECIAL": "special-size"}.get(op)
 
 def _translate_uop(c: _Ctx, i: int, r: Rec) -> None:
   if any(s >= i for s in r.src): raise TranslationError(i, r.op, "a src that is not an earlier uop in the list")
