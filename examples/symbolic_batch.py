@@ -11,9 +11,22 @@ from tinygrad import GlobalCounters, Tensor, Variable
 rng = np.random.default_rng(0)
 w = Tensor(rng.standard_normal((16, 4)).astype(np.float32))
 batch = Variable("batch", 1, 8)
+
+
+def symbolic(t: Tensor, n: int, *rest: int) -> Tensor:
+  """t (n rows) with its batch size the bound Variable: tinygrad 0.10.1 reshapes to it, tinygrad 0.14 shrinks to it."""
+  if hasattr(t, "shrink_to"): return t.shrink_to(batch.bind(n), *rest)
+  return t.reshape(batch.bind(n), *rest)
+
+
+def concrete(t: Tensor, n: int) -> Tensor:
+  """A symbolic-size t at its bound size n."""
+  return t.shrink_to(n) if hasattr(t, "shrink_to") else t.reshape(n)
+
+
 start = time.perf_counter()
 for n in (3, 5, 8):
-  x = Tensor(rng.standard_normal((n, 16)).astype(np.float32)).reshape(batch.bind(n), 16)
+  x = symbolic(Tensor(rng.standard_normal((n, 16)).astype(np.float32)), n, 16)
   out = (x @ w).relu().sum(axis=1)
-  print(f"batch {n}: {out.reshape(n).numpy().round(4).tolist()}")
+  print(f"batch {n}: {concrete(out, n).numpy().round(4).tolist()}")
 print(f"{GlobalCounters.kernel_count} kernels in {time.perf_counter() - start:.2f} s")
