@@ -36,7 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)  # planted_gpu, for the workers too (spawned processes inherit sys.path)
 
-from refimpl.fuzz.campaign import PHASES, Config, Summary, resolve_backends, run_campaign  # noqa: E402
+from refimpl.fuzz.campaign import resolve_backends, run_campaign  # noqa: E402
+from refimpl.fuzz.config import Config  # noqa: E402
+from refimpl.fuzz.summary import PHASES, Summary  # noqa: E402
 
 BUDGET = {"CLANG": 25.0, "LLVM": 20.0, "GPU": 10.0}
 REDUCE_BACKENDS = ["planted_gpu:FloorDivGPU", "refimpl.fuzz.planted:ContractGPU", "refimpl.fuzz.planted:FlushMulGPU",

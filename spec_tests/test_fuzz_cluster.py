@@ -19,7 +19,7 @@ import pytest
 from refimpl.device import Device
 from refimpl.fuzz import Config, load_finding, run_campaign
 from refimpl.fuzz.__main__ import main
-from refimpl.fuzz.campaign import Summary
+from refimpl.fuzz.summary import Summary
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.skipif(Device.open_error("CLANG") is not None, reason="the planted backends subclass CLANG")]

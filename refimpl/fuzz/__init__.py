@@ -16,15 +16,22 @@
   reduce.py    delta debugging of a failing case over uops, constants and inputs
   finding.py   finding files (JSON + a pytest file), written atomically, loaded with clear errors
   corpus.py    replaying findings (and the finding file names again); fuzz/corpus/ holds known bugs
-  campaign.py  the scheduler, deduplication by signature, progress and the summary
+  config.py    a campaign's settings
+  campaign.py  the scheduler: jobs to workers, their results and losses, new findings filed, replayed, reduced
+  record.py    the findings record: one per signature, deduplicated, renamed to the final signature, dismissed
+  reductions.py  driving the reductions of new findings, one batch of candidates per worker job
+  summary.py   what a campaign counted: the status line and the summary
+  progress.py  the progress line and messages on stderr
   merge.py     `merge`: the findings of many shards in one folder (by signature, smallest reproducer, counts summed)
   planted.py   deliberately broken backends (to test the fuzzer, or to see it work), the four classes real backends have
   __main__.py  the command line
 """
-from refimpl.fuzz.campaign import Config, Summary, run_campaign
+from refimpl.fuzz.campaign import run_campaign
 from refimpl.fuzz.case import Case
+from refimpl.fuzz.config import Config
 from refimpl.fuzz.corpus import CaseFormatError, Finding, Signature, assert_case_passes, load_finding, replay, save_finding
 from refimpl.fuzz.generate import Profile, make_program
+from refimpl.fuzz.summary import Summary
 
 __all__ = ["Case", "CaseFormatError", "Config", "Finding", "Profile", "Signature", "Summary", "assert_case_passes",
            "load_finding", "make_program", "replay", "run_campaign", "save_finding"]

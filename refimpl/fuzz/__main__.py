@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 from refimpl.device import DeviceUnavailable
-from refimpl.fuzz.campaign import Config, run_campaign
+from refimpl.fuzz.campaign import run_campaign
 from refimpl.fuzz.cluster import ClusterError
+from refimpl.fuzz.config import Config
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.generate import MODES
