@@ -4,7 +4,8 @@
   whose kernels are defined runs whole, and computes what tinygrad 0.14's own emulator computes;
 - undefined behaviour that reaches a store stops the script naming the kernel, the uop, the lane and the operands; a
   division by zero that a WHERE discards does not;
-- the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves.
+- the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves;
+- tinygrad 0.14's own test_tiny passes on the reference.
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
@@ -12,13 +13,16 @@ The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from refimpl.testing.compare import same_value
+from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e ."
@@ -107,3 +111,22 @@ def test_undefined_behaviour_stops_the_script_naming_kernel_uop_and_lane(python1
 def test_the_0_10_1_commands_refuse_tinygrad_014(python14, tmp_path):
   res = _run(python14, tmp_path, "", "-m", "refimpl.tinygrad", "report", "--classes-only")
   assert res.returncode == 2 and "made for tinygrad 0.10.1, but tinygrad 0.14.0 is installed" in res.stderr
+
+
+def test_tinygrads_own_tiny_tests_pass_on_the_reference(python14, tmp_path):
+  """tinygrad 0.14's test_tiny (its sdist's one test file) on the 0.14 REFIMPL device (pytest_device.py): every test
+  passes but those that need tinygrad's CPU device where no clang is on PATH (tinygrad stages some constants there)."""
+  try: root = fetch_sdist(version="0.14.0")
+  except RuntimeError as e: pytest.skip(f"tinygrad 0.14's sdist cannot be fetched here: {e}")
+  junit = tmp_path / "junit.xml"
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  res = subprocess.run([python14, "-m", "pytest", "-q", "-p", "refimpl.tinygrad.v0_14.pytest_device", "test/test_tiny.py",
+                        f"--junitxml={junit}"], capture_output=True, text=True, timeout=900, cwd=root,
+                       env={**env, "PYTHONPATH": str(ROOT)})
+  cases = ET.parse(junit).getroot().iter("testcase")
+  failed = {c.get("name"): (c.find("failure") if c.find("failure") is not None else c.find("error")) for c in cases}
+  failed = {name: f.get("message", "") for name, f in failed.items() if f is not None}
+  passed = sum(1 for c in ET.parse(junit).getroot().iter("testcase") if len(c) == 0)  # no failure, error or skip inside
+  assert passed >= 17, res.stdout[-2000:]
+  for name, why in failed.items():
+    assert shutil.which("clang") is None and "No such file or directory: 'clang'" in why, (name, why)

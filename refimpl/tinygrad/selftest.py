@@ -34,24 +34,24 @@ DEVICE_ENV = "REFIMPL_SELFTEST_DEVICE"  # the device the plugin makes tinygrad's
 SAVE_ENV = "REFIMPL_SELFTEST_SAVE"  # where the REFIMPL device saves a reproducer of each kernel with undefined behaviour
 
 
-def cache_dir() -> Path:
+def cache_dir(version: str = VERSION) -> Path:
   """Where the sdist is unpacked: $REFIMPL_CACHE/tinygrad-<version>, else ~/.cache/refimpl/tinygrad-<version>."""
   root = Path(os.environ.get("REFIMPL_CACHE") or Path.home() / ".cache" / "refimpl")
-  return root / f"tinygrad-{VERSION}"
+  return root / f"tinygrad-{version}"
 
 
-def fetch_sdist(cache: Path | None = None) -> Path:
-  """The unpacked sdist's root (holding test/), downloaded with pip and unpacked the first time."""
-  cache = cache or cache_dir()
-  root = cache / f"tinygrad-{VERSION}"
+def fetch_sdist(cache: Path | None = None, version: str = VERSION) -> Path:
+  """The unpacked sdist's root (holding test/) of tinygrad `version`, downloaded with pip and unpacked the first time."""
+  cache = cache or cache_dir(version)
+  root = cache / f"tinygrad-{version}"
   if (root / "test").is_dir(): return root
   cache.mkdir(parents=True, exist_ok=True)
-  cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", f"tinygrad=={VERSION}",
+  cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", f"tinygrad=={version}",
          "-d", str(cache)]
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-  archives = sorted(cache.glob(f"tinygrad-{VERSION}.tar.gz"))
+  archives = sorted(cache.glob(f"tinygrad-{version}.tar.gz"))
   if res.returncode != 0 or not archives:
-    raise RuntimeError(f"could not download tinygrad {VERSION}'s source distribution ({' '.join(cmd)}): {res.stderr.strip()}")
+    raise RuntimeError(f"could not download tinygrad {version}'s source distribution ({' '.join(cmd)}): {res.stderr.strip()}")
   with tarfile.open(archives[0]) as tar:
     if hasattr(tarfile, "data_filter"): tar.extractall(cache, filter="data")
     else: tar.extractall(cache)  # Python < 3.10.12 has no extraction filters; the archive is PyPI's

@@ -1,0 +1,12 @@
+"""A pytest plugin that runs tinygrad 0.14's own tests on the 0.14 REFIMPL device (device.py): from tinygrad 0.14's
+source tree (its sdist ships test/test_tiny.py; its repository has the rest),
+
+  python -m pytest -p refimpl.tinygrad.v0_14.pytest_device test/test_tiny.py
+
+The device is installed and made the default before any test module imports tinygrad's tensors."""
+from __future__ import annotations
+
+
+def pytest_configure(config) -> None:
+  from refimpl.tinygrad.v0_14.device import install
+  install(default=True)
