@@ -54,11 +54,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def selftest_main(args: argparse.Namespace) -> int:
-  from refimpl.tinygrad.selftest import FILES, refimpl_only, selftest
+  from refimpl.tinygrad.selftest import FILES, line, page_name, refimpl_only, selftest
   files = [f.strip() for f in args.files.split(",")] if args.files else list(FILES)
   devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()]
   runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True), timeout=args.timeout)
-  print(f"wrote {args.out / 'tinygrad-selftest.md'} and .html; {len(refimpl_only(runs))} tests fail on REFIMPL only",
+  print(f"wrote {args.out / (page_name(line()) + '.md')} and .html; {len(refimpl_only(runs))} tests fail on REFIMPL only",
         file=sys.stderr)
   return 0
 
@@ -154,14 +154,15 @@ def run_014(argv: list[str]) -> int:
 
 
 def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | None:
-  """Under tinygrad 0.14, `run` without --check and `capture` on its PYTHON device are refimpl.tinygrad.v0_14's; every
-  other command serves 0.10.1 only: exit status 2 naming the lines (refimpl.tinygrad.lines). None when the command
-  runs as it is."""
+  """Under tinygrad 0.14, `run` without --check and `capture` on its PYTHON device are refimpl.tinygrad.v0_14's, and
+  `selftest` runs 0.14's tests; every other command serves 0.10.1 only: exit status 2 naming the lines
+  (refimpl.tinygrad.lines). None when the command runs as it is."""
   from refimpl.tinygrad.lines import UnsupportedTinygrad, installed, require
   if installed() == "0.14.0" and args.command == "capture" and args.device.upper() == "PYTHON":
     from refimpl.tinygrad.v0_14.capture import main as capture_014
     return capture_014(["--out", str(args.out), "--", *(script or [])])
   if installed() == "0.14.0" and args.command == "run" and args.check is None: return run_014(script or [])
+  if installed() == "0.14.0" and args.command == "selftest": return None  # refimpl.tinygrad.selftest serves both lines
   try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
   except UnsupportedTinygrad as e:
     print(f"refimpl.tinygrad: {e}", file=sys.stderr)

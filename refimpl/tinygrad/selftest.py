@@ -26,12 +26,24 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-VERSION = "0.10.1"
+VERSION = "0.10.1"  # the line whose tests run by default; under tinygrad 0.14 its own (line())
 FILES = ("test_tiny.py", "test_uops.py", "test_dtype_alu.py", "test_const_folding.py", "test_arange.py", "test_setitem.py",
          "test_assign.py", "test_symbolic_ops.py", "test_tensor_variable.py", "test_masked_st.py", "test_uop_graph.py")
 DEVICES = ("REFIMPL", "CLANG", "PYTHON")
 DEVICE_ENV = "REFIMPL_SELFTEST_DEVICE"  # the device the plugin makes tinygrad's default in a test process
 SAVE_ENV = "REFIMPL_SELFTEST_SAVE"  # where the REFIMPL device saves a reproducer of each kernel with undefined behaviour
+
+
+def line() -> str:
+  """The tinygrad line whose tests run: the installed one where refimpl serves it (refimpl.tinygrad.lines), else 0.10.1."""
+  from refimpl.tinygrad.lines import SUPPORTED, installed
+  have = installed()
+  return have if have in SUPPORTED else VERSION
+
+
+def page_name(version: str) -> str:
+  """The table's file name without suffix: tinygrad-selftest (0.10.1), tinygrad-0.14-selftest (0.14)."""
+  return "tinygrad-selftest" if version == VERSION else f"tinygrad-{version.rsplit('.', 1)[0]}-selftest"
 
 
 def cache_dir(version: str = VERSION) -> Path:
@@ -64,6 +76,7 @@ def pytest_configure(config) -> None:
   """Makes $REFIMPL_SELFTEST_DEVICE tinygrad's default device before any test module imports tinygrad's tensors."""
   device = os.environ.get(DEVICE_ENV)
   if not device: return
+  if line() == "0.14.0": return _configure_014(device)
   from tinygrad import Device
   if device == "REFIMPL":
     from refimpl.tinygrad.reference import SESSION, install_reference_device
@@ -75,6 +88,16 @@ def pytest_configure(config) -> None:
     why = prepare_tinygrad()["CLANG"]
     if why is not None: raise RuntimeError(f"tinygrad's CLANG does not run here: {why}")
   Device.DEFAULT = device
+
+
+def _configure_014(device: str) -> None:
+  """tinygrad 0.14: REFIMPL is refimpl.tinygrad.v0_14's device; any other is chosen by name (DEV)."""
+  if device == "REFIMPL":
+    from refimpl.tinygrad.v0_14.device import install
+    install(default=True)
+    return
+  from tinygrad.helpers import DEV
+  DEV.value = device
 
 
 # ***** running and reading *****
@@ -151,14 +174,14 @@ def refimpl_only(runs: list[FileRun]) -> list[tuple[str, str, str]]:
 
 # ***** the table *****
 
-def markdown(runs: list[FileRun], devices: list[str], command: str) -> str:
+def markdown(runs: list[FileRun], devices: list[str], command: str, version: str = VERSION) -> str:
   files = list(dict.fromkeys(r.file for r in runs))
   by = {(r.file, r.device): r for r in runs}
   def cell(r: FileRun | None) -> str:
     if r is None: return "not run"
     if r.crashed: return f"no result: {r.crashed}"
     return f"{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped, {r.seconds:.0f} s"
-  out = [f"# tinygrad {VERSION}'s own tests on refimpl's reference device", "", f"Made by `{command}`.", "",
+  out = [f"# tinygrad {version}'s own tests on refimpl's reference device", "", f"Made by `{command}`.", "",
          "| file | " + " | ".join(devices) + " |", "|---|" + "---|" * len(devices)]
   out += [f"| {f} | " + " | ".join(cell(by.get((f, d))) for d in devices) + " |" for f in files]
   totals = [sum(by[(f, d)].count("passed") for f in files if (f, d) in by) for d in devices]
@@ -175,7 +198,7 @@ def markdown(runs: list[FileRun], devices: list[str], command: str) -> str:
   return "\n".join(out)
 
 
-def html_page(runs: list[FileRun], devices: list[str], command: str) -> str:
+def html_page(runs: list[FileRun], devices: list[str], command: str, version: str = VERSION) -> str:
   files = list(dict.fromkeys(r.file for r in runs))
   by = {(r.file, r.device): r for r in runs}
   esc = html.escape
@@ -189,11 +212,11 @@ def html_page(runs: list[FileRun], devices: list[str], command: str) -> str:
   fails = "".join(f"<tr><td>{esc(f)}</td><td>{esc(t)}</td><td>{esc(failure_class(e))}</td>"
                   f"<td>{esc(o.get('CLANG', 'not run'))}</td><td>{esc(o.get('PYTHON', 'not run'))}</td><td><code>{esc(e)}</code>"
                   f"</td></tr>" for f, t, e, o in refimpl_failures(runs)) or "<tr><td colspan=6>None.</td></tr>"
-  return f"""<!doctype html><html><head><meta charset="utf-8"><title>tinygrad {VERSION} tests on refimpl</title>
+  return f"""<!doctype html><html><head><meta charset="utf-8"><title>tinygrad {version} tests on refimpl</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:top}}.ok{{background:#e6f4e6}}
 .bad{{background:#fbe3e3}}.na{{color:#888}}code{{font-size:.85em}}</style></head><body>
-<h1>tinygrad {VERSION}'s own tests on refimpl's reference device</h1><p>Made by <code>{esc(command)}</code>.</p>
+<h1>tinygrad {version}'s own tests on refimpl's reference device</h1><p>Made by <code>{esc(command)}</code>.</p>
 <table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}</table>
 <h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)</h2>
 <p>An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the lane, and
@@ -205,7 +228,8 @@ the reproducer saved in tinygrad-selftest-undefined/ reruns with <code>python -m
 def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200) -> list[FileRun]:
   """Fetch, run every (file, device) (each for at most `timeout` seconds: then its cell says so), write the table to
   out; returns the runs."""
-  root, out = fetch_sdist(), out.resolve()  # the test processes run in the sdist's folder
+  version = line()
+  root, out = fetch_sdist(version=version), out.resolve()  # the test processes run in the sdist's folder
   out.mkdir(parents=True, exist_ok=True)
   runs = []
   for f in files:
@@ -219,6 +243,6 @@ def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout
       runs.append(run)
   command = (f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)} "
              f"--timeout {timeout:.0f}")
-  (out / "tinygrad-selftest.md").write_text(markdown(runs, devices, command))
-  (out / "tinygrad-selftest.html").write_text(html_page(runs, devices, command))
+  (out / f"{page_name(version)}.md").write_text(markdown(runs, devices, command, version))
+  (out / f"{page_name(version)}.html").write_text(html_page(runs, devices, command, version))
   return runs
