@@ -7,4 +7,6 @@
   importer.py  translate(record) -> a verified refimpl Program, by numbered rules (TRANSLATION_RULES); TranslationError
                names the uop refimpl cannot express
   capture.py   every distinct kernel a tinygrad 0.14 script runs on its PYTHON device, as refimpl cases
+  device.py    the REFIMPL device for tinygrad 0.14: install() (ops_refimpl.py: its tinygrad classes; program.py: the
+               kernel on the emulator); pytest_device.py runs tinygrad 0.14's own tests on it
 """

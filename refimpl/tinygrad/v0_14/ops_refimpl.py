@@ -7,8 +7,8 @@ import json
 from tinygrad.device import Compiled, Compiler
 from tinygrad.runtime.ops_python import PythonAllocator, PythonRenderer
 
-from refimpl.tinygrad.v0_14.device import ReferenceProgram
 from refimpl.tinygrad.v0_14.live import record_of
+from refimpl.tinygrad.v0_14.program import ReferenceProgram
 from refimpl.tinygrad.v0_14.record import from_json, to_json
 
 
