@@ -1,7 +1,8 @@
-"""The workload behind the real-kernel corpus: small tinygrad 0.10.1 programs covering what its kernels do (elementwise
-ops and casts, reductions, matmul and conv2d, softmax / layernorm, argmax, cumsum, transcendentals, int division and
-bitwise ops, random numbers, views, symbolic shapes, a training step). Run on the default device; regenerate the corpus
-with `python corpus/tinygrad-0.10.1/regenerate.py`. Inputs are small and fixed (seeded), so the cases are too."""
+"""The workload behind the real-kernel corpora: small tinygrad programs covering what its kernels do (elementwise ops and
+casts, reductions, matmul and conv2d, softmax / layernorm, argmax, cumsum, transcendentals, int division and bitwise ops,
+random numbers, views, symbolic shapes, a training step), for tinygrad 0.10.1 and 0.14 (where their APIs differ, the
+line's own spelling). Run on the default device; regenerate the corpora with `python corpus/regenerate.py`. Inputs are
+small and fixed (seeded), so the cases are too."""
 import sys
 
 import numpy as np
@@ -10,6 +11,7 @@ from tinygrad import Device, Tensor, Variable, dtypes, nn
 # half where tinygrad 0.10.1 runs it: its emulator only on Python 3.12+, its GPU only with cl_khr_fp16 (PoCL on CPUs lacks it)
 HALF = {"PYTHON": sys.version_info >= (3, 12), "GPU": "cl_khr_fp16" in getattr(Device[Device.DEFAULT], "device_exts", "")}
 HALF = HALF.get(Device.DEFAULT, True)
+LINE_0_14 = not hasattr(Tensor, "train")  # tinygrad 0.14: no Tensor.train(), WHERE's condition is the tensor itself
 
 rng = np.random.default_rng(0)
 def f32(*shape, lo=-4.0, hi=4.0): return Tensor(rng.uniform(lo, hi, shape).astype(np.float32))
@@ -21,7 +23,8 @@ uints = ints.cast(dtypes.uint32)
 out = []
 
 # elementwise, casts, where / maximum
-out += [a + b, a * b, a - b, a / (b.abs() + 1), -a, a.maximum(b), (a > b).where(a, b), a.sqrt().where(a > 0, 0)]
+out += [a + b, a * b, a - b, a / (b.abs() + 1), -a, a.maximum(b), (a > b).where(a, b),
+        (a > 0).where(a.sqrt(), 0) if LINE_0_14 else a.sqrt().where(a > 0, 0)]
 out += [a.cast(dtypes.int32), ints.cast(dtypes.float32), ints.cast(dtypes.uint8), a.cast(dtypes.bool),
         ints.cast(dtypes.int64) * 3, a.cast(dtypes.float64) + 1]
 if HALF: out += [a.cast(dtypes.half), a.cast(dtypes.half).cast(dtypes.float32) * 2, (a.cast(dtypes.half) * 3).sum()]
@@ -55,7 +58,13 @@ class MLP:
   def __call__(self, x): return self.l2(self.l1(x).relu())
 model = MLP()
 opt = nn.optim.SGD(nn.state.get_parameters(model), lr=2**-6)
-with Tensor.train():
+def training():
+  """Training mode: tinygrad 0.10.1's Tensor.train(), tinygrad 0.14's Context(TRAINING=1)."""
+  if not LINE_0_14: return Tensor.train()
+  from tinygrad.helpers import Context
+  return Context(TRAINING=1)
+
+with training():
   loss = ((model(f32(4, 8)) - f32(4, 4)) ** 2).mean()
   opt.zero_grad()
   loss.backward()

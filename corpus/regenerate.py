@@ -1,0 +1,50 @@
+"""Regenerates the real-kernel corpus of the installed tinygrad line: runs workload.py under
+`python -m refimpl.tinygrad capture` on each of the line's devices (a fresh process each) into tinygrad-<line>/<DEVICE>/:
+
+  tinygrad 0.10.1   CLANG, GPU, PYTHON   (refimpl's own environment)
+  tinygrad 0.14.0   PYTHON               (a second one: python3.11 -m venv .venv14 && .venv14/bin/pip install
+                                          tinygrad==0.14.0 -e . && .venv14/bin/python corpus/regenerate.py)
+
+  python corpus/regenerate.py [DEVICE ...]
+
+A device that cannot run here (no toolchain) is reported and its folder left as it is. The kernels refimpl cannot
+translate are listed, where the line's capture says, in tinygrad-<line>/untranslated.json."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEVICES = {"0.10.1": ("CLANG", "GPU", "PYTHON"), "0.14.0": ("PYTHON",)}
+
+
+def regenerate(line: str, device: str) -> int:
+  folder = HERE / f"tinygrad-{line}"
+  out, tmp = folder / device, folder / f".{device}.new"
+  shutil.rmtree(tmp, ignore_errors=True)
+  cmd = [sys.executable, "-m", "refimpl.tinygrad", "capture", "--device", device, "--out", str(tmp), "--",
+         str(HERE / "workload.py")]
+  status = subprocess.run(cmd, check=False, env={**os.environ, "PARALLEL": "0"}).returncode
+  if status != 0 or not tmp.is_dir():
+    print(f"{device}: capture failed (exit status {status}); {out} left as it was", file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1
+  shutil.rmtree(out, ignore_errors=True)
+  tmp.rename(out)
+  if (out / "untranslated.json").exists(): (out / "untranslated.json").replace(folder / "untranslated.json")
+  print(f"{device}: {len(list(out.glob('*.json')))} kernels in {out}")
+  return 0
+
+
+def main(devices: list[str]) -> int:
+  from refimpl.tinygrad.lines import installed
+  line = installed()
+  if line not in DEVICES:
+    print(f"error: the corpora are of tinygrad {' and '.join(DEVICES)}; installed: {line}", file=sys.stderr)
+    return 2
+  return max(regenerate(line, d.upper()) for d in (devices or DEVICES[line]))
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
