@@ -144,7 +144,7 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def run_014(argv: list[str]) -> int:
   """`run` (no --check) under tinygrad 0.14: the script on the REFIMPL device of refimpl.tinygrad.v0_14.device."""
-  from refimpl.tinygrad.reference import SESSION
+  from refimpl.tinygrad.session import SESSION
   from refimpl.tinygrad.v0_14.device import install
   SESSION.progress = True
   install(default=True)

@@ -40,24 +40,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from refimpl.dtype import DType, dtypes, truncate
 from refimpl.dtype import PtrDType as RefPtrDType
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
 from refimpl.ir.verify import ProgramError, verify
+from refimpl.tinygrad.translation import FLOAT_CONST_ROUNDING, Translation, TranslationError
 
 __all__ = ["TRANSLATION_RULES", "TranslationError", "from_tinygrad", "translate_dtype"]
-
-
-class TranslationError(ValueError):
-  """A tinygrad uop has no refimpl translation. `.index` (position in tinygrad's uop list, None for the whole
-  kernel), `.op` (tinygrad's op name) and `.why` say which and why."""
-  def __init__(self, index: int | None, op: str | None, why: str):
-    self.index, self.op, self.why = index, op, why
-    where = "kernel" if index is None else f"uop {index} {op}"
-    super().__init__(f"{where}: {why}")
 
 
 # ***** dtypes *****
@@ -160,16 +150,6 @@ def rule_load_barrier(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
   op, dt, src, arg = p
   if op is Ops.LOAD and len(src) == 2 and (_is(src[1], "IF") or _is(src[1], "BARRIER")): return (op, dt, src[:1], arg)
   return None
-
-def _f32(x: float) -> float:
-  with np.errstate(over="ignore"): return float(truncate[dtypes.float32](x))
-
-# how tinygrad's C renderers turn a float CONST's Python float (a float64) into the dtype: float32 as the literal
-# "{x}f", which C rounds to nearest even (strtof); half and bfloat16 as a cast of that float32 literal; float64 exactly
-FLOAT_CONST_ROUNDING: dict[DType, Callable[[float], float]] = {
-  dtypes.float64: float, dtypes.float32: _f32,
-  dtypes.float16: lambda x: float(truncate[dtypes.float16](_f32(x))),
-  dtypes.bfloat16: lambda x: float(truncate[dtypes.bfloat16](_f32(x)))}
 
 def rule_float_const(c: _Ctx, i: int, u: Any, p: Parts) -> Parts | None:
   """Rule 8: a float CONST that is not exact in its dtype (1.4426950408889634 or 1e-05 in float32) is rounded as
@@ -306,13 +286,6 @@ def _dims(dims: Any, what: str, fired: dict[str, list[int]]) -> tuple[int, int, 
   dims = tuple(dims)
   if not all(isinstance(x, int) for x in dims): raise TranslationError(None, None, f"{what} {dims!r} is symbolic or not ints")
   return (*dims, *(1,) * (3 - len(dims)))[:3]
-
-
-@dataclass(frozen=True)
-class Translation:
-  """A verified Program and, per rule name, the tinygrad uop indices it rewrote (-1 for the launch-dims rule)."""
-  program: Program
-  fired: dict[str, list[int]]
 
 
 def translate(spec_or_uops: Any, name: str | None = None, global_size: Sequence[int] | None = None,

@@ -24,8 +24,8 @@ import numpy as np
 from refimpl.dtype import dtypes, to_np
 from refimpl.ir import Program
 from refimpl.tinygrad.cases import case_finding, save_case
-from refimpl.tinygrad.importer import TranslationError
 from refimpl.tinygrad.lines import require
+from refimpl.tinygrad.translation import TranslationError
 from refimpl.tinygrad.v0_14.importer import translate
 from refimpl.tinygrad.v0_14.live import record_of
 from refimpl.tinygrad.v0_14.record import to_json

@@ -44,7 +44,7 @@ from refimpl.dtype import DType, dtypes, truncate
 from refimpl.ir.ops import Ops
 from refimpl.ir.program import Program, UOp
 from refimpl.ir.verify import ProgramError, verify
-from refimpl.tinygrad.importer import FLOAT_CONST_ROUNDING, Translation, TranslationError
+from refimpl.tinygrad.translation import FLOAT_CONST_ROUNDING, Translation, TranslationError
 from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, float_of
 
 __all__ = ["TRANSLATION_RULES", "TranslationError", "from_record", "translate"]

@@ -11,8 +11,8 @@ from refimpl.dtype import to_np
 from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Program
-from refimpl.tinygrad.importer import TranslationError
-from refimpl.tinygrad.reference import SESSION, KernelUndefinedBehavior
+from refimpl.tinygrad.session import SESSION, KernelUndefinedBehavior
+from refimpl.tinygrad.translation import TranslationError
 from refimpl.tinygrad.v0_14.importer import translate
 from refimpl.tinygrad.v0_14.record import KernelRecord
 
