@@ -9,7 +9,7 @@
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
-  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e ."""
+  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e ."""
 from __future__ import annotations
 
 import os
@@ -25,7 +25,7 @@ from refimpl.testing.compare import same_value
 from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e ."
+MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e ."
 
 
 def _tinygrad14_python() -> str | None:
@@ -123,6 +123,7 @@ def test_tinygrads_own_tiny_tests_pass_on_the_reference(python14, tmp_path):
   res = subprocess.run([python14, "-m", "pytest", "-q", "-p", "refimpl.tinygrad.v0_14.pytest_device", "test/test_tiny.py",
                         f"--junitxml={junit}"], capture_output=True, text=True, timeout=900, cwd=root,
                        env={**env, "PYTHONPATH": str(ROOT)})
+  assert junit.exists(), f"pytest did not run in {python14} (is pytest installed there?): {res.stderr[-2000:]}"
   cases = ET.parse(junit).getroot().iter("testcase")
   failed = {c.get("name"): (c.find("failure") if c.find("failure") is not None else c.find("error")) for c in cases}
   failed = {name: f.get("message", "") for name, f in failed.items() if f is not None}
