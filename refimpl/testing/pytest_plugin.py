@@ -11,7 +11,12 @@
                             expected failure), and the summary counts the differences
   --conformance-report PATH op x dtype x backend -> pass / fail (with an example) / unsupported / relaxed (an op the
                             device declares inexact, Renderer.inexact_ops), as markdown (PATH), HTML (PATH with .html: an
-                            op x dtype grid per backend) and JSON (PATH with .json: the data, read by other reports)
+                            op x dtype grid per backend) and JSON (PATH with .json: the data, read by other reports);
+                            every failing backend test is listed with its message and the command that reruns it,
+                            failures of one kind and message grouped, and the page names its commit, date, toolchains
+                            and command (refimpl.testing.provenance)
+  --conformance-command TEXT the command the report names as the one that made it (default: this pytest command)
+  --conformance-up HREF     a link from the report back to an index page (the published pages: docs/conformance)
 
   --xfail PATTERN           a known failure: matching tests are expected to fail (repeatable); --xfail-file FILE reads
                             one pattern per line (# comments); --only PATTERN keeps only matching tests, --skip PATTERN
@@ -34,7 +39,7 @@ import json
 import os
 import pathlib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import pytest
@@ -74,6 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--baseline", default=None, metavar="NAME|module:Class",
                   help="judge the backends against this device: only failures it does not share are differences")
   group.addoption("--conformance-report", default=None, metavar="PATH", help="write the op x dtype x backend report here")
+  group.addoption("--conformance-command", default=None, metavar="TEXT", help="the command the report names as its maker")
+  group.addoption("--conformance-up", default=None, metavar="HREF", help="a link from the report back to an index page")
   group.addoption("--xfail", action="append", default=[], metavar="PATTERN", help="tests expected to fail (known failures)")
   group.addoption("--xfail-file", default=None, metavar="FILE", help="known failures, one pattern per line")
   group.addoption("--only", action="append", default=[], metavar="PATTERN", help="run only the matching backend tests")
@@ -154,9 +161,15 @@ class Conformance:
   inherited: set[tuple[str, str]] = field(default_factory=set)  # cells with a failing test the --baseline shares
   differing: set[tuple[str, str]] = field(default_factory=set)  # cells with a failing test it does not
   baseline: str | None = None
+  failed_tests: list[dict] = field(default_factory=list)  # {backend, test, message}: the controller's, never merged
+  not_tested: dict[str, str] = field(default_factory=dict)  # device -> why it did not open here
+  profile: str = ""  # the hypothesis profile of the run
+  provenance: dict = field(default_factory=dict)
+  up: str | None = None
 
   def record(self, backend: str, case: str, status: str, detail: str = "", examples: int = 0) -> None:
     previous = self.results.get((backend, case))
+    detail = rh.scrub(detail)  # no absolute path of this machine in the report
     if previous is None or previous[0] == "pass" or status == "fail": self.results[(backend, case)] = (status, detail)
     self.examples[backend] += examples
 
@@ -197,40 +210,98 @@ class Conformance:
       found = [(b, c, d) for (b, c), (s, d) in sorted(cells.items()) if s == status]
       if not found and status in ("baseline", "untested"): continue
       lines += ["", f"## {title} ({len(found)})", ""]
-      for backend, case, detail in found: lines += [f"### {backend} {case}", "", "```text", detail, "```", ""]
+      for backend, case, detail in found:
+        kind = f" ({rh.KIND_LABELS[rh.failure_kind(detail)]})" if status == "fail" else ""
+        lines += [f"### {backend} {case}{kind}", "", "```text", rh.scrub(detail), "```", ""]
+    lines += ["", f"## Failing tests ({len(self.failed_tests)})", ""]
+    for group in self.failure_groups():
+      lines += [f"### {group['kind']}: {group['first']} ({len(group['tests'])} tests)", "",
+                *[f"- `{t['test']}`: `{rerun_command(t)}`" for t in group["tests"]], ""]
     return "\n".join(lines) + "\n"
 
+  def failure_groups(self) -> list[dict]:
+    """The failing tests grouped by backend, kind and message (its first line with numbers and quoted names masked),
+    largest group first: {kind, first (a member's first line), tests}."""
+    groups: dict[tuple, dict] = {}
+    for t in self.failed_tests:
+      first = rh.first_line(t["message"])
+      shape = re.sub(r"\d+|'[^']*'|\"[^\"]*\"|dtypes\.\w+", "#", first)
+      key = (t["backend"], test_kind(t["message"]), shape)
+      g = groups.setdefault(key, {"backend": t["backend"], "kind": test_kind(t["message"]), "first": first, "tests": []})
+      g["tests"].append(t)
+    return sorted(groups.values(), key=lambda g: (g["backend"], -len(g["tests"]), g["first"]))
+
   def html(self) -> str:
-    """The report as one self-contained page (refimpl.testing.report_html): per-backend counts, then per backend the op x
-    dtype grid and the CAST / BITCAST grids coloured by status, each FAIL or relaxed cell linked to its reproducer."""
+    """The report as one self-contained page (refimpl.testing.report_html): where it comes from, per-backend counts and
+    pass rates, then per backend the op x dtype and CAST / BITCAST grids coloured by status and kind of failure (a grid
+    with nothing but passes and n/a collapsed), each FAIL or relaxed cell linked to its reproducer, then every failing
+    test, grouped, with the command that reruns it."""
     backends = sorted({b for b, _ in self.results})
     cells = self.cells()
     shown = tuple(s for s in STATUSES if s in STATUSES[:4] or any(v == s for v, _ in cells.values()))
     def count_cell(backend: str, status: str) -> str:
       n = sum(1 for (b, _), (s, _) in cells.items() if b == backend and s == status)
       return f"<td class={status if n else 'zero'}>{n}</td>"
-    counts = "".join(f"<tr><th><a href='#b-{anchor(b)}'>{rh.esc(b)}</a></th>{''.join(count_cell(b, s) for s in shown)}"
-                     f"<td>{self.examples[b]:,}</td></tr>" for b in backends)
-    parts = ["<h1>refimpl conformance report</h1>",
-             f"<p>Backends: {rh.esc(', '.join(backends))}. Each cell of a grid is one op on one dtype (or one conversion) "
-             "checked against the spec: sweeps of edge and random values and hypothesis examples.</p>",
+    def kinds(backend: str) -> str:
+      found = Counter(rh.failure_kind(d) for (b, _), (s, d) in cells.items() if b == backend and s == "fail")
+      return ", ".join(f"{n} {rh.KIND_LABELS[k]}" for k, n in found.most_common()) or "-"
+    def rate(backend: str) -> str:
+      return rh.pass_rate(Counter(s for (b, _), (s, _) in cells.items() if b == backend))
+    failing = Counter(t["backend"] for t in self.failed_tests)
+    counts = "".join(f"<tr><th><a href='#b-{anchor(b)}'>{rh.esc(b)}</a></th><td>{rh.esc(rate(b))}</td>"
+                     f"{''.join(count_cell(b, s) for s in shown)}<td>{rh.esc(kinds(b))}</td><td>{self.examples[b]:,}</td>"
+                     f"<td><a href='#failing-tests'>{failing.get(b, 0)}</a></td></tr>" for b in backends)
+    not_tested = "".join(f"<li><b>{rh.esc(d)}</b>: {rh.esc(rh.scrub(why))}</li>" for d, why in sorted(self.not_tested.items()))
+    title = f"refimpl conformance of {', '.join(backends) or 'no backend'}"
+    parts = [rh.provenance_html(self.provenance, self.up), f"<h1>{rh.esc(title)}</h1>",
+             f"<p>Backends tested: {rh.esc(', '.join(backends))}"
+             + (f"; hypothesis profile <code>{rh.esc(self.profile)}</code>" if self.profile else "") + ". Each grid cell "
+             "is one op on one dtype (or one conversion) checked against the spec: sweeps of edge and random values and "
+             "hypothesis examples. The pass rate is over the cases the device supports.</p>",
+             *([f"<p><b>Not tested</b> (the device does not open here):</p><ul>{not_tested}</ul>"] if not_tested else []),
              *([f"<p><b>{rh.esc(self.headline())}</b></p>"] if self.baseline else []),
-             "<table><thead><tr><th>backend</th>" + "".join(f"<th class={s}>{rh.LABELS[s]}</th>" for s in shown) +
-             f"<th>lanes checked</th></tr></thead><tbody>{counts}</tbody></table>", rh.legend(shown)]
+             "<table><thead><tr><th>backend</th><th>pass rate</th>" + "".join(f"<th class={s}>{rh.LABELS[s]}</th>"
+                                                                             for s in shown) +
+             f"<th>FAIL by kind</th><th>lanes checked</th><th>failing tests</th></tr></thead><tbody>{counts}</tbody></table>",
+             rh.legend(shown)]
     for b in backends:
       statuses = {c: s for (bb, c), (s, _) in cells.items() if bb == b}
-      parts += [f"<h2 id='b-{anchor(b)}'>{rh.esc(b)}</h2>", rh.grids(statuses, lambda c, b=b: f"#{anchor(b, c)}")]
+      details = {c: d for (bb, c), (_, d) in cells.items() if bb == b}
+      grid = rh.grids(statuses, lambda c, b=b: f"#{anchor(b, c)}", details)
+      if all(v in ("pass", "unsupported") for v in statuses.values()):
+        passed = sum(v == "pass" for v in statuses.values())
+        grid = f"<details><summary>all {passed} supported cases pass: the grids</summary>{grid}</details>"
+      parts += [f"<h2 id='b-{anchor(b)}'>{rh.esc(b)}</h2>", grid]
     for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)"),
                           ("baseline", "Failures as on the baseline"), ("untested", "Not tested (refimpl cannot export)")):
       found = [(b, c, d) for (b, c), (s, d) in sorted(cells.items()) if s == status]
       if not found and status in ("baseline", "untested"): continue
       parts.append(f"<h2>{title} ({len(found)})</h2>")
-      parts += [f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}</h3><pre>{rh.esc(d)}</pre>" for b, c, d in found]
-    return rh.page("refimpl conformance", "\n".join(parts))
+      for b, c, d in found:
+        kind = f" <span class=muted>({rh.esc(rh.KIND_MEANING[rh.failure_kind(d)])})</span>" if status == "fail" else ""
+        parts.append(f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}{kind}</h3>{rh.message_html(d)}")
+    parts.append(self._failing_tests_html())
+    return rh.page(title, "\n".join(parts))
+
+  def _failing_tests_html(self) -> str:
+    out = [f"<h2 id='failing-tests'>Failing tests ({len(self.failed_tests)})</h2>",
+           "<p>Every backend test that failed (the op cases above, the programs and the rules), grouped by backend, kind "
+           "and message; each with the command that reruns it from the repository root.</p>"]
+    for k, g in enumerate(self.failure_groups()):
+      tests = "".join(f"<li><code>{rh.esc(t['test'])}</code><br><code class=muted>{rh.esc(rerun_command(t))}</code></li>"
+                      for t in g["tests"])
+      out.append(f"<h3 id='t-{k}'>{rh.esc(g['backend'])}: {rh.esc(g['kind'])}, {len(g['tests'])} "
+                 f"test{'s' * (len(g['tests']) != 1)}</h3>{rh.message_html(g['tests'][0]['message'])}"
+                 + (f"<ul>{tests}</ul>" if len(g["tests"]) < 6 else
+                    f"<details><summary>the {len(g['tests'])} tests</summary><ul>{tests}</ul></details>"))
+    return "\n".join(out)
 
   def to_json(self) -> dict:
     """The data: with --baseline, a cell's status is status()'s, and the raw sets travel too (for merge)."""
-    return {"results": [[b, c, s, d] for (b, c), (s, d) in self.cells().items()], "examples": dict(self.examples),
+    cells = self.cells()
+    return {"results": [[b, c, s, d] for (b, c), (s, d) in cells.items()], "examples": dict(self.examples),
+            "kinds": [[b, c, rh.failure_kind(d)] for (b, c), (s, d) in cells.items() if s == "fail"],
+            "failed_tests": self.failed_tests, "not_tested": self.not_tested, "provenance": self.provenance,
             "baseline": self.baseline, "inherited": sorted(self.inherited), "differing": sorted(self.differing)}
 
   def merge(self, doc: dict) -> None:
@@ -240,6 +311,26 @@ class Conformance:
     for backend, n in doc["examples"].items(): self.examples[backend] += n
     self.inherited |= {tuple(x) for x in doc.get("inherited", ())}
     self.differing |= {tuple(x) for x in doc.get("differing", ())}
+
+
+def test_kind(message: str) -> str:
+  """A failing test's kind, in words: a kernel that never ran says why (failure_kind), else a wrong result."""
+  if "does not run:" in message: return rh.KIND_MEANING[rh.failure_kind(message)]
+  for kind in ("compile-error", "render-error", "crash"):
+    if rh.failure_kind(f"does not run: {message}") == kind: return rh.KIND_MEANING[kind]
+  return "a wrong result or a broken rule (the message says which)"
+
+
+def rerun_command(t: dict) -> str:
+  """The command that reruns one failing test (from the repository root; the packaged suite's ids as they are)."""
+  return f"python -m pytest '{t['test']}' --backend {t['backend']} -p no:cacheprovider"
+
+
+def _failure_message(report: pytest.TestReport) -> str:
+  """A failing test's message, whole (its exception's text; the report's last 4,000 characters otherwise), scrubbed."""
+  crash = getattr(report.longrepr, "reprcrash", None)
+  text = getattr(crash, "message", None) or report.longreprtext[-4000:]
+  return rh.scrub(text[:8000])
 
 
 def anchor(backend: str, case: str = "") -> str:
@@ -390,6 +481,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     tally.skipped.append(reason.removeprefix("Skipped: "))
   elif report.when == "call": tally.ran += 1
   if _VERDICT in props and report.when == "call": tally.verdicts[props[_VERDICT]] += 1
+  if report.failed: _CONFORMANCE.failed_tests.append({"backend": backend, "test": report.nodeid,
+                                                      "message": _failure_message(report)})
 
 def _checked_nothing(config: pytest.Config) -> list[str]:
   """Why the run checked nothing on a backend that must be checked: one named with --backend on which no test ran
@@ -453,6 +546,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
   if path:
     target = pathlib.Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    from refimpl.testing.provenance import provenance
+    command = config.getoption("conformance_command") or " ".join(["python -m pytest", *config.invocation_params.args])
+    _CONFORMANCE.provenance = provenance(command)
+    _CONFORMANCE.not_tested = dict(selection.unavailable)
+    _CONFORMANCE.profile = os.environ.get("REFIMPL_HYPOTHESIS_PROFILE", "ci")
+    _CONFORMANCE.up = config.getoption("conformance_up")
     target.write_text(_CONFORMANCE.markdown())
     target.with_suffix(".html").write_text(_CONFORMANCE.html())
     target.with_suffix(".json").write_text(json.dumps(_CONFORMANCE.to_json(), indent=0, sort_keys=True) + "\n")

@@ -7,10 +7,17 @@ CAST and BITCAST with the source dtype as rows and the target as columns. Each c
 FAIL, unsupported, relaxed, as baseline: a failure the device shares with its --baseline, not tested: a program refimpl
 cannot export to the device); a FAIL or relaxed cell links to its reproducer. A cell with no case (an op the spec does not
 define on that dtype) is blank.
+
+A FAIL cell also names its kind (`failure_kind`, from the case's message): a wrong value, a kernel that does not
+render (the device's renderer refuses it), one that does not compile, one that crashes, or another error at run time.
+An "n/a" cell is a dtype the device declares unsupported (for a tinygrad device, tinygrad's own is_dtype_supported): a
+declared dtype whose kernels fail is a FAIL of its kind, never n/a. Messages on a page are whole (`message_html`
+collapses a long one) and keep no absolute path of the machine that made them (`scrub`).
 """
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -41,6 +48,10 @@ th.baseline { color: #4b3b7a; } th.untested { color: #888; }
 td a { color: inherit; } pre { background: #f7f7f7; padding: 8px; white-space: pre-wrap; font-size: 12px; margin: .3em 0; }
 code { background: #f3f3f3; padding: 0 3px; } .muted { color: #666; } .legend span { padding: 1px 8px; margin-right: 6px; }
 details { margin: .4em 0; } summary { cursor: pointer; }
+td.k-render-error, td.k-compile-error { background: #f6c7a8; color: #7a2e00; }
+td.k-crash { background: #7a1c1c; color: #fff; } td.k-run-error { background: #f3d9e8; color: #6b1d4b; }
+table.legend td { text-align: left; } .provenance { border-bottom: 1px solid #ddd; margin-bottom: 1em; }
+nav.toc { background: #fafafa; border: 1px solid #eee; padding: .3em 1em; display: inline-block; }
 """
 
 
@@ -59,24 +70,32 @@ def _order(names: set[str]) -> list[str]:
   return [d for d in DTYPE_ORDER if d in names] + sorted(names - set(DTYPE_ORDER))
 
 
-def _cell(status: str | None, title: str, link: str | None) -> str:
-  if status is None: return "<td class=none></td>"
-  label = LABELS.get(status, status)
+def _cell(status: str | None, title: str, link: str | None, detail: str = "") -> str:
+  if status is None: return "<td class=none title='no such case: the spec does not define it'></td>"
+  kind = failure_kind(detail) if status == "fail" else None
+  label = KIND_LABELS[kind] if kind else LABELS.get(status, status)
   body = f"<a href='{esc(link)}'>{label}</a>" if link and status in ("fail", "relaxed") else label
-  return f"<td class='{esc(status)}' title='{esc(title)}: {esc(status)}'>{body}</td>"
+  what = f"FAIL, {KIND_MEANING[kind]}" if kind else MEANING.get(status, status)
+  first = first_line(scrub(detail))
+  hover = f"{title}: {what}" + (f" ({first})" if first and status != "pass" else "")
+  return f"<td class='{esc(status)}{' k-' + kind if kind else ''}' title='{esc(hover)}'>{body}</td>"
 
 
 def _table(caption: str, rows: list[str], cols: list[str], at: Callable[[str, str], str | None],
-           link: Callable[[str, str], str | None], title: Callable[[str, str], str]) -> str:
+           link: Callable[[str, str], str | None], title: Callable[[str, str], str],
+           detail: Callable[[str, str], str]) -> str:
   head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-  body = "".join(f"<tr><th>{esc(r)}</th>{''.join(_cell(at(r, c), title(r, c), link(r, c)) for c in cols)}</tr>" for r in rows)
+  body = "".join(f"<tr><th>{esc(r)}</th>{''.join(_cell(at(r, c), title(r, c), link(r, c), detail(r, c)) for c in cols)}"
+                 "</tr>" for r in rows)
   return (f"<table class=grid><caption class=muted>{esc(caption)}</caption><thead><tr><th></th>{head}</tr></thead>"
           f"<tbody>{body}</tbody></table>")
 
 
-def grids(statuses: dict[str, str], link: Callable[[str], str | None]) -> str:
+def grids(statuses: dict[str, str], link: Callable[[str], str | None], details: dict[str, str] | None = None) -> str:
   """One backend's cases ({case id: status}) as the op x dtype grid and the CAST / BITCAST grids (module docstring);
-  `link(case)` is where a FAIL or relaxed cell points."""
+  `link(case)` is where a FAIL or relaxed cell points; `details` ({case id: message}) gives a FAIL cell its kind and
+  every cell its hover text."""
+  details = details or {}
   alu = {c: case_parts(c) for c in statuses if case_parts(c)[0] not in CONVERSIONS}
   out = []
   if alu:
@@ -84,15 +103,73 @@ def grids(statuses: dict[str, str], link: Callable[[str], str | None]) -> str:
     cols = _order({dt for _, dt, _ in alu.values()})
     key = {(op, dt): c for c, (op, dt, _) in alu.items()}
     out.append(_table("ALU ops (rows) on operand dtypes (columns)", ops, cols, lambda r, c: statuses.get(key.get((r, c), "")),
-                      lambda r, c: link(key[(r, c)]) if (r, c) in key else None, lambda r, c: f"{r}-{c}"))
+                      lambda r, c: link(key[(r, c)]) if (r, c) in key else None, lambda r, c: f"{r}-{c}",
+                      lambda r, c: details.get(key.get((r, c), ""), "")))
   for conv in CONVERSIONS:
     cases = {c: case_parts(c) for c in statuses if case_parts(c)[0] == conv}
     if not cases: continue
     key = {(src, dst): c for c, (_, src, dst) in cases.items()}
     rows, cols = _order({s for s, _ in key}), _order({d for _, d in key})
     out.append(_table(f"{conv} from (rows) to (columns)", rows, cols, lambda r, c, k=key: statuses.get(k.get((r, c), "")),
-                      lambda r, c, k=key: link(k[(r, c)]) if (r, c) in k else None, lambda r, c, v=conv: f"{v}-{r}-to-{c}"))
+                      lambda r, c, k=key: link(k[(r, c)]) if (r, c) in k else None, lambda r, c, v=conv: f"{v}-{r}-to-{c}",
+                      lambda r, c, k=key: details.get(k.get((r, c), ""), "")))
   return "\n".join(out)
+
+
+# ***** the kinds of failure (module docstring) *****
+
+KINDS = ("wrong-value", "render-error", "compile-error", "crash", "run-error")
+KIND_LABELS = {"wrong-value": "wrong", "render-error": "no render", "compile-error": "no compile", "crash": "crash",
+               "run-error": "error"}
+KIND_MEANING = {"wrong-value": "a wrong value: it runs and breaks the spec on some lane",
+                "render-error": "does not render: the device's renderer refuses the kernel",
+                "compile-error": "does not compile: the device's compiler (or shader validation) rejects the source",
+                "crash": "crashes: the process died running it",
+                "run-error": "another error running it"}
+_RENDER = re.compile(r"does not run: (KeyError|AttributeError|NotImplementedError|RuntimeError: failed to render|"
+                     r"RenderError|AssertionError)")
+_COMPILE = re.compile(r"does not run: (CompileError|GPUValidationError|\w*CompileError)|shader validation|"
+                      r"Compile Error|compile-error", re.IGNORECASE)
+_CRASH = re.compile(r"\bcrash|SIGSEGV|SIGABRT|SIGBUS|SIGILL|Fatal Python error|died", re.IGNORECASE)
+
+
+def failure_kind(detail: str) -> str:
+  """The kind of a FAIL (KINDS) from its message: the op suite writes "<device>: <case> does not run: <Error>: ..." for a
+  kernel that never ran, and the lanes that differ for one that ran."""
+  if "does not run:" not in detail: return "wrong-value"
+  if _CRASH.search(detail): return "crash"
+  if _COMPILE.search(detail): return "compile-error"
+  if _RENDER.search(detail): return "render-error"
+  return "run-error"
+
+
+def first_line(text: str, limit: int = 160) -> str:
+  """The first non-empty line of a message, whole words, for hover text and summaries."""
+  line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+  if len(line) <= limit: return line
+  return line[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.:/~<>-])/(?:[\w.+@-]+/)+([\w.+@-]*)")
+
+
+def scrub(text: str) -> str:
+  """The message without the absolute paths of the machine that made it: /root/.cache/pocl/kcache/x.cl -> <path>/x.cl."""
+  return _ABSOLUTE.sub(lambda m: f"<path>/{m.group(1)}", text)
+
+
+def code_text(text: str) -> str:
+  """Prose with `backticked` spans as <code> (escaped)."""
+  parts = text.split("`")
+  if len(parts) % 2 == 0: return esc(text)  # an unpaired backtick: the text as it is
+  return "".join(f"<code>{esc(p)}</code>" if k % 2 else esc(p) for k, p in enumerate(parts))
+
+
+def message_html(text: str, lines: int = 12) -> str:
+  """A whole message as <pre>, collapsed behind its first line when longer than `lines` lines or 1,200 characters."""
+  text = scrub(text)
+  if text.count("\n") < lines and len(text) <= 1200: return f"<pre>{esc(text)}</pre>"
+  return f"<details><summary><code>{esc(first_line(text))}</code></summary><pre>{esc(text)}</pre></details>"
 
 
 MEANING = {"pass": "agrees with the spec on every lane checked", "fail": "breaks the spec (links to its reproducer)",
@@ -102,9 +179,32 @@ MEANING = {"pass": "agrees with the spec on every lane checked", "fail": "breaks
 
 
 def legend(shown: tuple[str, ...] = STATUSES[:4]) -> str:
-  """The colours of the grid cells (those of `shown`), as a one-row table."""
-  cells = "".join(f"<td class='{s}'>{LABELS[s]}</td><td class=none>{MEANING[s]}</td>" for s in shown)
-  return f"<table class=grid><tr>{cells}</tr></table>"
+  """What the grid cells mean: the statuses of `shown`, FAIL by kind, and the empty cell."""
+  rows = []
+  for s in shown:
+    if s == "fail":
+      rows += [f"<tr><td class='fail k-{k}'>{KIND_LABELS[k]}</td><td>FAIL: {esc(KIND_MEANING[k])}</td></tr>" for k in KINDS]
+    else: rows.append(f"<tr><td class='{s}'>{LABELS[s]}</td><td>{esc(MEANING[s])}</td></tr>")
+  rows.append("<tr><td class=none></td><td>no such case: the spec does not define the op on that dtype (or that "
+              "conversion)</td></tr>")
+  return f"<table class='grid legend'><caption class=muted>legend (hover a cell for its message)</caption>{''.join(rows)}</table>"
+
+
+def pass_rate(counts: dict[str, int]) -> str:
+  """pass over supported cases (pass + FAIL + relaxed + as baseline), as "92.1% (355 of 381)"."""
+  supported = sum(counts.get(s, 0) for s in ("pass", "fail", "relaxed", "baseline"))
+  if not supported: return "no supported case"
+  return f"{100 * counts.get('pass', 0) / supported:.1f}% ({counts.get('pass', 0)} of {supported})"
+
+
+def provenance_html(prov: dict, up: str | None = None) -> str:
+  """Where the page comes from (refimpl.testing.provenance), and a link back to the index when `up` is given."""
+  tools = "".join(f"<tr><th>{esc(k)}</th><td>{esc(scrub(v))}</td></tr>" for k, v in prov.get("tools", {}).items())
+  back = f"<p><a href='{esc(up)}'>&larr; all conformance pages (index)</a></p>" if up else ""
+  return (f"<div class=provenance>{back}<p class=muted>Made on {esc(prov.get('date', 'an unknown date'))} from refimpl "
+          f"commit <code>{esc(prov.get('commit', 'unknown'))}</code> by <code>{esc(prov.get('command', '?'))}</code>.</p>"
+          + (f"<details><summary>toolchains of that run</summary><table>{tools}</table></details>" if tools else "")
+          + "</div>")
 
 
 def page(title: str, body: str) -> str:
