@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
   rep.add_argument("--fuzz-seconds", type=float, default=600.0, help="fuzz campaign per backend (default 600)")
   rep.add_argument("--classes-only", action="store_true",
                    help="rerun only the disagreement classes' reproducers over the saved report (tinygrad-0.10.1.json)")
+  rep.add_argument("--keep-fuzz", action="store_true",
+                   help="keep the saved fuzz campaigns (each published finding replayed again) instead of running new ones")
+  rep.add_argument("--pages-only", action="store_true", help="rebuild the pages from the saved data, rerunning nothing")
   rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
                    help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
   st = sub.add_parser("selftest", help="tinygrad's own tests on REFIMPL and tinygrad's devices: a compatibility table")
@@ -179,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
   if args.command == "selftest": return selftest_main(args)
   if args.command == "report":
     from refimpl.tinygrad.conformance_report import main as report_main
-    from refimpl.tinygrad.conformance_report import rerun_classes
-    if args.classes_only: return rerun_classes(args.out)
+    from refimpl.tinygrad.conformance_report import rebuild_pages, rerun_classes
     given = sys.argv[1:] if argv is None else list(argv)
+    command = " ".join(["python -m refimpl.tinygrad", *given])
+    if args.pages_only: return rebuild_pages(args.out)
+    if args.classes_only: return rerun_classes(args.out, command)
     backends = [b.strip() if ":" in b else b.strip().upper() for b in args.backends.split(",") if b.strip()]
-    return report_main(args.out, backends, args.fuzz_seconds,
-                       " ".join(["python -m refimpl.tinygrad", *given]))
+    return report_main(args.out, backends, args.fuzz_seconds, command, keep_fuzz=args.keep_fuzz)
   return capture_main(args, script) if args.command == "capture" else run_main(args, script)
 
 
