@@ -10,18 +10,23 @@ Sources. The tables may combine several sources of one chunk size, given in orde
 of an earlier report (runs on other machines, or a run whose directory is gone). Each (case, backend) row comes whole
 from one source, the one with the most checked chunks of it (the later source on a tie), so no chunk is counted twice;
 a case's chunk files, reference and wall times come from the source with the most chunk files of it (likewise).
+
+The page says whose backends these are (refimpl's own, not tinygrad's: the tinygrad report judges those), opens with a
+one-line summary, says why the wall time is less than the backends' times, and names where it comes from (the command,
+commit and date of this report, and its sources: refimpl.testing.provenance); it links back to index.html when the
+output folder has one (docs/conformance).
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from refimpl.dtype import dtypes
 from refimpl.sweep.plan import CASES, SPACE
 from refimpl.sweep.store import MANIFEST, CorruptChunk, StoreError, chunk_files, read_chunk, read_manifest, write_json
-from refimpl.testing.report_html import esc, page
+from refimpl.testing.provenance import provenance
+from refimpl.testing.report_html import code_text, esc, page, provenance_html
 
 FIRST = 5  # violating inputs shown per case and backend
 CHECKED = ("pass", "fail")
@@ -120,11 +125,33 @@ backend, against the spec (refimpl's emulator), in chunks of 2^{bits} inputs: `p
 "Float32 sweeps"). Inputs checked are the lanes the spec defines (an out-of-range float->int cast is undefined: never run
 or compared). Max error: for float results the largest distance in ulps of the result dtype between the backend's result
 and the spec's reference where neither is NaN (0: every lane bit for bit); for integer and bool results the largest
-|got - expected|. The rule is the spec's: exact (bit for bit), tolerance N ulp (within N ulps; NaN, inf and zero exactly)."""
+|got - expected|. The rule is the spec's: exact (bit for bit), tolerance N ulp (within N ulps; NaN, inf and zero exactly).
+The backends are refimpl's own CLANG, LLVM, GPU and WEBGPU (refimpl/backends: refimpl's renderers on those compilers), not
+tinygrad's: tinygrad's backends are judged on the tinygrad report (tinygrad-0.10.1.html), where for instance
+TINYGRAD:CLANG's SIN-f32 fails through tinygrad's own SIN decomposition."""
+WALL = ("Reference: the spec's results, computed once per chunk for every backend. Wall: from the case's first chunk's "
+        "start to its last chunk's end; the chunks ran in parallel worker processes, so the wall time is less than the sum "
+        "of the backends' times (and than one slow backend's).")
+
+
+def summary_line(summary: dict) -> str:
+  """One sentence: how many (case, backend) rows, how many complete, with violations, with chunks not checked."""
+  rows = [(c, b, r) for c, s in summary["cases"].items() for b, r in s.backends.items()]
+  complete = sum(r.chunks == summary["total"] for _, _, r in rows)
+  violating = [f"{b} {c}" for c, b, r in rows if r.violations and not r.declared_inexact]
+  relaxed = sum(bool(r.violations and r.declared_inexact) for _, _, r in rows)
+  other = sum(bool(r.other) for _, _, r in rows)
+  cases = {c for c, _, _ in rows}
+  verdict = f"violations in {len(violating)}: {', '.join(violating)}" if violating else "no violation"
+  return (f"{len(rows)} (case, backend) rows over {len(cases)} cases: {complete} complete, {verdict}"
+          + (f", {relaxed} within a declared inexactness" if relaxed else "")
+          + (f", {other} with chunks not checked" if other else "")
+          + (f"; {len(_not_run(summary['cases']))} cases not run" if _not_run(summary["cases"]) else "") + ".")
 
 def markdown(summary: dict, problems: list[str]) -> str:
   total, cases = summary["total"], summary["cases"]
-  lines = ["# Float32 sweeps", "", INTRO.format(bits=summary["chunk_bits"]), "",
+  lines = ["# Float32 sweeps of refimpl's own backends", "", f"**{summary_line(summary)}**", "",
+           INTRO.format(bits=summary["chunk_bits"]), "",
            "| case | backend | chunks | inputs checked | rule | max error | violations | not checked | backend time |",
            "|---|---|---|---|---|---|---|---|---|"]
   for case in _order(cases):
@@ -132,8 +159,7 @@ def markdown(summary: dict, problems: list[str]) -> str:
       lines.append(f"| {case} | {b} | {_done(row, total)} | {row.checked:,} | {row.rule} | {_error(row, case)} "
                    f"| {_violations(row)} | {_other(row)} | {row.seconds:.0f} s |")
   lines += [f"| {case} | (every backend) | not run: 0/{total} chunks | 0 | | | | | |" for case in _not_run(cases)]
-  lines += ["", "## Time per case", "", "Reference: the spec's results, computed once per chunk for every backend. Wall: "
-            "from the case's first chunk's start to its last chunk's end.", "",
+  lines += ["", "## Time per case", "", WALL, "",
             "| case | chunk files | reference | wall |", "|---|---|---|---|"]
   lines += [f"| {c} | {cases[c].chunks}/{total} | {' | '.join(_time(cases[c]))} |" for c in _order(cases)]
   bad = [(c, b, r) for c in _order(cases) for b, r in cases[c].backends.items() if r.violations or r.other]
@@ -147,7 +173,7 @@ def markdown(summary: dict, problems: list[str]) -> str:
 
 def _thead(*names: str) -> str: return "<thead><tr>" + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr></thead>"
 
-def html(summary: dict, problems: list[str]) -> str:
+def html(summary: dict, problems: list[str], prov: dict | None = None, up: str | None = None) -> str:
   total, cases = summary["total"], summary["cases"]
   head = _thead("case", "backend", "chunks", "inputs checked", "rule", "max error", "violations", "not checked", "backend time")
   rows = []
@@ -162,10 +188,12 @@ def html(summary: dict, problems: list[str]) -> str:
                   f"<td class={cls}>{link}</td><td>{esc(_other(row))}</td><td>{row.seconds:.0f} s</td></tr>")
   rows += [f"<tr><th>{esc(case)}</th><td>(every backend)</td><td class=unsupported>not run: 0/{total} chunks</td><td>0</td>"
            "<td></td><td></td><td></td><td></td><td></td></tr>" for case in _not_run(cases)]
-  intro = re.sub(r"`([^`]*)`", r"<code>\1</code>", esc(INTRO.format(bits=summary["chunk_bits"])))  # markdown's code spans
-  body = [f"<h1>Float32 sweeps</h1><p>{intro}</p>",
+  intro = code_text(INTRO.format(bits=summary["chunk_bits"])).replace("tinygrad-0.10.1.html",
+                                                                   "<a href='tinygrad-0.10.1.html'>tinygrad-0.10.1.html</a>")
+  body = [provenance_html(prov or {}, up), "<h1>Float32 sweeps of refimpl's own backends</h1>",
+          f"<p><b>{esc(summary_line(summary))}</b></p><p>{intro}</p>",
           f"<table>{head}<tbody>{''.join(rows)}</tbody></table>",
-          f"<h2>Time per case</h2><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
+          f"<h2>Time per case</h2><p>{esc(WALL)}</p><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
           *[f"<tr><th>{esc(c)}</th><td>{cases[c].chunks}/{total}</td>{''.join(f'<td>{t}</td>' for t in _time(cases[c]))}</tr>"
             for c in _order(cases)], "</tbody></table>"]
   bad = [(c, b, r) for c in _order(cases) for b, r in cases[c].backends.items() if r.violations or r.other]
@@ -175,10 +203,10 @@ def html(summary: dict, problems: list[str]) -> str:
     if r.other: body.append(f"<p>not checked: {esc(_other(r))} ({esc(r.detail)})</p>")
     if r.first: body.append("<pre>" + esc("\n".join(_first_lines(r))) + "</pre>")
   if problems: body.append("<h2>Unreadable chunk files (left out)</h2><pre>" + esc("\n".join(problems)) + "</pre>")
-  return page("Float32 sweeps", "\n".join(body))
+  return page("Float32 sweeps of refimpl's own backends", "\n".join(body))
 
-def as_json(summary: dict) -> dict:
-  return {"chunk_bits": summary["chunk_bits"], "total": summary["total"],
+def as_json(summary: dict, prov: dict | None = None) -> dict:
+  return {"chunk_bits": summary["chunk_bits"], "total": summary["total"], **({"provenance": prov} if prov else {}),
           "cases": {c: {**{k: v for k, v in asdict(s).items() if k not in ("backends", "begin", "end")}, "wall_s": s.wall_s,
                         "backends": {b: {**asdict(r), "first": [v for _, v in r.first]} for b, r in s.backends.items()}}
                     for c, s in summary["cases"].items()}}
@@ -222,7 +250,10 @@ def publish(sources: Path | list[Path], out: Path, name: str) -> list[Path]:
   summary, problems = combine([s for s, _ in read]), [p for _, ps in read for p in ps]
   out.mkdir(parents=True, exist_ok=True)
   paths = [out / f"{name}.md", out / f"{name}.html", out / f"{name}.json"]
+  names = [p.as_posix() for p in ([sources] if isinstance(sources, Path) else sources)]
+  prov = {**provenance(f"python -m refimpl.sweep report {' '.join(names)} --out {out.as_posix()} --name {name}"),
+          "sources": names}
   paths[0].write_text(markdown(summary, problems))
-  paths[1].write_text(html(summary, problems))
-  write_json(paths[2], as_json(summary))
+  paths[1].write_text(html(summary, problems, prov, "index.html" if (out / "index.html").exists() else None))
+  write_json(paths[2], as_json(summary, prov))
   return paths
