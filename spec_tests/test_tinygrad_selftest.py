@@ -43,3 +43,27 @@ def test_tinygrads_tiny_and_uops_tests_pass_on_the_reference(tmp_path):
   runs = selftest(["test_tiny.py", "test_uops.py"], ["REFIMPL"], tmp_path, log=lambda _: None)
   for r in runs: assert not r.crashed and r.count("failed") == 0 and r.count("passed") >= 10, (r.file, r.errors, r.crashed)
   assert (tmp_path / "tinygrad-selftest.html").exists()
+
+
+def test_a_failure_of_the_environment_is_shown_apart_and_the_page_has_totals_and_reproducer_links(tmp_path):
+  """A missing module, no network or a collection failure is the environment's (amber), never the device's (red); the
+  page gives the totals the markdown has, links each saved undefined-behaviour reproducer, and rebuilds from its JSON."""
+  from refimpl.testing.report_html import parse_page
+  from refimpl.tinygrad.selftest import ENVIRONMENT, rebuild_pages, save_runs, write_pages
+  env = FileRun("test_b.py", "REFIMPL", 2.0, {"T::t": "failed", "T::u": "passed"},
+                {"T::t": "ModuleNotFoundError: No module named 'torch'"})
+  assert failure_class(env.errors["T::t"]) == ENVIRONMENT and failure_class("collection failure") == ENVIRONMENT
+  (tmp_path / "tinygrad-selftest-undefined").mkdir()
+  (tmp_path / "tinygrad-selftest-undefined" / "E_n33.json").write_text("{}")
+  runs, prov = [*_runs(), env], {"command": "cmd", "commit": "abc", "date": "today", "tools": {}}
+  save_runs(tmp_path, "0.10.1", runs, ["REFIMPL", "CLANG", "PYTHON"], prov)
+  write_pages(tmp_path, "0.10.1", runs, ["REFIMPL", "CLANG", "PYTHON"], prov)
+  page = parse_page((tmp_path / "tinygrad-selftest.html").read_text())
+  cells = {r[0].text: r for r in page.tables[0].rows if r}  # the counts table
+  assert cells["test_b.py"][1].cls == "relaxed" and cells["test_a.py"][1].cls == "fail"
+  assert [c.text for c in cells["total passed"][1:]] == ["2", "1", "1"]
+  assert "href='tinygrad-selftest-undefined/E_n33.json'" in (tmp_path / "tinygrad-selftest.html").read_text()
+  before = (tmp_path / "tinygrad-selftest.html").read_text()
+  (tmp_path / "tinygrad-selftest.html").unlink()
+  rebuild_pages(tmp_path)
+  assert (tmp_path / "tinygrad-selftest.html").read_text() == before

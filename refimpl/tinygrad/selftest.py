@@ -11,19 +11,24 @@
 3. writes tinygrad-selftest.md and tinygrad-selftest.html to DIR: per file, passed / failed / skipped and the wall time
    per device, then every test that fails on REFIMPL while CLANG and PYTHON both pass it, with its class (undefined
    behaviour: a finding against the test, with the message that names the kernel, uop and lane; not translatable; an
-   error of refimpl's device; anything else) and the first line of its error.
+   error of refimpl's device; the environment: a missing module such as torch, no network, a file that does not
+   collect; anything else) and the first line of its error. A failure of the environment is shown apart (amber, not
+   red): it says nothing about the device. The runs are also saved as tinygrad-selftest.json, from which
+   `rebuild_pages(DIR)` makes the pages again; each page names its commit, date, toolchains and command and links the
+   undefined-behaviour reproducers it mentions.
 FILES are the test files that need neither torch nor tinygrad's `extra/` (which the sdist lacks).
 """
 from __future__ import annotations
 
 import html
+import json
 import os
 import subprocess
 import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 VERSION = "0.10.1"  # the line whose tests run by default; under tinygrad 0.14 its own (line())
@@ -142,13 +147,22 @@ def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 360
   return run
 
 
+ENVIRONMENT = "the environment (not the device)"
 CLASSES = (("KernelUndefinedBehavior", "undefined behaviour (a finding against the test: replay it with the kernel named)"),
            ("TranslationError", "not translatable by refimpl's importer"),
+           ("ModuleNotFoundError", ENVIRONMENT), ("URLError", ENVIRONMENT), ("Name or service not known", ENVIRONMENT),
+           ("collection failure", ENVIRONMENT),
            ("refimpl", "an error of refimpl's device"))
 
 def failure_class(message: str) -> str:
-  """The class of a REFIMPL-only failure, from its error's first line."""
+  """The class of a REFIMPL failure, from its error's first line."""
   return next((what for key, what in CLASSES if key in message), "other")
+
+
+def environment_only(r: FileRun) -> bool:
+  """Whether every failure of a run is the environment's (a missing module, no network, a collection failure)."""
+  return bool(r.count("failed")) and all(failure_class(r.errors.get(t, "")) == ENVIRONMENT
+                                         for t, o in r.outcomes.items() if o == "failed")
 
 
 def refimpl_failures(runs: list[FileRun]) -> list[tuple[str, str, str, dict[str, str]]]:
@@ -198,31 +212,69 @@ def markdown(runs: list[FileRun], devices: list[str], command: str, version: str
   return "\n".join(out)
 
 
-def html_page(runs: list[FileRun], devices: list[str], command: str, version: str = VERSION) -> str:
+def html_page(runs: list[FileRun], devices: list[str], command: str, version: str = VERSION, prov: dict | None = None,
+              undefined: list[str] | None = None, up: str | None = None) -> str:
+  """The table as a page: per file and device the counts (red: a failure of the device or of refimpl; amber: only the
+  environment's), the totals, every REFIMPL failure with its class, and links to the undefined-behaviour reproducers
+  (`undefined`: their paths relative to the page)."""
+  from refimpl.testing import report_html as rh
   files = list(dict.fromkeys(r.file for r in runs))
   by = {(r.file, r.device): r for r in runs}
   esc = html.escape
   def cell(r: FileRun | None) -> str:
-    if r is None: return "<td class=na>not run</td>"
-    if r.crashed: return f"<td class=bad>no result: {esc(r.crashed)}</td>"
-    cls = "bad" if r.count("failed") else "ok"
+    if r is None: return "<td class=untested>not run</td>"
+    if r.crashed: return f"<td class=fail>no result: {esc(r.crashed)}</td>"
+    cls = ("relaxed" if environment_only(r) else "fail") if r.count("failed") else "pass"
     return (f"<td class={cls}>{r.count('passed')} passed, {r.count('failed')} failed, {r.count('skipped')} skipped"
             f"<br><small>{r.seconds:.0f} s</small></td>")
   rows = "".join(f"<tr><th>{esc(f)}</th>{''.join(cell(by.get((f, d))) for d in devices)}</tr>" for f in files)
-  fails = "".join(f"<tr><td>{esc(f)}</td><td>{esc(t)}</td><td>{esc(failure_class(e))}</td>"
-                  f"<td>{esc(o.get('CLANG', 'not run'))}</td><td>{esc(o.get('PYTHON', 'not run'))}</td><td><code>{esc(e)}</code>"
-                  f"</td></tr>" for f, t, e, o in refimpl_failures(runs)) or "<tr><td colspan=6>None.</td></tr>"
-  return f"""<!doctype html><html><head><meta charset="utf-8"><title>tinygrad {version} tests on refimpl</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:.35em .6em;text-align:left;vertical-align:top}}.ok{{background:#e6f4e6}}
-.bad{{background:#fbe3e3}}.na{{color:#888}}code{{font-size:.85em}}</style></head><body>
-<h1>tinygrad {version}'s own tests on refimpl's reference device</h1><p>Made by <code>{esc(command)}</code>.</p>
-<table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}</table>
-<h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)</h2>
-<p>An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the lane, and
-the reproducer saved in tinygrad-selftest-undefined/ reruns with <code>python -m refimpl.fuzz replay</code>.</p>
-<table><tr><th>file</th><th>test</th><th>class</th><th>CLANG</th><th>PYTHON</th><th>error</th></tr>{fails}</table></body></html>
-"""
+  totals = "".join(f"<td><b>{sum(by[(f, d)].count(o) for f in files if (f, d) in by)}</b></td>" for d in devices
+                   for o in ("passed",))
+  failed = "".join(f"<td>{sum(by[(f, d)].count('failed') for f in files if (f, d) in by)}</td>" for d in devices)
+  def row(f: str, t: str, e: str, o: dict) -> str:
+    cls = failure_class(e)
+    return (f"<tr><td>{esc(f)}</td><td><code>{esc(t)}</code></td><td class={'relaxed' if cls == ENVIRONMENT else 'fail'}>"
+            f"{esc(cls)}</td><td>{esc(o.get('CLANG', 'not run'))}</td><td>{esc(o.get('PYTHON', 'not run'))}</td>"
+            f"<td>{rh.message_html(e, 4)}</td></tr>")
+  fails = "".join(row(*x) for x in refimpl_failures(runs)) or "<tr><td colspan=6>None.</td></tr>"
+  links = "".join(f"<li><a href='{esc(u)}'>{esc(u)}</a>: <code>python -m refimpl.fuzz replay docs/conformance/{esc(u)}"
+                  "</code></li>" for u in undefined or [])
+  body = [rh.provenance_html(prov or {"command": command}, up),
+          f"<h1>tinygrad {version}'s own tests on refimpl's reference device</h1>",
+          "<p>Each of tinygrad's test files, run on REFIMPL (refimpl's reference device) and on tinygrad's own devices. "
+          "Green: no failure; red: a failure of the device (or of refimpl); amber: failures of the environment only (a "
+          "missing module such as torch, no network, a file that does not collect), which say nothing about the "
+          "device.</p>",
+          f"<table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}"
+          f"<tr><th>total passed</th>{totals}</tr><tr><th>total failed</th>{failed}</tr></table>",
+          f"<h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)</h2>",
+          "<p>An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the "
+          "lane; its reproducer is below.</p>",
+          f"<table><tr><th>file</th><th>test</th><th>class</th><th>CLANG</th><th>PYTHON</th><th>error</th></tr>{fails}</table>",
+          f"<h2>Undefined-behaviour reproducers ({len(undefined or [])})</h2>",
+          f"<ul>{links}</ul>" if links else "<p>None saved.</p>"]
+  return rh.page(f"tinygrad {version}'s own tests on refimpl", "\n".join(body))
+
+
+def save_runs(out: Path, version: str, runs: list[FileRun], devices: list[str], prov: dict) -> None:
+  """The runs as JSON beside the pages (what rebuild_pages reads)."""
+  doc = {"version": version, "devices": devices, "provenance": prov, "runs": [asdict(r) for r in runs]}
+  (out / f"{page_name(version)}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def write_pages(out: Path, version: str, runs: list[FileRun], devices: list[str], prov: dict) -> None:
+  """tinygrad-selftest.md and .html (or the 0.14 line's) from the runs."""
+  folder = out / "tinygrad-selftest-undefined"
+  undefined = sorted(p.relative_to(out).as_posix() for p in folder.glob("*.json")) if folder.exists() else []
+  up = "index.html" if (out / "index.html").exists() else None
+  (out / f"{page_name(version)}.md").write_text(markdown(runs, devices, prov["command"], version))
+  (out / f"{page_name(version)}.html").write_text(html_page(runs, devices, prov["command"], version, prov, undefined, up))
+
+
+def rebuild_pages(out: Path, version: str = VERSION) -> None:
+  """The pages again from the saved runs (nothing is rerun)."""
+  doc = json.loads((out / f"{page_name(version)}.json").read_text())
+  write_pages(out, doc["version"], [FileRun(**r) for r in doc["runs"]], doc["devices"], doc["provenance"])
 
 
 def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200) -> list[FileRun]:
@@ -243,6 +295,8 @@ def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout
       runs.append(run)
   command = (f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)} "
              f"--timeout {timeout:.0f}")
-  (out / f"{page_name(version)}.md").write_text(markdown(runs, devices, command, version))
-  (out / f"{page_name(version)}.html").write_text(html_page(runs, devices, command, version))
+  from refimpl.testing.provenance import provenance
+  prov = provenance(command)
+  save_runs(out, version, runs, devices, prov)
+  write_pages(out, version, runs, devices, prov)
   return runs
