@@ -5,9 +5,11 @@
                                 [-- extra pytest arguments]
 
 Without --backend, every device that opens here is tested (refimpl's own: CLANG, LLVM, GPU, PYTHON). The report is
-written as PATH (HTML) and beside it as markdown (default: conformance-report.html). --quick draws 30 hypothesis examples
-per property instead of 200 (the `dev` profile), which makes the run a few minutes on 2 cores. It prints, per backend,
-how many op cases pass, FAIL, are unsupported or relaxed.
+written as PATH (HTML) and beside it as markdown (default: conformance-report.html); the page names this command, its
+commit, date and toolchains, the hypothesis profile, and every known device that did not open here (CUDA without a GPU)
+as not tested, with the reason. --quick draws 30 hypothesis examples per property instead of 200 (the `dev` profile),
+which makes the run a few minutes on 2 cores. It prints, per backend, how many op cases pass, FAIL, are unsupported or
+relaxed.
 
 --baseline NAME judges the backends against the device they derive from (a port of tinygrad's CLANG: --baseline
 TINYGRAD:CLANG): every kernel is run on both with the same inputs, and only what differs fails; a failure the baseline
@@ -41,10 +43,13 @@ def parser() -> argparse.ArgumentParser:
   return ap
 
 
-def pytest_arguments(args: argparse.Namespace) -> list[str]:
-  """The pytest command line that runs the packaged suite as `args` ask."""
+def pytest_arguments(args: argparse.Namespace, argv: list[str] | None = None) -> list[str]:
+  """The pytest command line that runs the packaged suite as `args` ask; the report names `argv` (this command's
+  arguments) as the command that made it."""
+  given = sys.argv[1:] if argv is None else argv
   out = ["--pyargs", "refimpl.conformance", "-q", "-p", "no:cacheprovider", "-W", "ignore:Non-empty compiler output",
-         "--conformance-report", str(args.report.with_suffix(".md"))]
+         "--conformance-report", str(args.report.with_suffix(".md")),
+         "--conformance-command", " ".join(["python -m refimpl.conformance", *given])]
   for b in args.backend: out += ["--backend", b]
   if args.baseline: out += ["--baseline", args.baseline]
   for opt in ("xfail", "only", "skip"):
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
   process has already imported."""
   args = parser().parse_args(argv)
   env = {**os.environ, "REFIMPL_HYPOTHESIS_PROFILE": "dev"} if args.quick else dict(os.environ)
-  command = [sys.executable, "-m", "pytest", *pytest_arguments(args)]
+  command = [sys.executable, "-m", "pytest", *pytest_arguments(args, argv)]
   sys.stdout.flush()
   sys.stderr.flush()
   os.execve(sys.executable, command, env)
