@@ -4,6 +4,8 @@ links to its reproducer; the HTML page is an op x dtype grid per backend and cou
 from another process (a pytest-xdist worker) merge in by the same rule. A FAIL names its kind (a wrong value, a kernel
 that does not render, does not compile, crashes), in the grid, the hover text and the JSON; every failing test is on the
 page with the command that reruns it, failures of one kind and message grouped."""
+import json
+
 from refimpl.testing.pytest_plugin import Conformance
 from refimpl.testing.report_html import parse_page
 
@@ -75,3 +77,11 @@ def test_results_from_another_process_merge_by_the_same_rule():
   merged.merge(worker.to_json())
   assert merged.results[("CLANG", "IDIV-i8")][0] == "fail" and merged.results[("LLVM", "IDIV-i8")] == ("fail", "wrong")
   assert merged.examples["CLANG"] == 17
+
+
+def test_the_pages_rebuild_from_the_json_as_they_were():
+  c = sample()
+  c.failed_tests.append({"backend": "GPU", "test": "t.py::test_max[GPU]", "message": "assert nan == 1.0"})
+  c.provenance, c.up = {"command": "cmd", "commit": "abc", "date": "today"}, "index.html"
+  again = Conformance.from_json(json.loads(json.dumps(c.to_json())))
+  assert (again.html(), again.markdown()) == (c.html(), c.markdown())

@@ -279,7 +279,7 @@ class Conformance:
       parts.append(f"<h2>{title} ({len(found)})</h2>")
       for b, c, d in found:
         kind = f" <span class=muted>({rh.esc(rh.KIND_MEANING[rh.failure_kind(d)])})</span>" if status == "fail" else ""
-        parts.append(f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}{kind}</h3>{rh.message_html(d)}")
+        parts.append(f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}{kind}</h3>{rh.message_html(d, 40)}")
     parts.append(self._failing_tests_html())
     return rh.page(title, "\n".join(parts))
 
@@ -301,8 +301,20 @@ class Conformance:
     cells = self.cells()
     return {"results": [[b, c, s, d] for (b, c), (s, d) in cells.items()], "examples": dict(self.examples),
             "kinds": [[b, c, rh.failure_kind(d)] for (b, c), (s, d) in cells.items() if s == "fail"],
-            "failed_tests": self.failed_tests, "not_tested": self.not_tested, "provenance": self.provenance,
+            "failed_tests": self.failed_tests, "not_tested": self.not_tested, "provenance": self.provenance, "up": self.up,
+            "profile": self.profile,
             "baseline": self.baseline, "inherited": sorted(self.inherited), "differing": sorted(self.differing)}
+
+  @classmethod
+  def from_json(cls, doc: dict) -> Conformance:
+    """The report a `to_json` document holds (the pages are rebuilt from it: rewrite_report)."""
+    c = cls(baseline=doc.get("baseline"))
+    for backend, case, status, detail in doc["results"]: c.results[(backend, case)] = (status, detail)
+    c.examples.update(doc["examples"])
+    c.failed_tests, c.not_tested, c.provenance = doc.get("failed_tests", []), doc.get("not_tested", {}), doc.get("provenance", {})
+    c.up, c.profile = doc.get("up"), doc.get("profile", "")
+    c.inherited, c.differing = {tuple(x) for x in doc.get("inherited", ())}, {tuple(x) for x in doc.get("differing", ())}
+    return c
 
   def merge(self, doc: dict) -> None:
     """Adds another process's results (a pytest-xdist worker's `to_json`), by the same rule as `record`."""
@@ -331,6 +343,13 @@ def _failure_message(report: pytest.TestReport) -> str:
   crash = getattr(report.longrepr, "reprcrash", None)
   text = getattr(crash, "message", None) or report.longreprtext[-4000:]
   return rh.scrub(text[:8000])
+
+
+def rewrite_report(json_path: pathlib.Path) -> None:
+  """The report's markdown and HTML again from its JSON (PATH.json beside PATH.md and PATH.html): nothing is rerun."""
+  c = Conformance.from_json(json.loads(json_path.read_text()))
+  json_path.with_suffix(".md").write_text(c.markdown())
+  json_path.with_suffix(".html").write_text(c.html())
 
 
 def anchor(backend: str, case: str = "") -> str:

@@ -166,9 +166,9 @@ def code_text(text: str) -> str:
 
 
 def message_html(text: str, lines: int = 12) -> str:
-  """A whole message as <pre>, collapsed behind its first line when longer than `lines` lines or 1,200 characters."""
+  """A whole message as <pre>, collapsed behind its first line when longer than `lines` lines or 100 characters a line."""
   text = scrub(text)
-  if text.count("\n") < lines and len(text) <= 1200: return f"<pre>{esc(text)}</pre>"
+  if text.count("\n") < lines and len(text) <= 100 * lines: return f"<pre>{esc(text)}</pre>"
   return f"<details><summary><code>{esc(first_line(text))}</code></summary><pre>{esc(text)}</pre></details>"
 
 

@@ -345,3 +345,16 @@ def write(out: Path, doc: dict) -> list[Path]:
     (out / name).write_text(text)
     written.append(out / name)
   return written
+
+
+def readme_rows(doc: dict) -> list[str]:
+  """The README's table of tinygrad's backends, from the data (spec_tests/test_published_pages.py holds the README to
+  it): per backend the pass rate over supported cases, the FAIL cells by kind, the failing tests and the suite's time."""
+  rows = ["| backend | pass rate (supported cases) | FAIL cells by kind | failing tests | suite wall time |",
+          "|---|---|---|---|---|"]
+  for b, r in _backends(doc["results"]).items():
+    s = r.get("suite")
+    if s is None: continue
+    kinds = ", ".join(f"{n} {rh.KIND_LABELS[k]}" for k, n in kind_counts(s).most_common()) or "none"
+    rows.append(f"| TINYGRAD:{b} | {rh.pass_rate(s['cases'])} | {kinds} | {s.get('failed_tests', '?')} | {s['wall_s']:.0f} s |")
+  return rows
