@@ -225,8 +225,7 @@ class Conformance:
     groups: dict[tuple, dict] = {}
     for t in self.failed_tests:
       first = rh.first_line(t["message"])
-      shape = re.sub(r"\d+|'[^']*'|\"[^\"]*\"|dtypes\.\w+", "#", first)
-      key = (t["backend"], test_kind(t["message"]), shape)
+      key = (t["backend"], test_kind(t["message"]), shape(t["message"]))
       g = groups.setdefault(key, {"backend": t["backend"], "kind": test_kind(t["message"]), "first": first, "tests": []})
       g["tests"].append(t)
     return sorted(groups.values(), key=lambda g: (g["backend"], -len(g["tests"]), g["first"]))
@@ -272,14 +271,23 @@ class Conformance:
         passed = sum(v == "pass" for v in statuses.values())
         grid = f"<details><summary>all {passed} supported cases pass: the grids</summary>{grid}</details>"
       parts += [f"<h2 id='b-{anchor(b)}'>{rh.esc(b)}</h2>", grid]
-    for status, title in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)"),
-                          ("baseline", "Failures as on the baseline"), ("untested", "Not tested (refimpl cannot export)")):
+    for status, heading in (("fail", "Failures"), ("relaxed", "Relaxed (declared inexact by the device)"),
+                            ("baseline", "Failures as on the baseline"), ("untested", "Not tested (refimpl cannot export)")):
       found = [(b, c, d) for (b, c), (s, d) in sorted(cells.items()) if s == status]
       if not found and status in ("baseline", "untested"): continue
-      parts.append(f"<h2>{title} ({len(found)})</h2>")
-      for b, c, d in found:
-        kind = f" <span class=muted>({rh.esc(rh.KIND_MEANING[rh.failure_kind(d)])})</span>" if status == "fail" else ""
-        parts.append(f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}{kind}</h3>{rh.message_html(d, 40)}")
+      parts.append(f"<h2>{heading} ({len(found)})</h2>")
+      groups: dict[tuple, list] = defaultdict(list)
+      for b, c, d in found: groups[(b, rh.failure_kind(d) if status == "fail" else status, shape(d))].append((b, c, d))
+      for (b, kind, _), members in groups.items():
+        what = f" <span class=muted>({rh.esc(rh.KIND_MEANING[kind])})</span>" if status == "fail" else ""
+        if len(members) == 1:
+          _, c, d = members[0]
+          parts.append(f"<h3 id='{anchor(b, c)}'>{rh.esc(b)} {rh.esc(c)}{what}</h3>{rh.message_html(d, 40)}")
+          continue
+        names = ", ".join(rh.esc(c) for _, c, _ in members)
+        parts.append(f"<h3>{rh.esc(b)}: {len(members)} cases failing alike{what}</h3><p>{names}</p>")
+        parts += [f"<details id='{anchor(b, c)}'{' open' if k == 0 else ''}><summary>{rh.esc(c)}</summary>"
+                  f"{rh.message_html(d, 40)}</details>" for k, (_, c, d) in enumerate(members)]
     parts.append(self._failing_tests_html())
     return rh.page(title, "\n".join(parts))
 
@@ -323,6 +331,14 @@ class Conformance:
     for backend, n in doc["examples"].items(): self.examples[backend] += n
     self.inherited |= {tuple(x) for x in doc.get("inherited", ())}
     self.differing |= {tuple(x) for x in doc.get("differing", ())}
+
+
+def shape(message: str) -> str:
+  """What failures that fail alike share: the first two lines of the message with numbers, quoted text, dtypes, op
+  names and case ids masked (the key by which the pages group them)."""
+  lines = [ln for ln in message.splitlines() if ln.strip()][:2]
+  return re.sub(r"\d+|'[^']*'|\"[^\"]*\"|dtypes\.\w+|Ops\.\w+|\b[A-Z][A-Z0-9]+\b(-\w+)*|np\.\w+\([^)]*\)", "#",
+                " | ".join(lines))
 
 
 def test_kind(message: str) -> str:
