@@ -66,7 +66,8 @@ def verdict(backend: str, r: dict) -> dict:
     for kind, cases in sorted(bad[family].items(), key=lambda kv: -len(kv[1])):
       parts.append(f"{rh.KIND_MEANING[kind].split(':')[0]}: {_cases_text(sorted(cases, key=_case_order))}")
     unsafe.append(f"{family}: {'; '.join(parts)}")
-  return {"rate": rh.pass_rate(s["cases"]), "safe": safe, "unsafe": unsafe,
+  classes = [c.id for c in CLASSES if r.get("classes", {}).get(c.id, (None,))[0]]
+  return {"rate": rh.pass_rate(s["cases"]), "safe": safe, "unsafe": unsafe, "classes": classes,
           "unsupported": sorted(r.get("unsupported", {}), key=_dtype_order)}
 
 
@@ -105,8 +106,9 @@ def _headline_html(backends: dict) -> str:
     rows.append(f"<tr><th><a href='#b-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</a></th><td>{rh.esc(rh.pass_rate(c))}</td>"
                 f"{cell(c.get('pass', 0), 'pass')}{fails}{cell(c.get('unsupported', 0), 'unsupported')}"
                 f"{cell(c.get('relaxed', 0), 'relaxed')}<td>{s['wall_s']:.0f} s</td>"
-                f"<td><a href='{rh.esc(s['report'])}#failing-tests'>{s.get('failed_tests', '?')}</a> of "
-                f"{rh.esc(s['tests'])}</td><td><a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a></td></tr>")
+                f"<td><a href='{rh.esc(s['report'])}#failing-tests'>{s.get('failed_tests', '?')} failing</a><br>"
+                f"<small class=muted>pytest: {rh.esc(s['tests'])}</small></td>"
+                f"<td><a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a></td></tr>")
   head = "".join(f"<th class='fail k-{k}'>FAIL: {rh.KIND_LABELS[k]}</th>" for k in rh.KINDS)
   return (f"<table><thead><tr><th>backend</th><th>pass rate (over supported cases)</th><th class=pass>pass</th>{head}"
           f"<th class=unsupported>n/a</th><th class=relaxed>relaxed</th><th>suite wall time</th>"
@@ -259,6 +261,7 @@ def verdict_lines(b: str, r: dict) -> list[str]:
   v = verdict(b, r)
   out = [f"TINYGRAD:{b}: {v['rate']} of the cases it supports pass. Safe: {', '.join(v['safe']) or 'no op family'}."]
   out += [f"Not safe, {u}." for u in v["unsafe"]]
+  if v["classes"]: out.append(f"In whole programs it breaks: {', '.join(v['classes'])}.")
   if v["unsupported"]: out.append(f"n/a (declared unsupported): {', '.join(v['unsupported'])}.")
   return out
 
@@ -305,6 +308,8 @@ def index_page(out: Path, doc: dict) -> str:
     v = verdict(b, r)
     unsafe = "".join(f"<li>{rh.esc(u)}</li>" for u in v["unsafe"]) or "<li>nothing found</li>"
     na = f"<p class=muted>n/a (declared unsupported): {rh.esc(', '.join(v['unsupported']))}</p>" if v["unsupported"] else ""
+    programs = ", ".join(f"<a href='{PAGE}.html#c-{rh.esc(c)}'>{rh.esc(c)}</a>" for c in v["classes"])
+    na = (f"<p><b>In whole programs</b> (beyond single ops) it breaks: {programs}.</p>" if programs else "") + na
     verdicts.append(f"<tr><th><a href='{PAGE}.html#b-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</a></th>"
                     f"<td>{rh.esc(v['rate'])}</td><td><p><b>Safe</b>: {rh.esc(', '.join(v['safe']) or 'no op family')}"
                     f" (every supported case of these passes).</p><p><b>Not safe</b>:</p><ul>{unsafe}</ul>{na}</td></tr>")
@@ -325,7 +330,8 @@ def index_page(out: Path, doc: dict) -> str:
     "<a href='../porting.md'>docs/porting.md</a>.</p>",
     "<h2 id=verdict>Verdict for a tinygrad user</h2>",
     "<p>Per tinygrad backend: the pass rate over the cases it supports, the op families whose every supported case "
-    "passes, and where it breaks the spec and how (a wrong value, a kernel that does not render or compile, a crash). "
+    "passes (single ops: every op on every dtype it supports), where it breaks the spec and how (a wrong value, a "
+    "kernel that does not render or compile, a crash), and the disagreement classes its whole programs show. "
     "The details, with reproducers, are on the report.</p>",
     f"<table><thead><tr><th>backend</th><th>pass rate</th><th>verdict</th></tr></thead><tbody>{''.join(verdicts)}"
     "</tbody></table>",
