@@ -17,9 +17,10 @@ from refimpl.dtype import dtypes
 from refimpl.fuzz import Case, CaseFormatError, Config, Finding, Signature, load_finding, replay, run_campaign, save_finding
 from refimpl.fuzz.__main__ import main
 from refimpl.fuzz.campaign import Campaign
+from refimpl.fuzz.edits import unused_declarations
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.graph import Graph
-from refimpl.fuzz.reduce import MAX_CANDIDATES, unused_declarations
+from refimpl.fuzz.reduce import MAX_CANDIDATES
 from refimpl.fuzz.summary import Summary
 from refimpl.ir import Ops, elementwise
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from refimpl.fuzz.corpus import corpus_files, load_finding, replay
+from refimpl.fuzz.edits import unused_declarations
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.graph import Graph
-from refimpl.fuzz.reduce import unused_declarations
 from refimpl.ir import Ops
 
 FILES = corpus_files()

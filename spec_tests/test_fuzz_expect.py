@@ -1,5 +1,5 @@
-"""The fuzzer's comparison rules (refimpl/fuzz/expect.py): the kind of each buffer, and how loose elements are compared,
-so that no finding is a false alarm and real differences are still caught."""
+"""The fuzzer's comparison rules (refimpl/fuzz/expect.py, kinds.py, variants.py): the kind of each buffer, and how loose
+elements are compared, so that no finding is a false alarm and real differences are still caught."""
 import itertools
 import math
 
@@ -11,9 +11,11 @@ from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.compute import wmma_error_bound
 from refimpl.emulator.machine import emulate
-from refimpl.fuzz import expect as fc
+from refimpl.fuzz import kinds as fc
 from refimpl.fuzz.case import Case, discard_reason, prepare
-from refimpl.fuzz.expect import analyze, compare, control_taint, join, variant_program
+from refimpl.fuzz.expect import compare
+from refimpl.fuzz.kinds import analyze, control_taint, join
+from refimpl.fuzz.variants import variant_program
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.spec import OPS, ulp_bound
 from refimpl.testing.compare import same_value, ulp_distance

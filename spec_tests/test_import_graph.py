@@ -145,3 +145,23 @@ def test_a_renderer_imports_no_device_layer(renderer):
   device layer (refimpl.device keeps exporting CompileError, tinygrad's device contract)."""
   assert "refimpl.errors" in graph()[renderer]
   assert not loads(renderer) & DEVICE_LAYER, sorted(loads(renderer) & DEVICE_LAYER)
+
+WORKERS = sorted(m for m in modules() if m.startswith("refimpl.workers"))
+
+@pytest.mark.parametrize("module", WORKERS)
+def test_the_worker_pool_lies_below_its_two_users(module):
+  """Rule: refimpl.workers (the one worker pool, its protocol and progress line) reaches no module of its users, the
+  fuzzer (refimpl.fuzz) and the sweeps (refimpl.sweep), and no refimpl module but its own (and what importing the
+  package refimpl itself loads): what a worker does is the user's `Work`."""
+  package = loads("refimpl")
+  reached = {m for m in loads(module) - package if m.startswith("refimpl.") and not m.startswith("refimpl.workers")}
+  assert not reached, sorted(reached)
+
+@pytest.mark.parametrize("user", ["refimpl.fuzz.campaign", "refimpl.fuzz.corpus", "refimpl.sweep.__main__"])
+def test_campaigns_and_sweeps_run_on_the_one_worker_pool(user):
+  """Rule: fuzz campaigns, replays and float32 sweeps get their worker processes from refimpl.workers, and no module of
+  refimpl.fuzz or refimpl.sweep starts processes of its own (multiprocessing, concurrent.futures)."""
+  assert loads(user) & {"refimpl.workers.local", "refimpl.workers.cluster"}
+  own = [m for m in modules() if m.startswith(("refimpl.fuzz.", "refimpl.sweep."))
+         and graph()[m] & {"multiprocessing", "concurrent"}]
+  assert not own, own

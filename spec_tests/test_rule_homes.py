@@ -26,7 +26,7 @@ from refimpl.conformance import rules as backend_rules
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.certainty import Certainty
-from refimpl.fuzz import expect
+from refimpl.fuzz import expect, kinds, variants
 from refimpl.ir.ops import GroupOp, Ops
 from refimpl.spec import ARITH_FLOATS, accepts
 
@@ -132,7 +132,7 @@ def test_backend_rule_files_are_named_after_the_families():
 # ***** looseness: declared on its rule (alu's `@loose`) and read from there *****
 
 LOOSE_OPS = [op for op in alu.ALU_RULES if alu.looseness(op) is not None]
-LOOSENESS_READERS = (spec.kind, expect._transfer, expect._varied, expect._largest_bound)  # each would restate it
+LOOSENESS_READERS = (spec.kind, kinds._transfer, variants._varied, expect._largest_bound)  # each would restate it
 
 @pytest.mark.parametrize("op", sorted(GroupOp.ALU, key=lambda o: o.value), ids=lambda op: op.name)
 def test_every_loose_rule_is_declared_by_its_decorator(op):

@@ -40,28 +40,33 @@ def _files(out: Path) -> dict[Path, tuple[int, bytes]]:
 
 SLOW = "sweep_planted:SlowClang"  # 50 ms a launch: 4096 chunks take minutes whatever the machine
 
-def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL, env: dict | None = None) -> subprocess.Popen:
   """A SlowClang SQRT sweep of 4096 chunks (minutes from done when this returns), once `chunks` chunk files are written."""
   cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
          "--backend", SLOW, "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]
-  proc = subprocess.Popen(cmd, env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+  proc = subprocess.Popen(cmd, env=env or _env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
   while not (out / "SQRT-f32").is_dir() or len(_files(out)) < chunks:  # SlowClang's sweep cannot end first
     if proc.poll() is not None: pytest.fail(f"the sweep ended before writing {chunks} chunks (exit {proc.poll()})")
     time.sleep(0.05)
   return proc
 
-def _group(pgid: int) -> list[int]:
-  """The live (not zombie) processes of a process group (Linux /proc)."""
+def _marked(mark: str) -> list[int]:
+  """The live (not zombie) processes whose environment holds SWEEP_TEST_MARK=mark (Linux /proc): a sweep started with it
+  and every process it started (its workers run in process groups of their own)."""
   out = []
   for stat in Path("/proc").glob("[0-9]*/stat"):
-    try: fields = stat.read_text().rsplit(")", 1)[1].split()
+    try:
+      fields = stat.read_text().rsplit(")", 1)[1].split()
+      marked = f"SWEEP_TEST_MARK={mark}".encode() in (stat.parent / "environ").read_bytes().split(b"\0")
     except OSError: continue
-    if fields[0] != "Z" and int(fields[2]) == pgid: out.append(int(stat.parent.name))
+    if fields[0] != "Z" and marked: out.append(int(stat.parent.name))
   return out
 
 def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   out = tmp_path / "sweep"
-  proc = _start_and_wait(out, 5)
+  mark = str(tmp_path)
+  proc = _start_and_wait(out, 5, env={**_env(), "SWEEP_TEST_MARK": mark})
+  assert len(_marked(mark)) >= 2, "the sweep and its worker carry the mark"
   os.kill(proc.pid, signal.SIGKILL)  # the main process alone: its worker ends by itself
   proc.wait()
   before = _files(out)
@@ -74,10 +79,10 @@ def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   assert len(after) == len(before) + 3
   assert "3 chunks written this run" in res.stderr
   for _ in range(300):  # a worker whose main process is gone ends within a second or so (a budget of 300 polls)
-    if not _group(proc.pid): break
+    if not _marked(mark): break
     time.sleep(0.2)
-  left = _group(proc.pid)
-  if left: os.killpg(proc.pid, signal.SIGKILL)
+  left = _marked(mark)
+  for pid in left: os.kill(pid, signal.SIGKILL)
   assert not left, f"processes {left} outlived the killed sweep"
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -111,6 +116,15 @@ def test_a_backend_that_kills_its_worker_loses_only_its_own_record(tmp_path):
   assert data["backends"]["CLANG"]["status"] == "pass" and data["backends"]["CLANG"]["checked"] == 4096
   crash = data["backends"]["SQRTCRASHCLANG"]
   assert crash["status"] == "crash" and "the worker died twice" in crash["detail"], res.stderr
+
+def test_a_backend_that_hangs_gets_a_hang_record_and_the_others_theirs(tmp_path):
+  """Rule (refimpl.sweep.schedule): a backend that overruns --timeout on a chunk twice gets a "hang" record there."""
+  out = tmp_path / "sweep"
+  res = sweep(out, "--backend", "CLANG,sweep_planted:HangClang", "--ops", "SQRT", "--range", _range(ONE, 1), "--timeout", "3")
+  data = json.loads(store.chunk_path(out, "SQRT-f32", ONE).read_text())
+  assert data["backends"]["CLANG"]["status"] == "pass" and data["backends"]["CLANG"]["checked"] == 4096
+  hang = data["backends"]["HANGCLANG"]
+  assert hang["status"] == "hang" and "hang" in hang["detail"], res.stderr
 
 def test_a_sweep_runs_as_dask_tasks(tmp_path):
   pytest.importorskip("distributed", reason="the cluster extra (pip install 'refimpl[cluster]') is not installed")

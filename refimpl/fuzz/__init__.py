@@ -10,10 +10,13 @@
   case.py      a case (program, inputs, vars), its expectation from the emulator, which cases run natively
   expect.py    what the spec expects of each buffer: exact, NaN payloads, tolerance, allowed sets, WMMA bounds,
                monotone chains, skipped (loose) and wild elements; the check of a run against it
+  kinds.py     the static kind of each buffer (what looseness can reach it); whether undefined values reach control
+  variants.py  the below and above runs beside the reference (allowed-set alternatives, errors moved down and up)
   execute.py   batch compile (many kernels per compiler call) and run on one backend
-  isolate.py   worker processes (spawn): a crash or a hang is a finding, and the worker is replaced
-  cluster.py   the same pool over a Dask cluster's worker processes (--cluster; optional: the cluster extra)
-  reduce.py    delta debugging of a failing case over uops, constants and inputs
+  isolate.py   the workers' jobs (refimpl.workers runs them: spawned processes or a Dask cluster's, --cluster): a
+               crash or a hang is a finding, and the worker is replaced
+  reduce.py    delta debugging of a failing case over uops, constants and inputs: the reducer's passes
+  edits.py     the case as an editable graph (State) and the edits the passes make
   finding.py   finding files (JSON + a pytest file), written atomically, loaded with clear errors
   corpus.py    replaying findings (and the finding file names again); fuzz/corpus/ holds known bugs
   config.py    a campaign's settings
@@ -21,7 +24,6 @@
   record.py    the findings record: one per signature, deduplicated, renamed to the final signature, dismissed
   reductions.py  driving the reductions of new findings, one batch of candidates per worker job
   summary.py   what a campaign counted: the status line and the summary
-  progress.py  the progress line and messages on stderr
   merge.py     `merge`: the findings of many shards in one folder (by signature, smallest reproducer, counts summed)
   planted.py   deliberately broken backends (to test the fuzzer, or to see it work), the four classes real backends have
   __main__.py  the command line

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from refimpl.device import DeviceUnavailable
 from refimpl.fuzz.campaign import run_campaign
-from refimpl.fuzz.cluster import ClusterError
 from refimpl.fuzz.config import Config
 from refimpl.fuzz.corpus import CaseFormatError, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.fuzz.generate import MODES
 from refimpl.fuzz.merge import MergeError, merge
 from refimpl.fuzz.reduce import MAX_CANDIDATES
+from refimpl.workers.cluster import ClusterError
 
 
 def _shard(text: str) -> tuple[int, int]:

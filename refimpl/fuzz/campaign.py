@@ -5,7 +5,7 @@ and every backend, and compare. The scheduler hands idle workers reduction batch
 per finding), then the next `batch` program indices of its shard (shard K of N takes indices K-1, K-1+N, K-1+2N, ...:
 disjoint and deterministic, so machines or batch-scheduler tasks can split one campaign). A lost worker's culprit is a
 finding and what it left is rerun (isolate.after_loss). What a campaign counts and shows is summary.py's and
-progress.py's; its settings are config.py's.
+refimpl.workers.progress's; its settings are config.py's.
 
 Findings. A finding gets a pre-signature (backend, op, dtypes, kind) where op is the op that produced the wrong element
 (wrong values) or "-" (crashes, hangs, compiler failures). One already known (this run or a file already in --out) is
@@ -30,17 +30,18 @@ from typing import NamedTuple
 
 from refimpl.device import Device, DeviceUnavailable
 from refimpl.fuzz.case import Case
-from refimpl.fuzz.cluster import open_pool
 from refimpl.fuzz.config import Config
 from refimpl.fuzz.corpus import Finding
 from refimpl.fuzz.execute import BackendRef, open_backends
 from refimpl.fuzz.generate import ALL_DTYPES, Profile, all_keys, make_program
-from refimpl.fuzz.isolate import CAMPAIGN_ENV, EMULATOR, Answered, Finished, Item, Job, Lost, Result, WorkerFailed, after_loss
-from refimpl.fuzz.progress import Progress
+from refimpl.fuzz.isolate import CAMPAIGN_ENV, EMULATOR, FuzzWork, Item, Job, Result, after_loss
 from refimpl.fuzz.recheck import NOT_REPRODUCED, Rechecks, Verdict
 from refimpl.fuzz.record import Findings, signature
 from refimpl.fuzz.reductions import Reductions
 from refimpl.fuzz.summary import BackendStats, Summary
+from refimpl.workers.cluster import open_pool
+from refimpl.workers.messages import Answered, Finished, Lost, WorkerFailed
+from refimpl.workers.progress import Progress
 
 DEBUG = bool(os.environ.get("REFIMPL_FUZZ_DEBUG"))
 
@@ -143,7 +144,7 @@ class Campaign:
     """The workers (local processes, or a Dask cluster's), each with every backend and the baseline open."""
     limits = {"run": self.cfg.timeout, "compile": self.cfg.compile_timeout, "probe": 2 * self.cfg.compile_timeout}
     refs = self.refs + ([self.baseline] if self.baseline is not None else [])
-    return open_pool(refs, self.cfg.jobs, limits, not DEBUG, CAMPAIGN_ENV, self.cfg.cluster)
+    return open_pool(FuzzWork(tuple(refs)), self.cfg.jobs, limits, not DEBUG, CAMPAIGN_ENV, self.cfg.cluster)
 
   def loop(self, pool) -> None:
     """Feeds the workers and handles what they report until the campaign ends (the module docstring's Ending)."""

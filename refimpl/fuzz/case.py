@@ -14,7 +14,7 @@ Which cases run natively (the rest are discarded, never compared):
     elements they reach undefined and those are not compared;
   - any other undefined behaviour: an immediate kind (an undefined memory access or race), an undefined value used as
     an index, a gate, a condition or a loop bound, an undefined value read from memory (a racy or uninitialised load),
-    or a stored undefined value that memory carries to control (see expect.control_taint): discarded.
+    or a stored undefined value that memory carries to control (see kinds.control_taint): discarded.
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ import numpy as np
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import Emulation, emulate
 from refimpl.errors import UndefinedBehavior
-from refimpl.fuzz.expect import Expected, Mismatch, control_taint, expect
+from refimpl.fuzz.expect import Expected, Mismatch, expect
 from refimpl.fuzz.graph import Graph, Node, const_node
+from refimpl.fuzz.kinds import control_taint
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, Program
 
 

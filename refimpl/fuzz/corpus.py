@@ -24,7 +24,8 @@ from refimpl.fuzz.finding import (
   remove_finding,
   save_finding,
 )
-from refimpl.fuzz.isolate import EMULATOR, OK, UNSUPPORTED_STATUS, Item, Pool, Result, run_items
+from refimpl.fuzz.isolate import EMULATOR, OK, UNSUPPORTED_STATUS, FuzzWork, Item, Result, run_items
+from refimpl.workers.local import Pool
 
 __all__ = ["CORPUS_DIR", "FORMAT", "KEYS", "VERSION", "CaseFormatError", "Finding", "Signature", "assert_case_passes",
            "atomic_write", "corpus_files", "finding_to_json", "load_finding", "pytest_text", "remove_finding", "replay",
@@ -53,7 +54,7 @@ def replay(findings: list[Finding], backends: list[BackendRef] | None = None, jo
     names = tuple(r.name for r in (backends or [f.backend]) if r.name != EMULATOR)
     items.append(Item(k, names, case=f.case))
   if refs:
-    with Pool(list(refs.values()), jobs, {"run": timeout}, silent=True) as pool:
+    with Pool(FuzzWork(tuple(refs.values())), jobs, {"run": timeout}, silent=True) as pool:
       results = run_items(pool, items)
       open_errors = dict(pool.open_errors)
   else:  # the emulator alone: no native code runs, so no worker is needed; it says whether the case is undefined

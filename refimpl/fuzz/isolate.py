@@ -1,31 +1,25 @@
-"""Worker processes: every backend compile and run happens in one, so a crash or a hang is a finding, never the end.
+"""The fuzz workers' jobs: every backend compile and run happens in a worker process (refimpl.workers), so a crash or
+a hang is a finding, never the end.
 
-A `Pool` holds `n` workers started with multiprocessing's spawn context (a fresh interpreter: no state inherited from
-the campaign, devices opened there; they ignore SIGINT, so Ctrl-C reaches the campaign alone). A worker takes one `Job`
-at a time: a list of `Item`s, each a generated program (seed, index) or a given `Case`, and the backends to run it on.
-For each item it generates and prepares (emulator) the case, then for each backend it builds every item in one batch
-(execute.build) and runs them one by one, sending a `Result` per (item, backend) as soon as it is known; a job with
-`stop` (a reduction batch) ends at its first result that fails that way. A pool may give its workers environment
-variables (unless already set): a campaign's turn PoCL's kernel cache off (CAMPAIGN_ENV), since every fuzz kernel is
-new; a replay's keep it, since corpus kernels come back every run.
+A pool (refimpl.workers: local.Pool, or cluster.ClusterPool) runs `FuzzWork`: each worker opens the backends once and
+takes one `Job` at a time: a list of `Item`s, each a generated program (seed, index) or a given `Case`, and the
+backends to run it on. For each item it generates and prepares (emulator) the case, then for each backend it builds
+every item in one batch (execute.build) and runs them one by one, sending a `Result` per (item, backend) as soon as it
+is known; a job with `stop` (a reduction batch) ends at its first result that fails that way. A pool may give its
+workers environment variables (unless already set): a campaign's turn PoCL's kernel cache off (CAMPAIGN_ENV), since
+every fuzz kernel is new; a replay's keep it, since corpus kernels come back every run.
 
-Before each risky step the worker says what it is doing (a *phase*: generate, compile, run). So when a worker dies
-(a signal: SIGSEGV, SIGFPE, SIGABRT...) or overruns its phase's time limit (it is killed), the pool knows which item,
-backend and phase did it, reports a `Lost` event with that culprit and the (item, backend) pairs already answered,
-and starts a replacement worker. What to rerun is the caller's decision (campaign.py).
+Before each risky step the worker says what it is doing (a *phase*: generate, compile, run, probe, each with its time
+limit: DEFAULT_LIMITS). So when a worker dies (a signal: SIGSEGV, SIGFPE, SIGABRT...) or overruns its phase's limit,
+the pool reports a `Lost` event with that culprit and the (item, backend) pairs already answered; `after_loss` says
+what it stands for (a finding) and what to rerun.
 """
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
-import os
-import signal
 import time
-import traceback
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,6 +29,8 @@ from refimpl.fuzz.execute import UNSUPPORTED, BackendRef, build, open_backends, 
 from refimpl.fuzz.expect import Tally
 from refimpl.fuzz.generate import Profile, coverage_keys, make_program
 from refimpl.testing.compare import same_value
+from refimpl.workers.local import Pool
+from refimpl.workers.messages import Answer, Answered, Lost, Phase, WorkerFailed
 
 OK, FINDING, UNSUPPORTED_STATUS, DISCARDED = "ok", "finding", "unsupported", "discarded"
 AS_BASELINE = "as-baseline"  # a failure the job's baseline device shares on the same case (shared_with_baseline)
@@ -82,61 +78,6 @@ class Result:
   coverage: frozenset = frozenset()
   times: dict[str, float] = field(default_factory=dict)
   tally: Tally | None = None
-
-
-# ***** messages: a worker's, over its pipe, and the pool's events (what `Pool.poll` returns) *****
-
-@dataclass(frozen=True)
-class Ready:
-  """Worker: its backends are open (`errors`: those that failed to, and why)."""
-  pid: int
-  errors: dict[str, str]
-
-@dataclass(frozen=True)
-class Phase:
-  """Worker: it starts a risky step (generate, compile, run, probe) of item `key` (None: a whole batch) on `backend`."""
-  key: Any
-  backend: str | None
-  what: str
-
-@dataclass(frozen=True)
-class Answer:
-  """Worker: the Result of one (item, backend)."""
-  result: Result
-
-@dataclass(frozen=True)
-class Failure:
-  """Worker: an exception in its own code (the traceback); the job ends."""
-  text: str
-
-@dataclass(frozen=True)
-class JobDone:
-  """Worker: its job is over."""
-
-@dataclass(frozen=True)
-class Answered:
-  """Event: a Result of `job` arrived."""
-  job: Job
-  result: Result
-
-@dataclass(frozen=True)
-class Finished:
-  """Event: `job` is over."""
-  job: Job
-
-@dataclass(frozen=True)
-class WorkerFailed:
-  """Event: an exception in a worker's own code while it ran `job` (the traceback)."""
-  job: Job | None
-  text: str
-
-@dataclass
-class Lost:
-  """Event: a worker died or was killed during `job`: `culprit` is (item key, backend, phase) of what it was doing."""
-  job: Job | None
-  culprit: tuple[Any, str | None, str] | None
-  reason: str          # "crash:SIGSEGV", "crash:exit 3", "hang"
-  answered: set        # (key, backend) pairs whose Result arrived
 
 
 # ***** the worker side *****
@@ -250,154 +191,14 @@ def probe_culprit(device, case: Case) -> str | None:
   return op_key(case.program, probed[m.buffer])
 
 
-def worker_setup(silent: bool = False, env: dict[str, str] | None = None) -> None:
-  """What a process does before it runs jobs (a pool's worker, or a cluster's: refimpl/fuzz/cluster.py): its own process
-  group, so killing the group also kills the compilers it started (clang, zig's children), and Ctrl-C at the terminal
-  does not reach it; silent: stderr goes to /dev/null (toolchains print warnings there); warnings and numpy's floating
-  point errors off; `env` set where not already set."""
-  if os.getpgrp() != os.getpid(): os.setpgrp()
-  if silent:
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    os.close(null)
-  warnings.filterwarnings("ignore")
-  np.seterr(all="ignore")
-  for k, v in (env or {}).items(): os.environ.setdefault(k, v)
+@dataclass(frozen=True)
+class FuzzWork:
+  """What a fuzz worker does (refimpl.workers.messages.Work): open the backends once, then run jobs (run_job)."""
+  refs: tuple[BackendRef, ...]
+  limits: ClassVar[dict[str, float]] = DEFAULT_LIMITS
 
-
-def worker_main(conn, refs: list[BackendRef], silent: bool = False, env: dict[str, str] | None = None) -> None:
-  """The body of a worker process: set up (worker_setup; SIGINT ignored), open the backends, then run jobs until told to
-  stop (None) or the pipe closes. silent: the worker's own errors come back as messages, stderr is not needed."""
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-  worker_setup(silent, env)
-  devices, errors = open_backends(refs)
-  conn.send(Ready(os.getpid(), errors))
-  while True:
-    try: job = conn.recv()
-    except (EOFError, OSError): return
-    if job is None: return
-    try: run_job(job, devices, lambda msg: conn.send(msg))
-    except Exception: conn.send(Failure(traceback.format_exc()))
-    conn.send(JobDone())
-
-
-# ***** the supervisor side *****
-
-@dataclass
-class _Worker:
-  proc: Any
-  conn: Any
-  ready: bool = False
-  job: Job | None = None
-  phase: Phase | None = None
-  phase_start: float = 0.0
-  answered: set = field(default_factory=set)
-  errors: dict = field(default_factory=dict)
-
-
-def _kill_group(proc) -> None:
-  """SIGKILL to the worker's process group (the worker and the compilers it started); nothing when it is gone."""
-  if proc.pid is None: return
-  try: os.killpg(proc.pid, signal.SIGKILL)
-  except (ProcessLookupError, PermissionError): pass
-
-
-def signal_name(exitcode: int | None) -> str:
-  if exitcode is None: return "crash:killed"
-  if exitcode < 0:
-    try: return f"crash:{signal.Signals(-exitcode).name}"
-    except ValueError: return f"crash:signal {-exitcode}"
-  return f"crash:exit {exitcode}"
-
-
-class Pool:
-  """n spawned workers (see the module docstring). `poll` returns events: Answered, Finished, WorkerFailed, Lost."""
-  def __init__(self, refs: list[BackendRef], n: int = 1, limits: dict[str, float] | None = None, silent: bool = False,
-               env: dict[str, str] | None = None):
-    self.refs, self.limits, self.silent, self.env = list(refs), {**DEFAULT_LIMITS, **(limits or {})}, silent, env
-    self.ctx = multiprocessing.get_context("spawn")
-    self.failed_starts = 0
-    self.open_errors: dict[str, str] = {}
-    self.workers = [self._spawn() for _ in range(max(1, n))]
-
-  def _spawn(self) -> _Worker:
-    parent, child = self.ctx.Pipe()
-    proc = self.ctx.Process(target=worker_main, args=(child, self.refs, self.silent, self.env), daemon=True,
-                            name="refimpl-fuzz-worker")
-    proc.start()
-    child.close()
-    return _Worker(proc, parent)
-
-  def size(self) -> int: return len(self.workers)
-  def idle(self) -> list[_Worker]: return [w for w in self.workers if w.ready and w.job is None]
-  def busy(self) -> int: return sum(w.job is not None for w in self.workers)
-
-  def submit(self, w: _Worker, job: Job) -> None:
-    w.job, w.phase, w.answered = job, None, set()
-    w.conn.send(job)
-
-  def poll(self, timeout: float = 0.1) -> list:
-    waitables = [w.conn for w in self.workers] + [w.proc.sentinel for w in self.workers]
-    multiprocessing.connection.wait(waitables, timeout)
-    events: list = []
-    for k, w in enumerate(self.workers):
-      dead = False
-      try:
-        while w.conn.poll():
-          self._handle(w, w.conn.recv(), events)
-      except (EOFError, OSError): dead = True
-      limit = self.limits.get(w.phase.what, 0) if w.phase else 0
-      hung = w.phase is not None and limit and time.perf_counter() - w.phase_start > limit
-      if hung or dead or not w.proc.is_alive():
-        if hung: _kill_group(w.proc)
-        w.proc.join(5)
-        _kill_group(w.proc)  # whatever it left running (a compiler still working for a dead worker)
-        reason = "hang" if hung else signal_name(w.proc.exitcode)
-        if not w.ready:
-          self.failed_starts += 1
-          if self.failed_starts > 3:
-            raise RuntimeError(f"fuzz workers keep dying before they are ready ({reason}); "
-                               "REFIMPL_FUZZ_DEBUG=1 shows their stderr")
-        if w.job is not None:
-          culprit = None if w.phase is None else (w.phase.key, w.phase.backend, w.phase.what)
-          events.append(Lost(w.job, culprit, reason, set(w.answered)))
-        w.conn.close()
-        self.workers[k] = self._spawn()
-    return events
-
-  def _handle(self, w: _Worker, msg: Ready | Phase | Answer | Failure | JobDone, events: list) -> None:
-    if isinstance(msg, Ready):
-      w.ready, w.errors, self.failed_starts = True, msg.errors, 0
-      self.open_errors.update(msg.errors)
-    elif isinstance(msg, Phase): w.phase, w.phase_start = msg, time.perf_counter()
-    elif isinstance(msg, Answer):
-      w.answered.add((msg.result.key, msg.result.backend))
-      events.append(Answered(w.job, msg.result))
-    elif isinstance(msg, Failure): events.append(WorkerFailed(w.job, msg.text))
-    elif isinstance(msg, JobDone):
-      events.append(Finished(w.job))
-      w.job, w.phase = None, None
-
-  def close(self) -> None:
-    for w in self.workers:
-      try: w.conn.send(None)
-      except (OSError, ValueError): pass
-    deadline = time.perf_counter() + 2
-    for w in self.workers:
-      w.proc.join(max(0.0, deadline - time.perf_counter()))
-      _kill_group(w.proc)
-      w.proc.join(1)
-      w.conn.close()
-
-  def __enter__(self) -> Pool: return self
-  def __exit__(self, *exc) -> None: self.close()
-
-  def wait_ready(self, timeout: float = 60.0) -> None:
-    """Blocks until every worker has opened its backends."""
-    end = time.perf_counter() + timeout
-    while not all(w.ready for w in self.workers):
-      if time.perf_counter() > end: raise TimeoutError("fuzz workers did not start in time")
-      self.poll(0.05)
+  def open(self) -> tuple[dict, dict[str, str]]: return open_backends(list(self.refs))
+  def run(self, job: Job, devices: dict, send: Callable[[Phase | Answer], None]) -> None: run_job(job, devices, send)
 
 
 def after_loss(ev: Lost) -> tuple[Result | None, list[Job]]:

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from refimpl.dtype import DType, PtrDType, dtypes, to_np, truncate
-from refimpl.fuzz.expect import CONTROL_SRCS
 from refimpl.fuzz.finding import load_finding
 from refimpl.fuzz.graph import Graph, Node
 from refimpl.fuzz.grow import ARITH_FLOATS, Draw, Profile
+from refimpl.fuzz.kinds import CONTROL_SRCS
 from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError, alu_allows, verify
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from refimpl.fuzz.case import Case
-from refimpl.fuzz.isolate import EMULATOR, Item, Job, Lost, Result
+from refimpl.fuzz.isolate import EMULATOR, Item, Job, Result
 from refimpl.fuzz.record import Findings, Record
 from refimpl.fuzz.reduce import Reducer, same_failure
+from refimpl.workers.messages import Lost
 
 
 class CandidateKey(NamedTuple):

@@ -9,6 +9,6 @@ refimpl.testing.compare); the main process writes each finished chunk as one JSO
   plan.py      the cases a sweep covers and its chunks
   chunk.py     one chunk: reference once, each backend checked, one record per backend (the worker side)
   store.py     the sweep directory: its manifest and one atomically written JSON file per finished chunk
-  schedule.py  running chunks in spawned worker processes (local) or as Dask tasks (a cluster), resumably
+  schedule.py  the chunks as jobs of refimpl.workers (spawned processes, or a Dask cluster's), resumably
   report.py    the tables (markdown and HTML) of a sweep directory
 """

@@ -1,7 +1,8 @@
 """python -m refimpl.sweep: every float32 input of unary float ops and float32 conversions, on backends, in chunks.
 
   python -m refimpl.sweep --backend CLANG,LLVM,GPU,WEBGPU --out DIR [--ops EXP2,SQRT,CAST-f32-to-i32 ...]
-                          [--chunk-bits 20] [--range START:STOP] [--jobs J] [--cluster ADDRESS|local] [--quiet]
+                          [--chunk-bits 20] [--range START:STOP] [--jobs J] [--cluster local|local:N|ADDRESS]
+                          [--timeout SECONDS] [--quiet]
   python -m refimpl.sweep report SOURCE... [--out docs/conformance] [--name float32-sweeps]
 
 The first form runs (or resumes) the sweep into DIR, one JSON file per finished chunk; the second writes the tables
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from refimpl.fuzz.execute import BackendRef
 from refimpl.sweep import plan, report, schedule, store
+from refimpl.workers.cluster import ClusterError, open_pool
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -31,7 +33,10 @@ def run_parser() -> argparse.ArgumentParser:
   ap.add_argument("--chunk-bits", type=int, default=20, help="2^N inputs per chunk (default 20)")
   ap.add_argument("--range", default="0:0x100000000", help="only the bit patterns START:STOP (default: all 2^32)")
   ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: the CPU count)")
-  ap.add_argument("--cluster", metavar="ADDRESS", help="run chunks as Dask tasks: a scheduler address, or 'local'")
+  ap.add_argument("--cluster", metavar="ADDRESS", help="run chunks as Dask tasks: local, local:N, a scheduler address "
+                  "(tcp://host:8786) or a scheduler file")
+  ap.add_argument("--timeout", type=float, default=schedule.SWEEP_LIMITS["run"],
+                  help="seconds one backend may take on one chunk before it counts as hung (default %(default).0f)")
   ap.add_argument("--quiet", action="store_true", help="no progress: the summary only")
   return ap
 
@@ -49,6 +54,7 @@ def main_run(argv: list[str]) -> int:
   args = run_parser().parse_args(argv)
   if not 1 <= args.chunk_bits <= 24: return _usage(f"--chunk-bits {args.chunk_bits}: give 1 .. 24")
   if args.jobs < 1: return _usage(f"--jobs {args.jobs}: give at least 1")
+  if not args.timeout > 0: return _usage(f"--timeout {args.timeout}: give a positive number of seconds")
   try:
     cases = plan.select(_split(args.ops))
     lo, hi = plan.parse_range(args.range, args.chunk_bits)
@@ -63,14 +69,14 @@ def main_run(argv: list[str]) -> int:
       f"2^{args.chunk_bits} inputs: {done} done, {len(tasks)} to run, into {args.out}")
   remaining = {c.id: 0 for c in cases}
   for t in tasks: remaining[t.chunk.case] += 1
-  try: pool = schedule.DaskPool(args.cluster, args.jobs) if args.cluster else schedule.LocalPool(args.jobs)
-  except (RuntimeError, OSError, ValueError) as e: return _usage(str(e))
+  try: pool = open_pool(schedule.SweepWork(), args.jobs, {"run": args.timeout}, cluster=args.cluster)
+  except (ImportError, ClusterError, OSError, ValueError) as e: return _usage(str(e))
   signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as Ctrl-C does: finished chunks are all on disk
   t0 = time.monotonic()
-  progress = schedule.Progress(total, done, remaining, args.quiet)
+  progress = schedule.ChunkProgress(total, done, remaining, args.quiet)
   outcome = schedule.run_tasks(tasks, pool, args.out, progress)
   what = "interrupted" if outcome.interrupted else "finished"
-  _say(f"\n[sweep] {what} after {time.monotonic() - t0:.0f} s: {outcome.written} chunks written this run, "
+  _say(f"\n[sweep] {what} after {time.monotonic() - t0:.0f} s: {len(outcome.written)} chunks written this run, "
       f"{progress.done}/{total} done in {args.out}")
   for case, backend in sorted(outcome.failing): _say(f"[sweep] {backend} breaks the spec on {case}")
   for text in outcome.errors[:10]: _say(f"[sweep] not run (a rerun tries again): {text}")

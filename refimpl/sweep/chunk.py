@@ -1,6 +1,6 @@
 """One chunk of a sweep, the worker side: the spec's reference computed once, then every backend checked against it.
 
-`run_chunk` returns {"reference_s", "backends": {name: record}}. A backend's record:
+`run_chunk` returns {"reference_s", "wall_s", "backends": {name: record}}. A backend's record:
   status      pass (every defined lane agrees with the spec), fail, unsupported (a dtype the device lacks), unavailable
               (the device does not open here: not kept, a rerun tries again) or error (the kernel does not render, compile or run)
   rule        the comparison rule (refimpl.testing.compare): "exact", "tolerance N ulp" or "allowed"
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -78,12 +79,22 @@ def check_backend(ref: BackendRef, case: OpCase, inputs: list[np.ndarray], outco
   except Exception as e: out = {"status": "error", "detail": f"{type(e).__name__}: {e}"}
   return {**out, "seconds": round(time.perf_counter() - t0, 4)}
 
-def run_chunk(case_id: str, start: int, count: int, backends: tuple[tuple[str, str | None], ...]) -> dict:
-  """The chunk's result: its time, the reference's and one record per backend ((name, module:Class or None) pairs)."""
-  case = CASES[case_id]
+def _times(t0: float, reference_s: float) -> dict:
+  return {"reference_s": round(reference_s, 4), "wall_s": round(time.perf_counter() - t0, 4)}
+
+def run_chunk(case_id: str, start: int, count: int, backends: tuple[tuple[str, str | None], ...],
+              checking: Callable[[str], None] | None = None, checked: Callable[[str, dict], None] | None = None) -> dict:
+  """The chunk's result: its time, the reference's and one record per backend ((name, module:Class or None) pairs).
+  A worker (refimpl.sweep.schedule) hears of each backend: `checking(name)` before its check, `checked(name, result)`
+  after it, with the chunk's result so far holding that backend's record alone."""
   t0 = time.perf_counter()
+  case = CASES[case_id]
   inputs = chunk_inputs(start, count)
   outcome = reference(case.op, case.dtype, inputs, case.out_dtype)
   reference_s = time.perf_counter() - t0
-  records = {name: check_backend(BackendRef(name, spec), case, inputs, outcome) for name, spec in backends}
-  return {"reference_s": round(reference_s, 4), "wall_s": round(time.perf_counter() - t0, 4), "backends": records}
+  records = {}
+  for name, spec in backends:
+    if checking is not None: checking(name)
+    records[name] = check_backend(BackendRef(name, spec), case, inputs, outcome)
+    if checked is not None: checked(name, {**_times(t0, reference_s), "backends": {name: records[name]}})
+  return {**_times(t0, reference_s), "backends": records}

@@ -3,7 +3,8 @@ as "sweep_planted:<Class>" (spec_tests/third_party on PYTHONPATH):
   SqrtUlpClang    CLANG whose float32 SQRT is multiplied by 1.0000001f: one ulp above the correctly rounded root on most inputs
   SqrtCrashClang  CLANG whose float32 SQRT reads through a null pointer: the kernel kills its process (SIGSEGV)
   SlowClang       CLANG, right, whose every launch first waits 50 ms: a sweep of thousands of chunks lasts minutes on any
-                  machine, so the interruption tests always stop it midway"""
+                  machine, so the interruption tests always stop it midway
+  HangClang       CLANG whose every launch waits an hour: a hung backend"""
 import time
 
 from refimpl.backends.ops_clang import ClangDevice, ClangProgram
@@ -27,6 +28,18 @@ class _SlowProgram(ClangProgram):
   def __call__(self, *args, **kwargs):
     time.sleep(0.05)
     return super().__call__(*args, **kwargs)
+
+class _HangProgram(ClangProgram):
+  def __call__(self, *args, **kwargs):
+    time.sleep(3600)
+    return super().__call__(*args, **kwargs)
+
+class HangClang(ClangDevice):
+  """CLANG whose every launch waits an hour (see the module docstring)."""
+  subprocess_safe = True
+  def __init__(self, device: str = "HANGCLANG"):
+    super().__init__(device)
+    self.runtime = _HangProgram
 
 class SlowClang(ClangDevice):
   """CLANG whose every launch waits 50 ms first (see the module docstring)."""

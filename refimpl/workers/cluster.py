@@ -1,24 +1,24 @@
-"""Fuzz campaigns on a Dask cluster: `ClusterPool`, a pool with isolate.Pool's interface whose jobs run as Dask tasks
-in the engine's worker processes (`python -m refimpl.fuzz --cluster local|local:N|ADDRESS|SCHEDULER_FILE`), and
-`open_pool`, which picks it or the local pool. Dask distributed is optional (the `cluster` extra); without it a local
-campaign runs as ever and `--cluster` raises ClusterUnavailable, which names the extra.
+"""`ClusterPool`: a pool with local.Pool's interface whose jobs run as Dask tasks in the worker processes of a cluster
+(`--cluster local|local:N|ADDRESS|SCHEDULER_FILE` of `python -m refimpl.fuzz` and `python -m refimpl.sweep`), and
+`open_pool`, which picks it or the local pool. Dask distributed is optional (the `cluster` extra); without it `--cluster`
+raises ClusterUnavailable, which names the extra.
 
 A worker process of the cluster runs one job at a time (one thread): first a task that sets it up as the local pool's
-workers are (isolate.worker_setup: its own process group, so Ctrl-C at a terminal does not reach it) and opens the
-backends once, then job tasks, each running isolate.run_job, the local pool's own worker code. The driver pins every
-task to the worker it chose, so the death of a worker never moves its job to another. Messages stream back through a
+workers are (messages.worker_setup: its own process group, so Ctrl-C at a terminal does not reach it) and opens the
+work once, then job tasks, each running the work's `run`, the local pool's own worker code. The driver pins every task
+to the worker it chose, so the death of a worker never moves its job to another. Messages stream back through a
 distributed.Queue: before each risky step (a Phase) the task puts everything it has said since its last put and waits
 until the scheduler holds it, so the driver knows what a worker was doing when it died; the answers after the last
 phase come back as the task's result. (Messages are pickled in flight, as multiprocessing's pipes and Dask's own task
-messages are; nothing is read from a file.)
+messages are, between processes of one run; nothing is read from a file.)
 
 A worker that dies (SIGSEGV, SIGFPE, an exit...) leaves the cluster and its nanny starts a new one, which joins the pool
 as any new worker does. The driver sees the worker gone (its task fails with KilledWorker, or it leaves the scheduler's
 list), reads how it ended from its nanny's log once the nanny's new worker is up ("Worker process P was killed by
 signal 11": the engine's one record of the signal; "crash:killed" when there is none), and reports `Lost` with the
-culprit, exactly as isolate.Pool does. A worker that overruns its phase's time limit is killed through the engine: a
+culprit, exactly as local.Pool does. A worker that overruns its phase's time limit is killed through the engine: a
 function the worker runs kills its process group (the compilers it started too), else client.restart_workers; then
-`Lost` "hang". What to rerun stays the caller's decision (isolate.after_loss).
+`Lost` "hang". What a lost job stands for stays the caller's decision.
 """
 from __future__ import annotations
 
@@ -38,20 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.fuzz.execute import BackendRef, open_backends
-from refimpl.fuzz.isolate import (
-  DEFAULT_LIMITS,
+from refimpl.workers.local import DEBUG_HINT, Pool
+from refimpl.workers.messages import (
   Answer,
   Answered,
   Failure,
   Finished,
-  Job,
   Lost,
   Phase,
-  Pool,
   Ready,
+  Work,
   WorkerFailed,
-  run_job,
   signal_name,
   worker_setup,
 )
@@ -78,30 +75,30 @@ def _distributed():
   return distributed
 
 
-def open_pool(refs: list[BackendRef], n: int, limits: dict[str, float] | None = None, silent: bool = False,
+def open_pool(work: Work, n: int, limits: dict[str, float] | None = None, silent: bool = False,
               env: dict[str, str] | None = None, cluster: str | None = None) -> Pool | ClusterPool:
-  """The local pool of n spawned workers (isolate.Pool), or with `cluster` a ClusterPool on it."""
-  if cluster is None: return Pool(refs, n, limits, silent, env)
-  return ClusterPool(cluster, refs, n, limits, silent, env)
+  """The local pool of n spawned workers (local.Pool), or with `cluster` a ClusterPool on it."""
+  if cluster is None: return Pool(work, n, limits, silent, env)
+  return ClusterPool(cluster, work, n, limits, silent, env)
 
 
 # ***** the worker side: these run in the cluster's worker processes *****
 
-_here: dict = {"setup": False, "devices": {}}   # per worker process: set up yet, its backends by the refs opened
+_here: dict = {"setup": False, "opened": {}}   # per worker process: set up yet, what each work's open() gave
 
 
-def _backends(refs: tuple[BackendRef, ...], silent: bool, env: dict[str, str] | None) -> tuple[dict, dict]:
+def _opened(work: Work, silent: bool, env: dict[str, str] | None) -> tuple[Any, dict]:
   if not _here["setup"]:
     worker_setup(silent, env)
     _here["setup"] = True
-  if refs not in _here["devices"]: _here["devices"][refs] = open_backends(list(refs))
+  if work not in _here["opened"]: _here["opened"][work] = work.open()
   np.seterr(all="ignore")  # numpy's error state belongs to the thread: set for every task
-  return _here["devices"][refs]
+  return _here["opened"][work]
 
 
-def open_task(refs: tuple[BackendRef, ...], silent: bool, env: dict[str, str] | None) -> Ready:
-  """A worker's first task: set up, open the backends; its pid and the backends that did not open."""
-  return Ready(os.getpid(), _backends(refs, silent, env)[1])
+def open_task(work: Work, silent: bool, env: dict[str, str] | None) -> Ready:
+  """A worker's first task: set up, open the work; its pid and what did not open."""
+  return Ready(os.getpid(), _opened(work, silent, env)[1])
 
 
 class _Outbox:
@@ -117,12 +114,11 @@ class _Outbox:
       self.pending = []
 
 
-def job_task(queue: str, token: int, job: Job, refs: tuple[BackendRef, ...], silent: bool,
-             env: dict[str, str] | None) -> list:
-  """Runs one job (isolate.run_job) in this worker process; returns the messages after its last phase."""
-  devices, _ = _backends(refs, silent, env)
+def job_task(queue: str, token: int, job: Any, work: Work, silent: bool, env: dict[str, str] | None) -> list:
+  """Runs one job (the work's `run`) in this worker process; returns the messages after its last phase."""
+  state, _ = _opened(work, silent, env)
   out = _Outbox(queue, token)
-  try: run_job(job, devices, out.send)
+  try: work.run(job, state, out.send)
   except Exception: out.pending.append(Failure(traceback.format_exc()))
   out.queue.close()  # this task's hold on the queue (the driver's keeps it)
   return out.pending
@@ -138,7 +134,7 @@ async def kill_task() -> None:
 
 @dataclass
 class _Slot:
-  """One worker process of the cluster, as the driver sees it: isolate.Pool's _Worker over the engine."""
+  """One worker process of the cluster, as the driver sees it: local.Pool's _Worker over the engine."""
   address: str
   nanny: str | None
   instance: str          # what tells this process from a later one at the same address (its local directory)
@@ -146,7 +142,7 @@ class _Slot:
   ready: bool = False
   pid: int | None = None
   token: int | None = None
-  job: Job | None = None
+  job: Any = None
   phase: Phase | None = None
   phase_start: float = 0.0
   answered: set = field(default_factory=set)
@@ -167,13 +163,13 @@ def death_reason(logs: dict, pid: int | None) -> str:
 
 
 class ClusterPool:
-  """Jobs on a Dask cluster (see the module docstring); `poll` returns isolate.Pool's events: Answered, Finished,
+  """Jobs on a Dask cluster (see the module docstring); `poll` returns local.Pool's events: Answered, Finished,
   WorkerFailed, Lost. `where`: "local" (a LocalCluster of n worker processes, one thread each), "local:N", a scheduler
   address (tcp://host:8786) or a scheduler file."""
-  def __init__(self, where: str, refs: list[BackendRef], n: int = 1, limits: dict[str, float] | None = None,
+  def __init__(self, where: str, work: Work, n: int = 1, limits: dict[str, float] | None = None,
                silent: bool = False, env: dict[str, str] | None = None):
     self.dist = dist = _distributed()
-    self.refs, self.limits, self.env = tuple(refs), {**DEFAULT_LIMITS, **(limits or {})}, env
+    self.work, self.limits, self.env = work, {**getattr(work, "limits", {}), **(limits or {})}, env
     self.cluster, self.client, self.queue = None, None, None
     self.slots: dict[str, _Slot] = {}
     self.dying: list[_Slot] = []             # dead, waiting for their nanny's new worker (the log says how they ended)
@@ -184,7 +180,7 @@ class ClusterPool:
     self.uid = uuid.uuid4().hex[:12]
     try:
       self.where, self.silent, wanted = self._connect(dist, where, n, silent)
-      self.queue = dist.Queue(f"refimpl-fuzz-{self.uid}", client=self.client)
+      self.queue = dist.Queue(f"refimpl-work-{self.uid}", client=self.client)
       try: self.client.wait_for_workers(wanted, timeout=CONNECT_S)
       except (TimeoutError, asyncio.TimeoutError):
         raise ClusterError(f"no Dask worker joined the scheduler at {self.where} within {CONNECT_S:.0f} s") from None
@@ -215,17 +211,17 @@ class ClusterPool:
                          f"file): {e}") from None
     return where, False, 1  # a cluster's workers keep their stderr: it is its operator's log
 
-  # ***** isolate.Pool's interface *****
+  # ***** local.Pool's interface *****
   def size(self) -> int: return len(self.slots)
   def idle(self) -> list[_Slot]: return [s for s in self.slots.values() if s.ready and s.job is None]
   def busy(self) -> int: return sum(s.job is not None for s in self.slots.values())
 
-  def submit(self, s: _Slot, job: Job) -> None:
+  def submit(self, s: _Slot, job: Any) -> None:
     token = next(self.tokens)
     s.job, s.token, s.phase, s.answered = job, token, None, set()
     self.by_token[token] = s
-    s.future = self.client.submit(job_task, self.queue.name, token, job, self.refs, self.silent, self.env,
-                                  key=f"refimpl-fuzz-job-{self.uid}-{token}", workers=[s.address],
+    s.future = self.client.submit(job_task, self.queue.name, token, job, self.work, self.silent, self.env,
+                                  key=f"refimpl-job-{self.uid}-{token}", workers=[s.address],
                                   allow_other_workers=False, pure=False)
 
   def poll(self, timeout: float = 0.1) -> list:
@@ -250,7 +246,7 @@ class ClusterPool:
     return events
 
   def wait_ready(self, timeout: float = 60.0) -> None:
-    """Blocks until every worker of the cluster has opened its backends."""
+    """Blocks until every worker of the cluster has opened its work."""
     end = time.perf_counter() + timeout
     while not self.slots or not all(s.ready for s in self.slots.values()):
       if time.perf_counter() > end: raise TimeoutError("the cluster's workers did not start in time")
@@ -309,8 +305,8 @@ class ClusterPool:
       return
     exc = s.future.exception() if s.future.status == "error" else None
     if exc is not None and type(exc).__name__ != "KilledWorker":
-      raise ClusterError(f"the Dask worker {s.address} cannot run refimpl's fuzz workers (every worker needs this "
-                         f"refimpl and its backends installed): {type(exc).__name__}: {exc}")
+      raise ClusterError(f"the Dask worker {s.address} cannot run refimpl's jobs (every worker needs this refimpl "
+                         f"and its backends installed): {type(exc).__name__}: {exc}")
     self._lost(s, events)
 
   def _ended(self, s: _Slot, events: list) -> None:
@@ -343,7 +339,7 @@ class ClusterPool:
       self.failed_starts += 1
       if self.failed_starts > 3:
         raise ClusterError(f"the cluster's workers keep dying before they are ready ({s.address}); their nannies' "
-                           "logs say why (REFIMPL_FUZZ_DEBUG=1 shows a local cluster's)")
+                           f"logs say why ({DEBUG_HINT})")
     if s.job is not None: self.dying.append(s)
 
   def _kill(self, s: _Slot, events: list) -> None:
@@ -367,7 +363,7 @@ class ClusterPool:
       ident = (a, str(w.get("local_directory")))
       if a in self.slots or ident in self.gone or w.get("status", "running") != "running": continue
       s = self.slots[a] = _Slot(a, w.get("nanny"), ident[1])
-      s.future = self.client.submit(open_task, self.refs, self.silent, self.env, key=f"refimpl-fuzz-open-{self.uid}-{a}-"
+      s.future = self.client.submit(open_task, self.work, self.silent, self.env, key=f"refimpl-open-{self.uid}-{a}-"
                                     f"{next(self.tokens)}", workers=[a], allow_other_workers=False, pure=False)
     for s in list(self.dying):
       successor = next((a for a, w in workers.items() if w.get("nanny") == s.nanny and (a, str(w.get("local_directory")))
