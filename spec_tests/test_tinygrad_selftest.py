@@ -52,17 +52,20 @@ def test_a_failure_of_the_environment_is_shown_apart_and_the_page_has_totals_and
   from refimpl.tinygrad.selftest import ENVIRONMENT, rebuild_pages, save_runs, write_pages
   env = FileRun("test_b.py", "REFIMPL", 2.0, {"T::t": "failed", "T::u": "passed"},
                 {"T::t": "ModuleNotFoundError: No module named 'torch'"})
+  ub = FileRun("test_c.py", "REFIMPL", 2.0, {"T::v": "failed"}, {"T::v": "KernelUndefinedBehavior: kernel E_n33"})
   assert failure_class(env.errors["T::t"]) == ENVIRONMENT and failure_class("collection failure") == ENVIRONMENT
   (tmp_path / "tinygrad-selftest-undefined").mkdir()
-  (tmp_path / "tinygrad-selftest-undefined" / "E_n33.json").write_text("{}")
-  runs, prov = [*_runs(), env], {"command": "cmd", "commit": "abc", "date": "today", "tools": {}}
+  for kernel in ("E_n33", "E_n135"): (tmp_path / "tinygrad-selftest-undefined" / f"{kernel}.json").write_text("{}")
+  runs, prov = [*_runs(), env, ub], {"command": "cmd", "commit": "abc", "date": "today", "tools": {}}
   save_runs(tmp_path, "0.10.1", runs, ["REFIMPL", "CLANG", "PYTHON"], prov)
   write_pages(tmp_path, "0.10.1", runs, ["REFIMPL", "CLANG", "PYTHON"], prov)
   page = parse_page((tmp_path / "tinygrad-selftest.html").read_text())
   cells = {r[0].text: r for r in page.tables[0].rows if r}  # the counts table
-  assert cells["test_b.py"][1].cls == "relaxed" and cells["test_a.py"][1].cls == "fail"
+  assert cells["test_b.py"][1].cls == "relaxed" and cells["test_a.py"][1].cls == cells["test_c.py"][1].cls == "fail"
+  assert failure_class("FileNotFoundError: [Errno 2] No such file or directory: 'clang'") == ENVIRONMENT
   assert [c.text for c in cells["total passed"][1:]] == ["2", "2", "3"]
-  assert "href='tinygrad-selftest-undefined/E_n33.json'" in (tmp_path / "tinygrad-selftest.html").read_text()
+  text = (tmp_path / "tinygrad-selftest.html").read_text()  # the reproducers its failures name, not another line's
+  assert "href='tinygrad-selftest-undefined/E_n33.json'" in text and "E_n135" not in text
   before = (tmp_path / "tinygrad-selftest.html").read_text()
   (tmp_path / "tinygrad-selftest.html").unlink()
   rebuild_pages(tmp_path)

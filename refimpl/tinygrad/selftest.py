@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -151,7 +152,7 @@ ENVIRONMENT = "the environment (not the device)"
 CLASSES = (("KernelUndefinedBehavior", "undefined behaviour (a finding against the test: replay it with the kernel named)"),
            ("TranslationError", "not translatable by refimpl's importer"),
            ("ModuleNotFoundError", ENVIRONMENT), ("URLError", ENVIRONMENT), ("Name or service not known", ENVIRONMENT),
-           ("collection failure", ENVIRONMENT),
+           ("collection failure", ENVIRONMENT), ("No such file or directory: 'clang'", ENVIRONMENT),
            ("refimpl", "an error of refimpl's device"))
 
 def failure_class(message: str) -> str:
@@ -264,8 +265,10 @@ def save_runs(out: Path, version: str, runs: list[FileRun], devices: list[str], 
 
 def write_pages(out: Path, version: str, runs: list[FileRun], devices: list[str], prov: dict) -> None:
   """tinygrad-selftest.md and .html (or the 0.14 line's) from the runs."""
-  folder = out / "tinygrad-selftest-undefined"
-  undefined = sorted(p.relative_to(out).as_posix() for p in folder.glob("*.json")) if folder.exists() else []
+  folder = out / "tinygrad-selftest-undefined"  # shared by the lines: a page links the reproducers its failures name
+  named = " ".join(e for r in runs for e in r.errors.values())
+  saved = folder.glob("*.json") if folder.exists() else []
+  undefined = sorted(p.relative_to(out).as_posix() for p in saved if re.search(rf"\b{re.escape(p.stem)}\b", named))
   up = "index.html" if (out / "index.html").exists() else None
   (out / f"{page_name(version)}.md").write_text(markdown(runs, devices, prov["command"], version))
   (out / f"{page_name(version)}.html").write_text(html_page(runs, devices, prov["command"], version, prov, undefined, up))
