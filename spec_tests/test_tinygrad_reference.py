@@ -114,19 +114,31 @@ def test_a_stored_out_of_range_cast_stops_the_reference_where_it_is_stored():
 def test_a_kernel_launched_again_reuses_its_program_and_the_emulators_plan(monkeypatch):
   """The REFIMPL device makes one Program per distinct launch of a kernel, so the emulator's plan (machine.Plan: the
   verification and the index analysis) is made once, not at every launch: the second run of a training step emulates
-  exactly the Program objects of the first."""
+  exactly the Program objects of the first. And the Program it runs is the renderer's translation itself (parsed
+  once: no JSON form, no second verification): every kernel of the step runs the object from_tinygrad returned."""
+  import refimpl.emulator.machine as machine
   import refimpl.tinygrad.reference as reference
-  runs: list[list] = []  # the Program objects each run emulated (kept alive: no id is reused)
-  original = reference.emulate
-  def spy(program, *args, **kwargs):
+  translated: list = []  # what the renderer's from_tinygrad returned (kept alive: no id is reused)
+  runs: list[list] = []  # the Program objects each run emulated
+  translate, emulate = reference.from_tinygrad, machine.emulate
+  def spy_translate(*args, **kwargs):
+    translated.append(translate(*args, **kwargs))
+    return translated[-1]
+  def spy_emulate(program, *args, **kwargs):
     runs[-1].append(program)
-    return original(program, *args, **kwargs)
-  monkeypatch.setattr(reference, "emulate", spy)
+    return emulate(program, *args, **kwargs)
+  monkeypatch.setattr(reference, "from_tinygrad", spy_translate)
+  monkeypatch.setattr(machine, "emulate", spy_emulate)
+  x = np.arange(13 * 7, dtype=np.float32).reshape(13, 7)  # shapes no other test here uses: kernels rendered afresh
   for _ in range(2):
     runs.append([])
     mlp_step(REF)
+    (Tensor(x, device=REF) * 3).sum(axis=1).numpy()
   first, second = runs
   assert first and len(second) == len(first) and all(a is b for a, b in zip(first, second))
+  fresh = {p.name for p in translated}  # the sum's kernels (mlp_step's were rendered by the tests above)
+  ran = [p for p in first if p.name in fresh]
+  assert ran and all(any(p is t for t in translated) for p in ran), "a kernel ran a Program other than its translation"
 
 
 def test_a_kernel_of_symbolic_shape_is_translated_at_each_launch():

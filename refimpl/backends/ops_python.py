@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from refimpl.allocation import reuse_freed_memory
+from refimpl.backends.host_memory import views
 from refimpl.device import Compiled, Compiler, MallocAllocator
-from refimpl.dtype import to_np
 from refimpl.ir import Program, program_from_json, program_to_json
 from refimpl.renderer import Renderer
 
@@ -29,25 +29,43 @@ class PythonRenderer(Renderer):
 
   def render(self, name: str, program: Program) -> str: return program_to_json(program)
 
-class PythonProgram:
-  """A program loaded from its JSON form; calling it emulates one launch over host buffers, in place (like a real
-  device: a launch stopped by UndefinedBehavior leaves in the buffers what it had written until then)."""
-  def __init__(self, name: str, lib: bytes):
-    self.name, self.program = name, program_from_json(lib.decode())
+class EmulatedProgram:
+  """A program run on the emulator, strict, in place on a launch's host buffers (like a real device: a launch stopped
+  by UndefinedBehavior leaves in the buffers what it had written until then). The one runner of the emulator's
+  devices: the PYTHON device's program below and the tinygrad bridge's REFIMPL programs (refimpl.tinygrad.program)
+  differ only in which Program a launch runs (`launched`) and in what they do around a run (`run`)."""
+  name: str
+
+  def launched(self, bufs: tuple, global_size: tuple[int, ...] | None, local_size: tuple[int, ...] | None) -> Program:
+    """The Program this launch runs (one object per distinct launch, so that the emulator's plan of it is made once)."""
+    raise NotImplementedError
+
+  def run(self, program: Program, arrays: list[np.ndarray], vals: tuple[int, ...]) -> None:
+    """One launch of `program` on `arrays` (views of the buffers), strict, in place."""
+    from refimpl.emulator.machine import emulate
+    emulate(program, arrays, vals=vals, strict=True, inplace=True)
 
   def __call__(self, *bufs, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-    from refimpl.emulator.machine import emulate
+    start = time.perf_counter()
+    program = self.launched(bufs, global_size, local_size)
+    self.run(program, views(program.signature, bufs), tuple(vals))
+    return time.perf_counter() - start if wait else None
+
+class PythonProgram(EmulatedProgram):
+  """A program loaded from its JSON form; a launch must give the program's own dims (or none) and one buffer per
+  DEFINE_GLOBAL."""
+  def __init__(self, name: str, lib: bytes):
+    self.name, self.program = name, program_from_json(lib.decode())
+
+  def launched(self, bufs: tuple, global_size: tuple[int, ...] | None, local_size: tuple[int, ...] | None) -> Program:
     for what, given, declared in (("global_size", global_size, self.program.global_size),
                                   ("local_size", local_size, self.program.local_size)):
       if given is not None and tuple(given) != tuple(declared):
         raise ValueError(f"{self.name}: launched with {what}={tuple(given)} but the program declares {declared}")
     signature = self.program.signature
     if len(bufs) != len(signature): raise ValueError(f"{self.name}: takes {len(signature)} buffers, got {len(bufs)}")
-    views = [np.frombuffer(memoryview(b).cast("B"), dtype=to_np(ptr.base)) for b, ptr in zip(bufs, signature)]
-    start = time.perf_counter()
-    emulate(self.program, views, vals=tuple(vals), inplace=True)
-    return time.perf_counter() - start if wait else None
+    return self.program
 
 class PythonDevice(Compiled):
   """Device["PYTHON"]: host memory, the JSON renderer, the emulator as runtime. Safe to open in worker processes."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.dtype import dtypes, to_np
+from refimpl.backends.host_memory import copy_of
 from refimpl.ir.program import Program
 from refimpl.tinygrad.importer import Translation, TranslationError, translate, translate_dtype
 
@@ -40,12 +40,8 @@ class CapturedKernel:
 
 
 def buffer_array(buf) -> np.ndarray:
-  """A copy of a tinygrad Buffer's contents as a flat numpy array of its dtype. A bool byte other than 0 or 1 (memory a
-  kernel has not written yet) is read as C reads it: true."""
-  dt = translate_dtype(buf.dtype)
-  raw = bytes(buf.as_buffer())
-  if dt == dtypes.bool: return np.frombuffer(raw, dtype=np.uint8) != 0
-  return np.frombuffer(raw, dtype=to_np(dt)).copy()
+  """A copy of a tinygrad Buffer's contents as a flat numpy array of its dtype (host_memory.copy_of's rule)."""
+  return copy_of(buf.as_buffer(), translate_dtype(buf.dtype))
 
 
 @dataclass

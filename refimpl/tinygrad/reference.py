@@ -3,7 +3,8 @@
 `install_reference_device()` adds the tinygrad device REFIMPL (tinygrad finds devices as modules
 `tinygrad.runtime.ops_<name>`; this one is put in sys.modules). Its renderer is tinygrad's PYTHON renderer, so it gets the
 kernels tinygrad's own emulator gets (the grid form), but instead of pickling them it translates each one with
-`from_tinygrad` and runs it with `refimpl.emulator.machine.emulate` in strict mode, in place on the buffers: undefined
+`from_tinygrad` (verified once, kept by the device class: `Kernels`) and runs that Program with
+`refimpl.emulator.machine.emulate` in strict mode, in place on the buffers (refimpl.tinygrad.program): undefined
 behaviour stops the script with `KernelUndefinedBehavior` (the tinygrad kernel name, the uop, the lane, the operands). A
 kernel refimpl cannot translate stops it with `TranslationError` naming the kernel and the uop. A kernel whose uops
 leave its launch open (a SPECIAL sized by DEFINE_VARs: symbolic shapes; a buffer pointer with no size: hand-built
@@ -21,43 +22,29 @@ undefined behaviour, prints progress to stderr and a summary at exit (`python -m
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
-import time
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from refimpl.allocation import reuse_freed_memory
-from refimpl.dtype import to_np
 from refimpl.emulator.certainty import is_one_value
 from refimpl.emulator.machine import emulate
 from refimpl.errors import UndefinedBehavior
-from refimpl.ir import Program, program_from_json, program_to_json
+from refimpl.ir import Program
 from refimpl.testing.compare import same_value
 from refimpl.tinygrad.capture import KernelRun, kernel_runs
 from refimpl.tinygrad.cases import case_finding, save_case
 from refimpl.tinygrad.importer import TranslationError, from_tinygrad
+from refimpl.tinygrad.program import DEVICE, KernelProgram
 from refimpl.tinygrad.session import SESSION, KernelUndefinedBehavior, Session
 
-DEVICE = "REFIMPL"
-
-
 # ***** the REFIMPL device *****
-
-def _arrays(program: Program, bufs: tuple) -> list[np.ndarray]:
-  """The device's buffers (writable memoryviews) as numpy arrays of the kernel's buffer dtypes and declared sizes."""
-  out = []
-  for mv, k in zip(bufs, sorted(program.buffers)):
-    ptr = program.buffers[k]
-    out.append(np.frombuffer(mv, dtype=to_np(ptr.base))[:ptr.size])
-  return out
-
-
-AT_LAUNCH = "refimpl-at-launch:"  # the "binary" of a kernel translated at each launch: this prefix and its key
-_LAUNCH_KERNELS: dict[str, tuple[str, list]] = {}  # key -> (kernel name, tinygrad uops), for this process's programs
 
 def _needs_launch(uops: list) -> bool:
   """Whether the kernel's uops leave its launch open: a SPECIAL of symbolic size or a global pointer with no size."""
@@ -67,51 +54,67 @@ def _needs_launch(uops: list) -> bool:
   return symbolic or unsized
 
 
-class ReferenceProgram:
-  """A translated kernel (the program's JSON is the "binary"); a call runs it on the emulator, strict, in place. A
-  kernel translated at launch (AT_LAUNCH) is translated with each distinct launch's dims and buffer sizes."""
-  def __init__(self, name: str, lib: bytes):
-    text = lib.decode()
-    self.name, self.at_launch = name, None
-    if text.startswith(AT_LAUNCH): self.at_launch, self.program = _LAUNCH_KERNELS[text[len(AT_LAUNCH):]], None
-    else: self.program = program_from_json(text)
+@dataclass(frozen=True)
+class LaunchKernel:
+  """A kernel whose uops leave its launch open (`_needs_launch`): translated at each distinct launch."""
+  name: str
+  uops: tuple
+
+
+class Kernels:
+  """The kernels the REFIMPL devices of this process rendered, each under the key that is its source and its binary.
+
+  tinygrad 0.10.1 hands a kernel from renderer to runtime only as text and bytes (Renderer.render -> str,
+  Compiler.compile -> bytes, runtime(name, lib)), and hands a binary made for one device to another device of the same
+  kind (engine.realize.get_runner's method cache: REFIMPL's binary runs on REFIMPL:1). So the device class holds one
+  table for all its devices: the renderer puts the translated, verified Program here (a LaunchKernel for a kernel
+  translated at launch) and returns its key as the source; the runtime takes the Program back by that key. The
+  Program is made and verified once and never serialized. Equal kernels get one key (BEAM search tells candidates
+  apart by their binaries). A key names its process: one made in another (BEAM search's PARALLEL workers) is refused."""
+  def __init__(self):
+    self._keys: dict[Program | LaunchKernel, str] = {}
+    self._kernels: dict[bytes, Program | LaunchKernel] = {}
+
+  def key(self, kernel: Program | LaunchKernel) -> str:
+    """The source text naming `kernel` (the same for an equal kernel)."""
+    if kernel not in self._keys:
+      self._keys[kernel] = key = f"refimpl kernel {os.getpid()}.{len(self._keys)}: {kernel.name}"
+      self._kernels[key.encode()] = kernel
+    return self._keys[kernel]
+
+  def __getitem__(self, lib: bytes) -> Program | LaunchKernel:
+    try: return self._kernels[bytes(lib)]
+    except KeyError: raise RuntimeError(f"{DEVICE}: {bytes(lib)[:80]!r} is not a kernel a {DEVICE} device rendered in this "
+                                        f"process (a binary from another process: BEAM search with PARALLEL workers)") from None
+
+
+class ReferenceProgram(KernelProgram):
+  """A kernel as its translated Program (or LaunchKernel); a call runs it on the emulator, strict, in place, and counts
+  in the device's session (refimpl.tinygrad.program)."""
+  def __init__(self, name: str, kernel: Program | LaunchKernel, session: Session):
+    super().__init__(name, session)
+    self.kernel = kernel
     self.launches: dict[tuple, Program] = {}
 
-  def launched(self, bufs: tuple, global_size: tuple, local_size: tuple) -> Program:
+  def launched(self, bufs: tuple, global_size: tuple | None, local_size: tuple | None) -> Program:
     """The program for this launch: the translation with its dims (and buffer sizes, for a kernel translated at launch),
     made once per distinct launch, so the emulator's plan of it (machine.Plan) is made once too."""
-    if self.at_launch is None:
-      if (global_size, local_size) not in self.launches:
-        self.launches[(global_size, local_size)] = dataclasses.replace(self.program, global_size=global_size,
-                                                                       local_size=local_size)
-      return self.launches[(global_size, local_size)]
-    name, uops = self.at_launch
+    dims = (tuple(global_size or (1, 1, 1)), tuple(local_size or (1, 1, 1)))
+    if isinstance(self.kernel, Program):
+      if dims not in self.launches:
+        p = self.kernel
+        same = (p.global_size, p.local_size) == dims
+        self.launches[dims] = p if same else dataclasses.replace(p, global_size=dims[0], local_size=dims[1])
+      return self.launches[dims]
+    name, uops = self.kernel.name, self.kernel.uops
     items = [u.dtype.base.itemsize for u in uops if u.op.name == "DEFINE_GLOBAL"]
     sizes = tuple(memoryview(b).nbytes // n for b, n in zip(bufs, items))
-    key = (global_size, local_size, sizes)
+    key = (*dims, sizes)
     if key not in self.launches:
-      try: self.launches[key] = from_tinygrad(uops, name=name, global_size=global_size, local_size=local_size,
+      try: self.launches[key] = from_tinygrad(list(uops), name=name, global_size=dims[0], local_size=dims[1],
                                               buffer_sizes=sizes)
-      except TranslationError as e:
-        SESSION.untranslatable[name] = str(e)
-        raise TranslationError(e.index, e.op, f"{e.why} (tinygrad kernel {name})") from None
+      except TranslationError as e: raise self.session.untranslatable_kernel(name, e) from None
     return self.launches[key]
-
-  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
-    start = time.perf_counter()
-    p = self.launched(bufs, tuple(global_size), tuple(local_size))
-    arrays = _arrays(p, bufs)
-    before = [a.copy() for a in arrays] if SESSION.save_undefined is not None else None
-    try: emulate(p, arrays, vals=tuple(vals), strict=True, inplace=True)
-    except UndefinedBehavior as e:
-      saved = ""
-      if before is not None:
-        path = save_case(SESSION.save_undefined, case_finding(p, before, tuple(vals), DEVICE, self.name, detail=str(e)))
-        saved = f" (reproducer: python -m refimpl.fuzz replay {path})"
-      SESSION.undefined.append(f"{self.name}: {e}{saved}")
-      raise KernelUndefinedBehavior(self.name, e, saved) from None
-    SESSION.ran(self.name)
-    return time.perf_counter() - start if wait else None
 
 
 def _name_tensor_ops() -> None:
@@ -137,28 +140,31 @@ def _device_class() -> type:
   from tinygrad.runtime.ops_python import PythonAllocator, PythonRenderer
 
   class ReferenceRenderer(PythonRenderer):
-    """tinygrad's PYTHON renderer's capabilities (so the kernels are the ones tinygrad's emulator gets); renders the
-    translated refimpl program as its JSON form. Its device is REFIMPL: a ProgramSpec it makes (Kernel.to_program)
-    names the device whose compiler and runtime take that JSON."""
+    """tinygrad's PYTHON renderer's capabilities (so the kernels are the ones tinygrad's emulator gets); renders a kernel
+    as the key of its translation in the device class's Kernels. Its device is REFIMPL: a ProgramSpec it makes
+    (Kernel.to_program) names the device whose runtime takes that key."""
     device = DEVICE
     def render(self, name: str, uops: list) -> str:
-      if _needs_launch(uops):
-        key = f"{len(_LAUNCH_KERNELS)}:{name}"
-        _LAUNCH_KERNELS[key] = (name, list(uops))
-        return AT_LAUNCH + key
-      try: return program_to_json(from_tinygrad(uops, name=name))
-      except TranslationError as e:
-        SESSION.untranslatable[name] = str(e)
-        raise TranslationError(e.index, e.op, f"{e.why} (tinygrad kernel {name})") from None
+      if _needs_launch(uops): return RefimplDevice.kernels.key(LaunchKernel(name, tuple(uops)))
+      try: return RefimplDevice.kernels.key(from_tinygrad(uops, name=name))
+      except TranslationError as e: raise RefimplDevice.session.untranslatable_kernel(name, e) from None
 
   class ReferenceCompiler(Compiler):
-    def __init__(self): super().__init__(None)  # nothing to cache: "compiling" is encoding the JSON
+    def __init__(self): super().__init__(None)  # nothing to cache: the "binary" is the kernel's key, encoded
     def compile(self, src: str) -> bytes: return src.encode()
 
   class RefimplDevice(Compiled):
+    """Every REFIMPL device (REFIMPL, REFIMPL:1, ...) shares the class's kernels (Kernels) and its session."""
+    kernels = Kernels()
+    session = SESSION
+
     def __init__(self, device: str):
       reuse_freed_memory()  # a run allocates an array per value: keep freed blocks for the next (refimpl.allocation)
-      super().__init__(device, PythonAllocator(), ReferenceRenderer(), ReferenceCompiler(), ReferenceProgram)
+      super().__init__(device, PythonAllocator(), ReferenceRenderer(), ReferenceCompiler(), self.program)
+
+    def program(self, name: str, lib: bytes) -> ReferenceProgram:
+      """The runtime: the kernel the renderer keyed `lib`, as a program of this device's session."""
+      return ReferenceProgram(name, self.kernels[lib], self.session)
 
   return RefimplDevice
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from refimpl.errors import UndefinedBehavior
+from refimpl.tinygrad.translation import TranslationError
 
 
 class KernelUndefinedBehavior(UndefinedBehavior):
@@ -50,6 +51,11 @@ class Session:
       self.last_progress = now
       print(f"refimpl: {self.runs} kernel runs, {len(self.kernels)} kernels, {len(self.disagreements)} disagreements, "
             f"{len(self.undefined)} undefined ({now - self.started:.0f} s)", file=self.out, flush=True)
+
+  def untranslatable_kernel(self, name: str, e: TranslationError) -> TranslationError:
+    """Records that tinygrad kernel `name` has no translation (`e`); returns the error to raise, naming the kernel."""
+    self.untranslatable[name] = str(e)
+    return TranslationError(e.index, e.op, f"{e.why} (tinygrad kernel {name})")
 
   def summary(self) -> str:
     lines = [f"refimpl: {self.runs} kernel runs of {len(self.kernels)} kernels in {time.perf_counter() - self.started:.1f} s; "

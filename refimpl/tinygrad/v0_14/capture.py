@@ -21,16 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from refimpl.dtype import dtypes, to_np
+from refimpl.backends.host_memory import copy_of
 from refimpl.ir import Program
 from refimpl.tinygrad.cases import case_finding, save_case
 from refimpl.tinygrad.lines import require
 from refimpl.tinygrad.translation import TranslationError
 from refimpl.tinygrad.v0_14.importer import translate
 from refimpl.tinygrad.v0_14.live import record_of
-from refimpl.tinygrad.v0_14.record import to_json
-
-SOURCE = "tinygrad 0.14.0"
+from refimpl.tinygrad.v0_14.record import SOURCE, to_json
 
 
 @dataclass
@@ -41,12 +39,7 @@ class Captured:
 
 def _arrays(bufs, program: Program) -> list[np.ndarray]:
   """Copies of the launch's buffers (raw memoryviews, in DEFINE_GLOBAL order) as numpy arrays of their dtypes."""
-  out = []
-  for buf, ptr in zip(bufs, program.signature):
-    raw = bytes(memoryview(buf).cast("B"))
-    dt = ptr.base
-    out.append(np.frombuffer(raw, dtype=np.uint8) != 0 if dt == dtypes.bool else np.frombuffer(raw, dtype=to_np(dt)).copy())
-  return out
+  return [copy_of(buf, ptr.base) for buf, ptr in zip(bufs, program.signature)]
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import json
 from tinygrad.device import Compiled, Compiler
 from tinygrad.runtime.ops_python import PythonAllocator, PythonRenderer
 
+from refimpl.tinygrad.session import SESSION
 from refimpl.tinygrad.v0_14.live import record_of
 from refimpl.tinygrad.v0_14.program import ReferenceProgram
 from refimpl.tinygrad.v0_14.record import from_json, to_json
@@ -24,9 +25,13 @@ class ReferenceRenderer(PythonRenderer):
 
 
 class RefimplProgram(ReferenceProgram):
-  def __init__(self, dev, obj): super().__init__(from_json(json.loads(obj.lib)))
+  """tinygrad 0.14's runtime: the record the compiler encoded, a program of the device's session."""
+  def __init__(self, dev, obj): super().__init__(from_json(json.loads(obj.lib)), dev.session)
 
 
 class RefimplDevice(Compiled):
+  """Every REFIMPL device (REFIMPL, REFIMPL:1, ...) shares the class's session."""
+  session = SESSION
+
   def __init__(self, device: str):
     super().__init__(device, PythonAllocator(self), [ReferenceRenderer], RefimplProgram)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 FORMAT, VERSION = "tinygrad-0.14-kernel", 1
+SOURCE = "tinygrad 0.14.0"  # the line a case names as where its kernel came from (refimpl.tinygrad.cases)
 
 
 class RecordFormatError(ValueError):
