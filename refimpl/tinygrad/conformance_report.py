@@ -93,15 +93,19 @@ def run_suite(backend: str, out: Path) -> dict:
 def _kind(kind: str) -> str: return kind.replace(":", "-")
 
 
-def replays_as_claimed(path: Path) -> tuple[bool, str]:
-  """Whether a published finding still fails on its backend, in a fresh process, with the kind it claims; and what it
-  did (the check spec_tests/test_published_pages.py makes of every committed finding)."""
+def replays_as_claimed(paths: list[Path]) -> dict[Path, tuple[bool, str]]:
+  """Whether each published finding still fails on its backend, in a fresh isolated worker (one pool for them all),
+  with the kind it claims; and what it did (the check spec_tests/test_published_pages.py makes of every committed
+  finding)."""
   from refimpl.fuzz.corpus import load_finding, replay
-  finding = load_finding(path)
-  claimed = json.loads(path.read_text())["signature"]["kind"]
-  result = replay([finding])[0]["result"]
-  if result.status != "finding": return False, f"{result.status}: {result.detail}"[:400]
-  return _kind(result.kind) == _kind(claimed), f"{result.kind}: {result.detail}"[:400]
+  if not paths: return {}
+  findings = [load_finding(p) for p in paths]
+  out = {}
+  for path, run in zip(paths, replay(findings)):
+    claimed, result = json.loads(path.read_text())["signature"]["kind"], run["result"]
+    did = f"{result.status} {result.kind}: {result.detail}"[:400]
+    out[path] = (result.status == "finding" and _kind(result.kind) == _kind(claimed), did)
+  return out
 
 
 def run_fuzz(backend: str, seconds: float, out: Path) -> dict:
@@ -124,14 +128,16 @@ def publish_findings(backend: str, out: Path) -> dict:
   where = out / "fuzz" / safe_label(backend)
   for stale in where.glob("test_*.py") if where.exists() else []: stale.unlink()  # JSON replays (fuzz replay)
   findings, dropped = [], []
-  for f in sorted(where.glob("*.json")) if where.exists() else []:
+  files = sorted(where.glob("*.json")) if where.exists() else []
+  replayed = replays_as_claimed([f for f in files if fully_reduced(f)])
+  for f in files:
     doc = json.loads(f.read_text())
     entry = {**doc.get("signature", {}), "detail": rh.scrub(str(doc.get("detail", "")))}
     if _kind(entry.get("kind", "")) == "refimpl-error":
       why = "a harness error (refimpl's own UndefinedBehavior), not the backend's"
-    elif not fully_reduced(f): why = "the reducer stopped early (not published)"
+    elif f not in replayed: why = "the reducer stopped early (not published)"
     else:
-      ok, did = replays_as_claimed(f)
+      ok, did = replayed[f]
       why = None if ok else f"does not replay as claimed now ({did})"
     if why is None: findings.append({**entry, "file": f"fuzz/{safe_label(backend)}/{f.name}"})
     else:
