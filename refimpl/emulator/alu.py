@@ -164,7 +164,7 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   (`float_arith`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT and CMPNE on ints and floats (`compare`).
   None for every other pair. Each such rule is defined on every lane and loose exactly on the NaNs it returns (NaN
   operands give NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs
-  directly to exact operands (machine._ufunc_alu, loops.fold_ufunc)."""
+  directly to exact operands (compute._ufunc_alu, loops.fold_ufunc)."""
   if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
   if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
   if dtypes.is_int(dt): return UFUNCS[op] if op in _INT_FN or op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX) else None
@@ -177,7 +177,7 @@ def conversion_rule(op: Ops, src: DType, dst: DType) -> Callable[[np.ndarray], n
   BITCAST (the bits read as dst: never loose); CAST to bool from ints, bool, float32 and float64 (x != 0); from bool
   (0 or 1); between ints (wrap: numpy's astype); from ints to float64, and from ints of at most 32 bits to float32 (the
   exact value rounded once: numpy's astype); float32 to float64 (exact; a NaN stays NaN, loose). None for every other
-  pair. The emulator applies them directly to exact operands (machine._convert)."""
+  pair. The emulator applies them directly to exact operands (compute._convert)."""
   native = (dtypes.float32, dtypes.float64)
   if op is Ops.BITCAST: return lambda x: bitcast(x, src, dst).values
   if dst is dtypes.bool and (dtypes.is_int(src) or src is dtypes.bool or src in native): return lambda x: x != 0
