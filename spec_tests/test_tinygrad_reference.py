@@ -5,6 +5,7 @@
 - `capture` writes cases that the fuzzer's replay command reruns;
 - the checking mode reports a disagreement exactly when tinygrad's device computed something the spec does not allow,
   and saves a reproducer."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -139,6 +140,27 @@ def test_a_kernel_launched_again_reuses_its_program_and_the_emulators_plan(monke
   fresh = {p.name for p in translated}  # the sum's kernels (mlp_step's were rendered by the tests above)
   ran = [p for p in first if p.name in fresh]
   assert ran and all(any(p is t for t in translated) for p in ran), "a kernel ran a Program other than its translation"
+
+
+def test_the_device_holds_its_session_and_its_kernels():
+  """The REFIMPL device's session is the device's (no module-global session: `run` reads device_session()), and counts
+  the device's runs; its renderer keys a kernel's translation in the device class's table, the same key for the same
+  kernel, and its runtime refuses a binary it did not make (a key from another process)."""
+  from tinygrad.device import Device
+
+  import refimpl.tinygrad.session as session_module
+  from refimpl.tinygrad.reference import device_session
+  assert not hasattr(session_module, "SESSION")
+  session = device_session()
+  assert session is type(Device[REF]).session
+  runs = session.runs
+  assert (Tensor(np.arange(11, dtype=np.float32), device=REF) * 5).numpy().tolist() == [5.0 * k for k in range(11)]
+  assert session.runs == runs + 1 and any(k.startswith("E_11") for k in session.kernels)
+  kernels = type(Device[REF]).kernels
+  program = next(iter(kernels._keys))
+  assert kernels.key(program) == kernels.key(dataclasses.replace(program))  # an equal Program, another object
+  with pytest.raises(RuntimeError, match="not a kernel a REFIMPL device rendered in this process"):
+    Device[REF].runtime("E_1", b"refimpl kernel 1.0: E_1")
 
 
 def test_a_kernel_of_symbolic_shape_is_translated_at_each_launch():

@@ -128,31 +128,35 @@ def _save_captured(args: argparse.Namespace, kernels: list) -> None:
 
 
 def run_main(args: argparse.Namespace, argv: list[str]) -> int:
-  from refimpl.tinygrad.reference import SESSION, check_kernels, install_reference_device
-  SESSION.progress = True
-  if args.check is None:
-    install_reference_device(default=True)
-    try: status = _run_script(argv)
-    finally: print(SESSION.summary(), file=sys.stderr)
-    return status
+  if args.check is None: return run_on_reference(argv)
+  from refimpl.tinygrad.reference import check_kernels
+  from refimpl.tinygrad.session import Session
   why = _use_device(args.check)
   if why is not None:
     print(f"refimpl.tinygrad: cannot use tinygrad's {args.check}: {why}", file=sys.stderr)
     return 2
-  with check_kernels(args.out, args.check.upper()) as session:
+  with check_kernels(args.out, args.check.upper(), Session(progress=True)) as session:
     try: status = _run_script(argv)
     finally: print(session.summary(), file=sys.stderr)
   return 1 if session.disagreements or session.undefined else status
 
 
-def run_014(argv: list[str]) -> int:
-  """`run` (no --check) under tinygrad 0.14: the script on the REFIMPL device of refimpl.tinygrad.v0_14.device."""
-  from refimpl.tinygrad.session import SESSION
-  from refimpl.tinygrad.v0_14.device import install
-  SESSION.progress = True
-  install(default=True)
+def run_on_reference(argv: list[str]) -> int:
+  """`run` without --check, under either tinygrad line: the script with the installed line's REFIMPL device as
+  tinygrad's default (refimpl.tinygrad.reference for 0.10.1, refimpl.tinygrad.v0_14.device for 0.14); the device's
+  session prints progress, and the summary at the end."""
+  from refimpl.tinygrad.lines import installed
+  if installed() == "0.14.0":
+    from refimpl.tinygrad.v0_14 import device
+    device.install(default=True)
+    session = device.device_session()
+  else:
+    from refimpl.tinygrad import reference
+    reference.install_reference_device(default=True)
+    session = reference.device_session()
+  session.progress = True
   try: status = _run_script(argv)
-  finally: print(SESSION.summary(), file=sys.stderr)
+  finally: print(session.summary(), file=sys.stderr)
   return status
 
 
@@ -164,7 +168,7 @@ def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | Non
   if installed() == "0.14.0" and args.command == "capture" and args.device.upper() == "PYTHON":
     from refimpl.tinygrad.v0_14.capture import main as capture_014
     return capture_014(["--out", str(args.out), "--", *(script or [])])
-  if installed() == "0.14.0" and args.command == "run" and args.check is None: return run_014(script or [])
+  if installed() == "0.14.0" and args.command == "run" and args.check is None: return None  # run_on_reference: either line
   if installed() == "0.14.0" and args.command == "selftest": return None  # refimpl.tinygrad.selftest serves both lines
   try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
   except UnsupportedTinygrad as e:

@@ -17,7 +17,8 @@ same bits. Each disagreement, and each kernel with undefined behaviour, is saved
 that `python -m refimpl.fuzz replay` reruns).
 
 `Session` (refimpl.tinygrad.session, shared with the 0.14 device) counts kernels, distinct kernels, disagreements and
-undefined behaviour, prints progress to stderr and a summary at exit (`python -m refimpl.tinygrad run` uses both).
+undefined behaviour, prints progress to stderr and a summary at exit (`python -m refimpl.tinygrad run` uses both). The
+REFIMPL devices hold theirs (`device_session()`); each check has its own.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from refimpl.tinygrad.capture import KernelRun, kernel_runs
 from refimpl.tinygrad.cases import case_finding, save_case
 from refimpl.tinygrad.importer import TranslationError, from_tinygrad
 from refimpl.tinygrad.program import DEVICE, KernelProgram
-from refimpl.tinygrad.session import SESSION, KernelUndefinedBehavior, Session
+from refimpl.tinygrad.session import KernelUndefinedBehavior, Session
 
 # ***** the REFIMPL device *****
 
@@ -156,7 +157,7 @@ def _device_class() -> type:
   class RefimplDevice(Compiled):
     """Every REFIMPL device (REFIMPL, REFIMPL:1, ...) shares the class's kernels (Kernels) and its session."""
     kernels = Kernels()
-    session = SESSION
+    session = Session()
 
     def __init__(self, device: str):
       reuse_freed_memory()  # a run allocates an array per value: keep freed blocks for the next (refimpl.allocation)
@@ -184,6 +185,19 @@ def install_reference_device(default: bool = False) -> str:
   return DEVICE
 
 
+def device_session() -> Session:
+  """The session of the REFIMPL devices (every REFIMPL:n shares it), installing the device first: what their kernels
+  ran, the undefined behaviour they met, where a reproducer of it goes (`save_undefined`)."""
+  install_reference_device()
+  return sys.modules[f"tinygrad.runtime.ops_{DEVICE.lower()}"].RefimplDevice.session
+
+
+def __getattr__(name: str) -> Session:
+  """`SESSION`, for callers written before the device held its session: `device_session()`."""
+  if name == "SESSION": return device_session()
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # ***** checking mode: tinygrad's own device against the emulator *****
 
 def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.ndarray], vals: tuple[int, ...]) -> str | None:
@@ -200,8 +214,10 @@ def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.nda
 
 
 @contextmanager
-def check_kernels(out: Path, device: str, session: Session = SESSION) -> Iterator[Session]:
-  """While active, every compiled kernel tinygrad runs is also run on the emulator and compared (module docstring)."""
+def check_kernels(out: Path, device: str, session: Session | None = None) -> Iterator[Session]:
+  """While active, every compiled kernel tinygrad runs is also run on the emulator and compared (module docstring);
+  `session` (a new one when None) counts them."""
+  session = Session() if session is None else session
   def check(r: KernelRun) -> None:
     name = r.spec.function_name
     if r.translation is None:

@@ -31,7 +31,8 @@ class KernelUndefinedBehavior(UndefinedBehavior):
 
 @dataclass
 class Session:
-  """What a run of a tinygrad script on the reference (or under the check) saw."""
+  """What a run of a tinygrad script on the reference (or under the check) saw. A REFIMPL device holds its own
+  (refimpl.tinygrad.reference.device_session, refimpl.tinygrad.v0_14.device.device_session); a check makes one."""
   out: TextIO = sys.stderr
   progress: bool = False  # a line on `out` every 2 s of running (python -m refimpl.tinygrad run sets it)
   runs: int = 0
@@ -65,5 +66,3 @@ class Session:
     lines += [f"  not translatable: {k}: {why}" for k, why in self.untranslatable.items()]
     return "\n".join(lines)
 
-
-SESSION = Session()

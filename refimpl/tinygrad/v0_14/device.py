@@ -7,13 +7,14 @@ gets the kernels 0.14's emulator gets, but it renders each one as its KernelReco
 "compiler" encodes that text; the program parses it once, translates it with the importer once per distinct launch
 (dims), and runs it with `refimpl.emulator.machine.emulate`, strict, in place on the buffers. Undefined behaviour stops
 the script with `KernelUndefinedBehavior` (the kernel, the uop, the lane, the operands); a kernel refimpl cannot
-translate stops it with `TranslationError` naming the kernel and the uop. The session (counts, summary) is
-refimpl.tinygrad.reference's."""
+translate stops it with `TranslationError` naming the kernel and the uop. The device class holds the session (counts,
+summary: refimpl.tinygrad.session), `device_session()`."""
 from __future__ import annotations
 
 import sys
 
 from refimpl.tinygrad.lines import require
+from refimpl.tinygrad.session import Session
 
 DEVICE = "REFIMPL"
 
@@ -29,3 +30,10 @@ def install(default: bool = False) -> str:
   if DEVICE not in Device._devices: Device._devices.append(DEVICE)
   if default: DEV.value = DEVICE
   return DEVICE
+
+
+def device_session() -> Session:
+  """The session of the REFIMPL devices (every REFIMPL:n shares it), installing the device first."""
+  install()
+  from refimpl.tinygrad.v0_14.ops_refimpl import RefimplDevice
+  return RefimplDevice.session

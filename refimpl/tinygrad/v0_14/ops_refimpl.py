@@ -7,7 +7,7 @@ import json
 from tinygrad.device import Compiled, Compiler
 from tinygrad.runtime.ops_python import PythonAllocator, PythonRenderer
 
-from refimpl.tinygrad.session import SESSION
+from refimpl.tinygrad.session import Session
 from refimpl.tinygrad.v0_14.live import record_of
 from refimpl.tinygrad.v0_14.program import ReferenceProgram
 from refimpl.tinygrad.v0_14.record import from_json, to_json
@@ -31,7 +31,7 @@ class RefimplProgram(ReferenceProgram):
 
 class RefimplDevice(Compiled):
   """Every REFIMPL device (REFIMPL, REFIMPL:1, ...) shares the class's session."""
-  session = SESSION
+  session = Session()
 
   def __init__(self, device: str):
     super().__init__(device, PythonAllocator(self), [ReferenceRenderer], RefimplProgram)
