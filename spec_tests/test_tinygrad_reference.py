@@ -212,6 +212,19 @@ def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
          f"{err.uop_index} (STORE)" in str(err) and f"since uop {origin.uop_index} (IDIV)" in str(err)
 
 
+def test_undefined_behaviour_saves_a_reproducer_where_the_session_says(tmp_path, monkeypatch):
+  """With the device session's `save_undefined` set (selftest sets it), the kernel's inputs before the run are saved
+  as a case the fuzzer replays, and the error names it."""
+  from refimpl.tinygrad.reference import device_session
+  monkeypatch.setattr(device_session(), "save_undefined", tmp_path)
+  x = Tensor(np.arange(6, dtype=np.int32), device=REF)
+  with pytest.raises(KernelUndefinedBehavior) as e: (x // (x - 3)).numpy()
+  files = sorted(tmp_path.glob("*.json"))
+  assert len(files) == 1 and f"(reproducer: python -m refimpl.fuzz replay {files[0]})" in str(e.value)
+  f = load_finding(files[0])
+  assert f.found["device"] == "REFIMPL" and f.found["kernel"] == e.value.kernel and "division by zero" in f.detail
+
+
 def test_integer_division_by_zero_that_a_where_discards_runs():
   """tinygrad's test_ops.py test_div_int: `(t > 0).where(1 // t, t)` divides by zero on the lanes it discards, which
   the spec defines (DIVISOR_ZERO is deferred: the WHERE drops the undefined quotient): alu.idiv_mod's 1 // t where
