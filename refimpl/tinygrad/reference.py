@@ -71,7 +71,8 @@ class Kernels:
   table for all its devices: the renderer puts the translated, verified Program here (a LaunchKernel for a kernel
   translated at launch) and returns its key as the source; the runtime takes the Program back by that key. The
   Program is made and verified once and never serialized. Equal kernels get one key (BEAM search tells candidates
-  apart by their binaries). A key names its process: one made in another (BEAM search's PARALLEL workers) is refused."""
+  apart by their binaries). A kernel stays for the process's life, as tinygrad's method cache keeps its runners. A key
+  names its process: one made in another (BEAM search's PARALLEL workers) is refused."""
   def __init__(self):
     self._keys: dict[Program | LaunchKernel, str] = {}
     self._kernels: dict[bytes, Program | LaunchKernel] = {}
