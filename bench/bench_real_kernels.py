@@ -20,6 +20,10 @@ Every emulator result is checked against CLANG's before anything is timed (bit f
 Cost per uop: each corpus kernel's emulator time divided by its uop count, in units of one `np.add` of two 64-element
 float32 arrays timed in the same run (`add64_seconds`): a figure of the emulator's own overhead that does not depend
 on the machine's speed. Printed: its median and quartiles over the corpus.
+numpy's floor: the spec's sequential fold as numpy does it at best, an in-place `multiply` then an in-place `add` over
+float32 lanes (two flops per lane and step), timed at 65,536 and 2^20 lanes in the same run. Each kernel's float work
+(`float_ops`: every float ALU op a launch executes, MULACC as two) over its emulator time is its GFLOP/s, printed with
+its share of the 65,536-lane floor; the six's matmuls get a summary line.
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -35,10 +39,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere in a checkout
 
-from refimpl.dtype import to_np  # noqa: E402
+from refimpl.dtype import dtypes, to_np  # noqa: E402
 from refimpl.emulator.machine import emulate  # noqa: E402
 from refimpl.fuzz.corpus import load_finding  # noqa: E402
-from refimpl.ir import Program, program_from_json, program_to_json  # noqa: E402
+from refimpl.ir import Ops, Program, program_from_json, program_to_json  # noqa: E402
 from refimpl.runner import Kernel  # noqa: E402
 
 KERNELS = ROOT / "bench" / "kernels"
@@ -98,6 +102,37 @@ def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]
     case = load_finding(path).case
     out.append((f"corpus {path.parent.name}", f"{path.parent.name}/{path.stem}", case.program, case.inputs, case.vals))
   return out
+
+
+FLOAT_ALU = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
+
+def float_ops(program: Program, vals: tuple[int, ...]) -> int:
+  """The float operations one launch executes: each float ALU uop (MULACC: two) times its vector width, the trip counts
+  of the RANGEs around it (constant or DEFINE_VAR bounds) and the launch's work items."""
+  var = {i: v for i, v in zip((i for i, u in enumerate(program.uops) if u.op is Ops.DEFINE_VAR), vals)}
+  def value(j: int) -> int: return var[j] if j in var else int(program.uops[j].arg)
+  trips, total = [1], 0
+  for u in program.uops:
+    if u.op is Ops.RANGE: trips.append(trips[-1] * max(0, value(u.src[1]) - value(u.src[0])))
+    elif u.op is Ops.ENDRANGE: trips.pop()
+    elif u.dtype is not None and dtypes.is_float(u.dtype.scalar()) and u.op in FLOAT_ALU | {Ops.MULACC}:
+      total += trips[-1] * u.dtype.count * (2 if u.op is Ops.MULACC else 1)
+  return total * math.prod(program.global_size) * math.prod(program.local_size)
+
+
+def fold_floor_gflops(lanes: int, steps: int = 64) -> float:
+  """numpy's floor (module docstring): GFLOP/s of `steps` in-place multiply-then-add steps over `lanes` float32 lanes,
+  the best of five."""
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal(lanes, np.float32), rng.standard_normal(lanes, np.float32)
+  acc, tmp, best = np.zeros(lanes, np.float32), np.empty(lanes, np.float32), math.inf
+  for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(steps):
+      np.multiply(a, b, out=tmp)
+      np.add(acc, tmp, out=acc)
+    best = min(best, time.perf_counter() - start)
+  return 2 * lanes * steps / best / 1e9
 
 
 def add64_seconds(calls: int = 2000) -> float:
@@ -162,9 +197,12 @@ def main() -> int:
   args = ap.parse_args()
   specs = capture_six() if args.capture or args.tinygrad else {}
   tg_time = {stem: tinygrad_emulator_seconds(spec) for name in specs for stem, spec in specs[name]} if args.tinygrad else {}
-  rows, groups, speedups, per_uop = [], {}, [], []
+  rows, groups, speedups, per_uop, matmuls = [], {}, [], [], []
   add64 = math.inf
-  print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s}" +
+  floor = fold_floor_gflops(1 << 16)
+  print(f"numpy's floor (in-place multiply, then add, float32): {floor:.2f} GFLOP/s at 65,536 lanes, "
+        f"{fold_floor_gflops(1 << 20, 16):.2f} at 2^20")
+  print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s} {'GFLOP/s':>8s} {'floor':>6s}" +
         (f" {'tinygrad emu':>13s} {'speedup':>8s}" if args.tinygrad else ""))
   for group, name, program, bufs, vals in kernels():
     if args.only not in name: continue
@@ -178,7 +216,9 @@ def main() -> int:
     add64 = min(add64, add64_seconds())
     e, c = best(emu, [b.copy() for b in bufs], vals, args.repeat), best(clang, [b.copy() for b in bufs], vals, args.repeat)
     size = max(b.size for b in bufs)
-    line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x"
+    gflops = float_ops(program, vals) / e / 1e9
+    line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x {gflops:8.2f} {100 * gflops / floor:5.0f}%"
+    if group == "six" and "matmul" in name: matmuls.append((name, gflops))
     if args.tinygrad:
       tg = tg_time[name] if name in tg_time else tinygrad_export_seconds(program, [b.copy() for b in bufs], vals)
       if isinstance(tg, str): line += f"  tinygrad's emulator failed: {tg}"
@@ -193,6 +233,8 @@ def main() -> int:
   for group, ratios in groups.items():
     print(f"{group:20s} {len(ratios):4d} kernels  geometric mean {math.exp(np.mean(np.log(ratios))):7.1f}x CLANG  "
           f"worst {max(ratios):8.1f}x")
+  for name, gflops in matmuls:
+    print(f"{name}: {gflops:.2f} GFLOP/s, {100 * gflops / floor:.0f}% of numpy's floor at 65,536 lanes")
   corpus = [r for g, r in rows if g.startswith("corpus")]
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")

@@ -1,6 +1,6 @@
 """The tinygrad bridge's costs: importing real kernels, a training step on the reference device, and whole workloads.
 
-    python bench/bench_tinygrad.py [--repeat 20] [--steps 5] [--runs 5] [--no-python] [--only NAME]
+    python bench/bench_tinygrad.py [--repeat 20] [--steps 5] [--runs 5] [--no-python] [--only NAME] [--kernels]
 
 1. Import + verify: every distinct kernel of corpus/tinygrad-0.10.1/workload.py on tinygrad's PYTHON device (captured
    in this process), translated with refimpl.tinygrad.from_tinygrad (which verifies the program) --repeat times each:
@@ -8,11 +8,16 @@
    the verifier's memo never answers.
 2. An MLP training step (8-16-4, ReLU, MSE, SGD) on the REFIMPL device (every kernel on refimpl's emulator, strict)
    against tinygrad's own PYTHON emulator: the median of --steps warm steps after one warm-up (kernels compiled then).
-3. End to end: whole tinygrad workloads (WORKLOADS: an MLP training step, CNN inference, causal attention, a 256x256
-   matmul) on REFIMPL, tinygrad's CLANG and tinygrad's PYTHON, each the median of --runs warm runs after one warm-up
-   run (which compiles, translates and plans every kernel). A run realizes the workload on fresh input Tensors of the
+3. End to end: whole tinygrad workloads on REFIMPL, tinygrad's CLANG and tinygrad's PYTHON, each the median of --runs
+   warm runs after one warm-up run (which compiles, translates and plans every kernel): the small ones (WORKLOADS: an
+   MLP training step, CNN inference, causal attention, a 256x256 matmul) and the kernel-heavy ones (KERNEL_HEAVY: a
+   1024x1024 matmul, the CNN's training step at batch 32, a transformer block; tinygrad's PYTHON device would take
+   hours on them and is not run). A run realizes the workload on fresh input Tensors of the
    same shapes, so every kernel comes from the device's caches. Every device's result is checked against CLANG's
    (rtol 1e-4) before anything is timed. PYTHON, tinygrad's own emulator, takes minutes (--no-python skips it).
+`--kernels`: after each workload's table line, its kernels on REFIMPL and on CLANG (their names differ: REFIMPL gets
+tinygrad's GPU-shaped kernels, CLANG its CPU-shaped ones), each with its CPU time in one warm run, its share of the run
+and its GFLOP/s (tinygrad's own estimate of the kernel's operations).
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -100,6 +105,70 @@ def _matmul(device: str, rng: np.random.Generator):
 WORKLOADS = {"MLP training step": _mlp_training_step, "CNN inference": _cnn_inference, "causal attention": _attention,
              "matmul 256": _matmul}
 
+def _matmul_1024(device: str, rng: np.random.Generator):
+  """A 1024x1024 by 1024x1024 float32 matmul."""
+  from tinygrad import Tensor
+  a, b = (Tensor(rng.standard_normal((1024, 1024)).astype(np.float32), device=device) for _ in range(2))
+  return [(a @ b).realize()]
+
+def _cnn_training_step(device: str, rng: np.random.Generator):
+  """The CNN of CNN inference at batch 32: forward, softmax cross-entropy, backward, one SGD update; the new weights."""
+  from tinygrad import Tensor
+  w = lambda *s: Tensor((rng.standard_normal(s) * 0.1).astype(np.float32), device=device, requires_grad=True)
+  c1, c2, fc = w(8, 1, 3, 3), w(16, 8, 3, 3), w(400, 10)
+  x = Tensor(rng.standard_normal((32, 1, 28, 28)).astype(np.float32), device=device)
+  y = Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device)
+  with Tensor.train():
+    h = x.conv2d(c1).relu().max_pool2d().conv2d(c2).relu().max_pool2d()
+    (h.reshape(32, -1) @ fc).sparse_categorical_crossentropy(y).backward()
+    return [(p - p.grad * 0.01).realize() for p in (c1, c2, fc)]
+
+def _transformer_block(device: str, rng: np.random.Generator):
+  """A pre-norm transformer block, forward, on 64 positions x 128 features: layernorm, 4-head causal self-attention
+  (q, k, v and output projections), residual, layernorm, a GELU MLP of width 512, residual."""
+  from tinygrad import Tensor
+  t = lambda *s: Tensor((rng.standard_normal(s) * 0.05).astype(np.float32), device=device)
+  x, wq, wk, wv, wo, w1, w2 = t(64, 128), t(128, 128), t(128, 128), t(128, 128), t(128, 128), t(128, 512), t(512, 128)
+  heads = lambda z: z.reshape(64, 4, 32).transpose(0, 1)
+  h = x.layernorm()
+  att = heads(h @ wq).scaled_dot_product_attention(heads(h @ wk), heads(h @ wv), is_causal=True)
+  x = x + att.transpose(0, 1).reshape(64, 128) @ wo
+  return [(x + (x.layernorm() @ w1).gelu() @ w2).realize()]
+
+KERNEL_HEAVY = {"matmul 1024": _matmul_1024, "CNN training step b32": _cnn_training_step,
+                "transformer block": _transformer_block}
+
+
+class KernelTimes:
+  """While active, every compiled kernel tinygrad launches is timed (CPU time of this process: both devices compute in
+  it) and counted by (device, kernel name), with tinygrad's estimate of its operations."""
+  def __enter__(self) -> KernelTimes:
+    from tinygrad.engine.realize import CompiledRunner
+    from tinygrad.ops import sym_infer
+    self.runner, self.seconds, self.ops, self.calls = CompiledRunner, {}, {}, {}
+    original = self.original = CompiledRunner.__call__
+    def timed(runner, rawbufs, var_vals, wait=False):
+      start = time.process_time()
+      out = original(runner, rawbufs, var_vals, wait)
+      key = (runner.device.split(":")[0], runner.p.function_name)
+      self.seconds[key] = self.seconds.get(key, 0.0) + time.process_time() - start
+      self.ops[key] = self.ops.get(key, 0) + int(sym_infer(runner.estimates.ops, var_vals))
+      self.calls[key] = self.calls.get(key, 0) + 1
+      return out
+    CompiledRunner.__call__ = timed
+    return self
+
+  def __exit__(self, *exc) -> None: self.runner.__call__ = self.original
+
+  def print(self, device: str, top: int = 8) -> None:
+    mine = sorted(((s, k) for k, s in self.seconds.items() if k[0] == device), reverse=True)
+    total = sum(s for s, _ in mine) or 1e-12
+    for s, k in mine[:top]:
+      print(f"    {device:8s} {k[1]:36s} {self.calls[k]:4d} calls {s * 1e3:9.2f} ms {100 * s / total:5.1f}%  "
+            f"{self.ops[k] / max(s, 1e-12) / 1e9:7.2f} GFLOP/s")
+    rest = sum(s for s, _ in mine[top:])
+    if len(mine) > top: print(f"    {device:8s} ... and {len(mine) - top} more kernels, {rest * 1e3:.2f} ms")
+
 def workload_time(fn, device: str, runs: int) -> tuple[float, list[np.ndarray]]:
   """The median CPU time of this process over `runs` warm runs of a workload on a device (after one warm-up run), and
   its results. CPU time, not wall time: every device here computes in this process, and CPU time does not count the
@@ -112,23 +181,32 @@ def workload_time(fn, device: str, runs: int) -> tuple[float, list[np.ndarray]]:
     times.append(time.process_time() - start)
   return statistics.median(times), results
 
-def end_to_end(runs: int, python: bool, only: str) -> None:
+def end_to_end(runs: int, python: bool, only: str, kernels: bool = False) -> None:
   from refimpl.tinygrad.toolchain import prepare_tinygrad
   why = prepare_tinygrad().get("CLANG")
   if why: raise SystemExit(f"tinygrad CLANG: {why}")
   ref = install_reference_device()
   devices = ["CLANG", *(["PYTHON"] if python else []), ref]
-  print(f"{'workload':20s}" + "".join(f"{'tinygrad ' + d if d != ref else d:>17s}" for d in devices) + f"{'REFIMPL/CLANG':>15s}"
+  print(f"{'workload':22s}" + "".join(f"{'tinygrad ' + d if d != ref else d:>17s}" for d in devices) + f"{'REFIMPL/CLANG':>15s}"
         + (f"{'PYTHON/REFIMPL':>16s}" if python else ""))
-  for name, fn in WORKLOADS.items():
+  for name, fn in {**WORKLOADS, **KERNEL_HEAVY}.items():
     if only not in name: continue
     seconds, results = {}, {}
-    for d in devices: seconds[d], results[d] = workload_time(fn, d, runs if d != "PYTHON" else 1)
-    for d in devices:  # sums in another order round differently: tolerance relative to the result's scale
+    for d in devices:
+      if d == "PYTHON" and name in KERNEL_HEAVY: continue
+      seconds[d], results[d] = workload_time(fn, d, runs if d != "PYTHON" else 1)
+    for d in results:  # sums in another order round differently: tolerance relative to the result's scale
       for want, got in zip(results["CLANG"], results[d]):
         if not np.allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max())): print(f"{name}: {d} differs from CLANG")
-    line = f"{name:20s}" + "".join(f"{seconds[d]:16.3f}s" for d in devices) + f"{seconds[ref] / seconds['CLANG']:14.1f}x"
-    print(line + (f"{seconds['PYTHON'] / seconds[ref]:15.1f}x" if python else ""))
+    line = f"{name:22s}" + "".join(f"{seconds[d]:16.3f}s" if d in seconds else f"{'-':>17s}" for d in devices)
+    line += f"{seconds[ref] / seconds['CLANG']:14.1f}x"
+    print(line + (f"{seconds['PYTHON'] / seconds[ref]:15.1f}x" if "PYTHON" in seconds else ""))
+    if kernels:
+      with KernelTimes() as kt:
+        for d in ("CLANG", ref):
+          for t in fn(d, np.random.default_rng(0)): t.numpy()
+      kt.print(ref)
+      kt.print("CLANG")
 
 
 def main() -> None:
@@ -138,9 +216,10 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=5, help="warm runs per end-to-end workload and device (PYTHON: one)")
   ap.add_argument("--no-python", action="store_true", help="end to end without tinygrad's PYTHON device (minutes)")
   ap.add_argument("--only", default=None, help="only the end-to-end workloads whose name contains this")
+  ap.add_argument("--kernels", action="store_true", help="each workload's kernels on REFIMPL and CLANG: time, GFLOP/s")
   args = ap.parse_args()
   if args.only is not None:
-    end_to_end(args.runs, not args.no_python, args.only)
+    end_to_end(args.runs, not args.no_python, args.only, args.kernels)
     return
   t = import_times(args.repeat)
   print(f"import + verify: {len(t)} kernels, median {statistics.median(t) * 1e3:.2f} ms, largest {max(t) * 1e3:.2f} ms, "
@@ -150,7 +229,7 @@ def main() -> None:
   print(f"MLP training step (warm, median of {args.steps}): REFIMPL {t_ref * 1e3:.1f} ms, tinygrad PYTHON {t_py * 1e3:.1f} ms "
         f"(REFIMPL / PYTHON = {t_ref / t_py:.2f})")
   print()
-  end_to_end(args.runs, not args.no_python, "")
+  end_to_end(args.runs, not args.no_python, "", args.kernels)
 
 
 if __name__ == "__main__":
