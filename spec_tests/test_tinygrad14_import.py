@@ -21,7 +21,7 @@ from refimpl.ir import Ops
 from refimpl.testing.compare import same_value
 from refimpl.tinygrad.cases import tinygrad_outputs
 from refimpl.tinygrad.lines import SUPPORTED, UnsupportedTinygrad, installed, require
-from refimpl.tinygrad.reference import compare_run
+from refimpl.tinygrad.program import compare_run
 from refimpl.tinygrad.translation import TranslationError
 from refimpl.tinygrad.v0_14.importer import translate
 from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, RecordFormatError, float_arg, from_json, to_json

@@ -17,7 +17,7 @@ import pytest
 from refimpl.fuzz.corpus import finding_to_json, load_finding, replay
 from refimpl.fuzz.execute import BackendRef
 from refimpl.tinygrad.cases import tinygrad_outputs
-from refimpl.tinygrad.reference import compare_run
+from refimpl.tinygrad.program import compare_run
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.10.1"
 CORPUS_14 = CORPUS.parent / "tinygrad-0.14.0"  # tinygrad 0.14's PYTHON kernels (spec_tests/test_tinygrad14_import.py)

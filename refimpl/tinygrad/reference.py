@@ -31,18 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from refimpl.allocation import reuse_freed_memory
-from refimpl.emulator.certainty import is_one_value
-from refimpl.emulator.machine import emulate
-from refimpl.errors import UndefinedBehavior
 from refimpl.ir import Program
-from refimpl.testing.compare import same_value
 from refimpl.tinygrad.capture import KernelRun, kernel_runs
-from refimpl.tinygrad.cases import case_finding, save_case
 from refimpl.tinygrad.importer import TranslationError, from_tinygrad
-from refimpl.tinygrad.program import DEVICE, KernelProgram
+from refimpl.tinygrad.program import DEVICE, KernelProgram, check_run
 from refimpl.tinygrad.session import KernelUndefinedBehavior, Session
 
 # ***** the REFIMPL device *****
@@ -201,19 +194,6 @@ def __getattr__(name: str) -> Session:
 
 # ***** checking mode: tinygrad's own device against the emulator *****
 
-def compare_run(program: Program, inputs: list[np.ndarray], outputs: list[np.ndarray], vals: tuple[int, ...]) -> str | None:
-  """None when `outputs` (what a device computed from `inputs`) agree with the emulator on every element it pins to one
-  value (certainty EXACT or NAN_PAYLOAD: the same bits, or a NaN for a NaN), else the first difference.
-  UndefinedBehavior when the emulator finds the kernel undefined on these inputs."""
-  res = emulate(program, inputs, vals=vals, strict=False)
-  if res.events: raise res.events[0]
-  for k, (want, got, levels) in enumerate(zip(res.buffers, outputs, res.certainty)):
-    bad = np.flatnonzero(is_one_value(levels) & ~same_value(got, want))
-    if len(bad): return (f"buffer {k} element {bad[0]}: emulator {want[bad[0]]!r}, device {got[bad[0]]!r} "
-                         f"({len(bad)} elements differ)")
-  return None
-
-
 @contextmanager
 def check_kernels(out: Path, device: str, session: Session | None = None) -> Iterator[Session]:
   """While active, every compiled kernel tinygrad runs is also run on the emulator and compared (module docstring);
@@ -221,18 +201,7 @@ def check_kernels(out: Path, device: str, session: Session | None = None) -> Ite
   session = Session() if session is None else session
   def check(r: KernelRun) -> None:
     name = r.spec.function_name
-    if r.translation is None:
-      session.untranslatable[name] = str(r.error)
-      return
-    program = r.translation.program
-    try: why = compare_run(program, r.before, r.after, r.vals)
-    except UndefinedBehavior as e:
-      path = save_case(out / "undefined", case_finding(program, r.before, r.vals, device, name, r.after, str(e)))
-      session.undefined.append(f"{name}: {e} (saved {path})")
-      why = None
-    if why is not None:
-      path = save_case(out / "disagreements", case_finding(program, r.before, r.vals, device, name, r.after, why))
-      session.disagreements.append(f"{name}: {why} (saved {path})")
-    session.ran(name)
+    if r.translation is None: session.untranslatable[name] = str(r.error)
+    else: check_run(session, out, device, name, r.translation.program, r.before, r.after, r.vals)
 
   with kernel_runs(check): yield session
