@@ -361,9 +361,11 @@ def _failure_message(report: pytest.TestReport) -> str:
   return rh.scrub(text[:8000])
 
 
-def rewrite_report(json_path: pathlib.Path) -> None:
-  """The report's markdown and HTML again from its JSON (PATH.json beside PATH.md and PATH.html): nothing is rerun."""
+def rewrite_report(json_path: pathlib.Path, up: str | None = None) -> None:
+  """The report's markdown and HTML again from its JSON (PATH.json beside PATH.md and PATH.html), with a link back to
+  `up` when given: nothing is rerun."""
   c = Conformance.from_json(json.loads(json_path.read_text()))
+  c.up = up or c.up
   json_path.with_suffix(".md").write_text(c.markdown())
   json_path.with_suffix(".html").write_text(c.html())
 

@@ -77,7 +77,7 @@ def run_suite(backend: str, out: Path) -> dict:
   report = out / f"{suite_report(backend)}.md"
   files = SUITE_FOR.get(backend, SUITE)
   command = ["python", "-m", "pytest", *files, "--backend", f"TINYGRAD:{backend}", "-q", "-p", "no:cacheprovider",
-             "--conformance-report", str(report), "--conformance-up", "index.html"]
+             "--conformance-report", str(report), "--conformance-up", report_pages.INDEX]
   args = [sys.executable, *command[1:], "--conformance-command", " ".join(command)]
   t = time.perf_counter()
   res = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -205,7 +205,7 @@ def rebuild_pages(out: Path) -> int:
   from refimpl.testing.pytest_plugin import rewrite_report
   doc = load(out)
   for b, r in doc["results"].items():
-    if not b.startswith("_") and r.get("suite"): rewrite_report(out / f"{suite_report(b)}.json")
+    if not b.startswith("_") and r.get("suite"): rewrite_report(out / f"{suite_report(b)}.json", report_pages.INDEX)
   save(out, doc)
   return 0
 
