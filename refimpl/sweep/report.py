@@ -173,6 +173,14 @@ def markdown(summary: dict, problems: list[str]) -> str:
 
 def _thead(*names: str) -> str: return "<thead><tr>" + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr></thead>"
 
+def _sources_html(sources: list[str]) -> str:
+  """Where the rows come from: sweep directories (chunk files) or an earlier report's JSON (its rows as published)."""
+  if not sources: return ""
+  what = [f"<code>{esc(s)}</code>" + (" (an earlier report's data: its rows as published, from the runs that made them)"
+                                      if s.endswith(".json") else " (a sweep directory's chunk files)") for s in sources]
+  return f"<p class=muted>The rows come from: {'; '.join(what)}.</p>"
+
+
 def html(summary: dict, problems: list[str], prov: dict | None = None, up: str | None = None) -> str:
   total, cases = summary["total"], summary["cases"]
   head = _thead("case", "backend", "chunks", "inputs checked", "rule", "max error", "violations", "not checked", "backend time")
@@ -191,7 +199,7 @@ def html(summary: dict, problems: list[str], prov: dict | None = None, up: str |
   intro = code_text(INTRO.format(bits=summary["chunk_bits"])).replace("tinygrad-0.10.1.html",
                                                                    "<a href='tinygrad-0.10.1.html'>tinygrad-0.10.1.html</a>")
   body = [provenance_html(prov or {}, up), "<h1>Float32 sweeps of refimpl's own backends</h1>",
-          f"<p><b>{esc(summary_line(summary))}</b></p><p>{intro}</p>",
+          f"<p><b>{esc(summary_line(summary))}</b></p><p>{intro}</p>", _sources_html((prov or {}).get("sources", [])),
           f"<table>{head}<tbody>{''.join(rows)}</tbody></table>",
           f"<h2>Time per case</h2><p>{esc(WALL)}</p><table>{_thead('case', 'chunk files', 'reference', 'wall')}<tbody>",
           *[f"<tr><th>{esc(c)}</th><td>{cases[c].chunks}/{total}</td>{''.join(f'<td>{t}</td>' for t in _time(cases[c]))}</tr>"
