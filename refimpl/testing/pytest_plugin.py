@@ -254,7 +254,8 @@ class Conformance:
     title = f"refimpl conformance of {', '.join(backends) or 'no backend'}"
     parts = [rh.provenance_html(self.provenance, self.up), f"<h1>{rh.esc(title)}</h1>",
              f"<p>Backends tested: {rh.esc(', '.join(backends))}"
-             + (f"; hypothesis profile <code>{rh.esc(self.profile)}</code>" if self.profile else "") + ". Each grid cell "
+             + (f"; hypothesis profile <code>{rh.esc(self.profile)}</code> ({PROFILES.get(self.profile, '?')} examples per "
+                "property" + (", --quick" if self.profile == "dev" else "") + ")" if self.profile else "") + ". Each grid cell "
              "is one op on one dtype (or one conversion) checked against the spec: sweeps of edge and random values and "
              "hypothesis examples. The pass rate is over the cases the device supports.</p>",
              *([f"<p><b>Not tested</b> (the device does not open here):</p><ul>{not_tested}</ul>"] if not_tested else []),
