@@ -9,6 +9,7 @@ The index gives each backend a verdict and links every page. The committed pages
 from __future__ import annotations
 
 import html
+import json
 import pathlib
 
 from refimpl.testing.pytest_plugin import Conformance
@@ -95,3 +96,18 @@ def test_the_committed_report_is_a_page_with_a_grid_per_backend():
     target, _, anchor = link.partition("#")
     if target not in ids: ids[target] = parse_page((DOCS / target).read_text()).ids
     assert anchor in ids[target], link
+
+
+def test_refimpls_own_error_is_never_published_as_a_backends_finding(tmp_path):
+  """A finding of kind refimpl-error (refimpl's UndefinedBehavior raised by the harness at a launch) is listed as a
+  harness error and its file removed; it is never replayed or published as the backend's."""
+  from refimpl.tinygrad.conformance_report import publish_findings
+  source = next(iter(sorted(DOCS.glob("fuzz/CLANG/*.json"))))
+  doc = json.loads(source.read_text())
+  doc["signature"]["kind"], doc["detail"] = "refimpl-error", "UndefinedBehavior: a STORE's value is undefined"
+  (tmp_path / "fuzz" / "CLANG").mkdir(parents=True)
+  harness = tmp_path / "fuzz" / "CLANG" / "TINYGRAD_CLANG-MUL-float-refimpl-error.json"
+  harness.write_text(json.dumps(doc))
+  got = publish_findings("CLANG", tmp_path)
+  assert got["findings"] == [] and not harness.exists()
+  assert [d["why"] for d in got["dropped"]] == ["a harness error (refimpl's own UndefinedBehavior), not the backend's"]

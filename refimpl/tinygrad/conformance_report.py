@@ -129,11 +129,12 @@ def publish_findings(backend: str, out: Path) -> dict:
   for stale in where.glob("test_*.py") if where.exists() else []: stale.unlink()  # JSON replays (fuzz replay)
   findings, dropped = [], []
   files = sorted(where.glob("*.json")) if where.exists() else []
-  replayed = replays_as_claimed([f for f in files if fully_reduced(f)])
+  harness = {f for f in files if _kind(json.loads(f.read_text()).get("signature", {}).get("kind", "")) == "refimpl-error"}
+  replayed = replays_as_claimed([f for f in files if f not in harness and fully_reduced(f)])
   for f in files:
     doc = json.loads(f.read_text())
     entry = {**doc.get("signature", {}), "detail": rh.scrub(str(doc.get("detail", "")))}
-    if _kind(entry.get("kind", "")) == "refimpl-error":
+    if f in harness:
       why = "a harness error (refimpl's own UndefinedBehavior), not the backend's"
     elif f not in replayed: why = "the reducer stopped early (not published)"
     else:
