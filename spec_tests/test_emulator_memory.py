@@ -642,3 +642,18 @@ def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef
   if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
   if shared:
     with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
+
+
+@given(st.lists(st.integers(0, 63), min_size=0, max_size=40), st.integers(1, 4))
+def test_an_element_touched_twice_by_one_op_is_found_in_any_position(addresses, count):
+  """Rule (memory.Memory.touched_twice, the start of the same-op write and read checks): an op touches an element twice
+  exactly when two of its (lane, vector element) addresses are equal, wherever they stand in the op's (L, count) array;
+  the verdict does not depend on what the scratch slots held before."""
+  from refimpl.emulator.memory import Memory
+  mem = Memory("data0", dtypes.int32, 64, np.zeros(64, np.int32), Grid((1, 1, 1), (1, 1, 1)), False, True, True)
+  lanes = len(addresses) // count
+  e = np.array(addresses[:lanes * count], dtype=np.int64).reshape(lanes, count)
+  want = len(set(e.ravel().tolist())) < e.size
+  assert mem.touched_twice(e) == want
+  mem.touched_twice(np.arange(64)[::-1].reshape(64, 1))  # the scratch slots as an earlier op leaves them
+  assert mem.touched_twice(e) == want

@@ -65,9 +65,21 @@ class Memory:
     self.writer = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
     self.reader = np.full(data.size, NOBODY, dtype=np.int64) if tracked else None
     self.reader_group = np.full(data.size, NOBODY, dtype=np.int64) if tracked and not local else None
+    self.scratch: np.ndarray | None = None  # touched_twice's, one slot per element (its contents never matter)
     self.group_threads = grid.group  # threads per workgroup: a tracked thread's workgroup is its number // this
     # flat address = workgroup * size + index: the workgroup's coefficients on the six grid axes
     self.base_coef = (size * grid.sizes[1] * grid.sizes[2], size * grid.sizes[2], size, 0, 0, 0) if local else _GLOBAL_BASE
+
+  def touched_twice(self, e: np.ndarray) -> bool:
+    """Whether an element occurs twice among `e` (flat element addresses of one op): each occurrence writes its position
+    into a scratch slot of its element, and an element met twice keeps only one of its positions (whichever: numpy
+    leaves the order open), so another reads back a position not its own. Linear, where sorting is not."""
+    flat = e.ravel()
+    if flat.size < 2: return False
+    if self.scratch is None: self.scratch = np.empty(self.data.size, dtype=np.int64)
+    position = np.arange(flat.size)
+    self.scratch[flat] = position
+    return bool((self.scratch[flat] != position).any())
 
   def levels(self) -> np.ndarray:
     """The certainty levels, allocated (all EXACT) on first use."""
@@ -196,12 +208,14 @@ def as_bits(x: np.ndarray) -> np.ndarray:
   differ)."""
   return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
-def _shared(e: np.ndarray, lanes: np.ndarray, bits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Within one op, per element of e (L, count): whether another lane of the op touches it too, whether two lanes of
-  the op write different `bits` (L, count) to it, and there the nearest lane (by bits, then lane) whose bits differ."""
-  flat_e = e.ravel()
-  if flat_e.size < 2 or np.unique(flat_e).size == flat_e.size:  # no element touched twice: nothing to look for
+def _shared(mem: Memory, e: np.ndarray, lanes: np.ndarray, bits: np.ndarray | None = None,
+            repeated: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Within one op on `mem`, per element of e (L, count): whether another lane of the op touches it too, whether two
+  lanes of the op write different `bits` (L, count) to it, and there the nearest lane (by bits, then lane) whose bits
+  differ. `repeated`: mem.touched_twice(e), when the caller knows it already."""
+  if not (mem.touched_twice(e) if repeated is None else repeated):  # no element touched twice: nothing to look for
     return np.zeros(e.shape, bool), np.zeros(e.shape, bool), np.full(e.shape, NOBODY, dtype=np.int64)
+  flat_e = e.ravel()
   flat_l = np.repeat(lanes, e.shape[1])
   flat_b = np.zeros(flat_e.size, np.uint8) if bits is None else bits.ravel()
   order = np.lexsort((flat_l, flat_b, flat_e))  # by element, then bits, then lane
@@ -246,7 +260,7 @@ def track_store(mem: Memory, lanes: np.ndarray, e: np.ndarray, bits: np.ndarray)
   w, r = mem.writer[e], mem.reader[e]
   ww = _unordered(w, ln, group)
   clash = ww & (bits != as_bits(mem.data[e]))
-  dup, dup_clash, dup_other = _shared(e, lanes, bits)
+  dup, dup_clash, dup_other = _shared(mem, e, lanes, bits)
   late = (r == SEVERAL) | _unordered(r, ln, group)
   mem.writer[e] = ln
   return StoreRaces(clash | dup_clash, np.where(clash, w, dup_other), ww, dup, late)
@@ -268,13 +282,19 @@ def track_load(mem: Memory, lanes: np.ndarray, e: np.ndarray) -> dict[str, tuple
   raw = _unordered(w, ln, group)
   mine = (r == NOBODY) | (r == ln) | (r == ordered(group))  # nothing unordered read it but this thread
   mem.reader[e] = np.where(mine, ln, SEVERAL)
-  dup, _, _ = _shared(e, lanes)
+  repeated = mem.touched_twice(e)
+  dup, _, _ = _shared(mem, e, lanes, repeated=repeated)
   mem.reader[e[dup]] = SEVERAL
-  if mem.reader_group is not None: _track_reader_group(mem, e, np.broadcast_to(group, e.shape))
+  if mem.reader_group is not None: _track_reader_group(mem, e, np.broadcast_to(group, e.shape), repeated)
   return {"read after write": (raw, w)}
 
-def _track_reader_group(mem: Memory, e: np.ndarray, group: np.ndarray) -> None:
-  """The workgroup of each element's readers after a load by threads of `group` (several workgroups: SEVERAL)."""
+def _track_reader_group(mem: Memory, e: np.ndarray, group: np.ndarray, repeated: bool) -> None:
+  """The workgroup of each element's readers after a load by threads of `group` (several workgroups: SEVERAL);
+  `repeated`: whether the load touches an element twice (else each element has its one reader's group)."""
+  if not repeated:
+    before = mem.reader_group[e]
+    mem.reader_group[e] = np.where((before == NOBODY) | (before == group), group, SEVERAL)
+    return
   touched, at = np.unique(e.ravel(), return_inverse=True)
   lo, hi = np.full(len(touched), np.iinfo(np.int64).max), np.full(len(touched), -1)
   np.minimum.at(lo, at, group.ravel())
