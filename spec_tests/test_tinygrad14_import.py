@@ -2,9 +2,11 @@
 installed: its kernels are data (KernelRecord). Rules:
 - the importer's translation rules, each on the smallest record that needs it; what refimpl cannot express is a
   TranslationError naming the uop (a do-while loop, a REG buffer indexed by a variable);
-- every kernel of the 0.14 corpus (corpus/tinygrad-0.14.0: tinygrad 0.14.0's PYTHON device on workload.py) translates
-  from its stored record to the stored program, and the emulator computes what tinygrad 0.14's emulator computed, on
-  every element the spec pins to one value (test_tinygrad_corpus.py replays the same cases on every backend);
+- every kernel of the 0.14 corpus (corpus/tinygrad-0.14.0: tinygrad 0.14.0's PYTHON and CPU devices on workload.py)
+  translates from its stored record to the stored program; the emulator computes what tinygrad 0.14's emulator
+  computed, on every element the spec pins to one value, and what its CPU device computed on every kernel without float
+  arithmetic (where there is some, tinygrad's C departs from its own kernel in two named ways, each tested here);
+  test_tinygrad_corpus.py replays the same cases on every backend;
 - an unsupported tinygrad line is refused with the lines refimpl serves."""
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, RecordFormatError, 
 
 CORPUS_14 = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.14.0"
 FILES = sorted(CORPUS_14.glob("PYTHON/*.json"))
+CPU_FILES = sorted(CORPUS_14.glob("CPU/*.json"))
 
 
 class Kernel14:
@@ -160,7 +163,29 @@ def test_the_corpus_has_tinygrad_014_kernels_of_every_construct():
   assert len(FILES) >= 90 and fired >= {"reg-accumulator", "local-buffer", "shrink-vector", "lane-index", "cmpeq",
                                         "range-start", "param-var", "ordering-alias", "renamed-op", "trunc-lowered"}, fired
   untranslated = json.loads((CORPUS_14 / "untranslated.json").read_text())
-  assert all(why.startswith(("uop ", "kernel")) for why in untranslated.values()), untranslated
+  assert set(untranslated) == {"CPU", "PYTHON"}, untranslated
+  for listed in untranslated.values(): assert all(why.startswith(("uop ", "kernel")) for why in listed.values()), listed
+
+
+def test_the_corpus_has_tinygrad_014_cpu_kernels():
+  """0.14's CPU kernels (its C renderer's form: loops, typed constants) are in the corpus, and rule 18 is exercised."""
+  fired = set()
+  for p in CPU_FILES: fired |= set(load_finding(p).found["rules"])
+  assert len(CPU_FILES) >= 90 and fired >= {"concrete-const", "range-start", "reg-accumulator", "shrink-vector"}, fired
+
+
+def test_a_concrete_constant_is_a_constant_of_its_dtype():
+  """Rule 18: a CONST of a concrete dtype (CPU and CL kernels) is a CONST of that dtype, typed as rule 2 types one (a
+  float32 rounded to nearest); a vector CONST is refused naming the uop."""
+  k = Kernel14()
+  k.add("CONST", "bool", (), None, True)
+  k.add("CONST", "float", (), None, float_arg(0.1))
+  bool_c, float_c = translate(k.record()).program.uops
+  assert (bool_c.op, bool_c.dtype, bool_c.arg) == (Ops.CONST, dtypes.bool, True)
+  assert (float_c.op, float_c.dtype, float_c.arg) == (Ops.CONST, dtypes.float32, float(np.float32(0.1)))
+  v = Kernel14()
+  v.add("CONST", "float", (4,), None, float_arg(1.0))
+  with pytest.raises(TranslationError, match=r"uop 0 CONST.*vector constant"): translate(v.record())
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -174,6 +199,36 @@ def test_a_tinygrad_014_kernel_translates_and_computes_what_tinygrad_computed(pa
   theirs = tinygrad_outputs(f)
   if "trunc-lowered" in t.fired: theirs = [np.where((b == 0) & (a == 0), a, b) for a, b in zip(_emulated(f), theirs)]
   assert compare_run(f.case.program, f.case.inputs, theirs, f.case.vals) is None
+
+
+def _float_arithmetic(program) -> bool:
+  return any(u.op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC) and dtypes.is_float(u.dtype) for u in program.uops)
+
+
+@pytest.mark.parametrize("path", CPU_FILES, ids=[p.stem for p in CPU_FILES])
+def test_a_tinygrad_014_cpu_kernel_translates_and_computes_what_tinygrad_computed(path):
+  """From its stored record to the stored program; bit for bit with tinygrad's CPU where the kernel has no float
+  arithmetic. Where it has some, tinygrad's C is not its kernel: clang contracts a MUL feeding an ADD into one fused
+  multiply-add (C's FP_CONTRACT is on), and the C renderer drops the parentheses of a nested ADD (next test); refimpl
+  keeps the kernel's own rounding (SPEC: each op rounds once) and `run --check CPU` reports both."""
+  f = load_finding(path)
+  t = translate(from_json(f.found["record"]))
+  assert t.program == f.case.program and sorted(t.fired) == f.found["rules"]
+  if not _float_arithmetic(t.program): assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None
+
+
+def test_tinygrads_c_renderer_reassociates_a_sum():
+  """r_64_4 (a sum of 256 floats, unrolled by 4) is acc = acc + (((v0 + v1) + v2) + v3) in tinygrad 0.14's kernel; its
+  C renderer writes `acc+v0+v1+v2+v3`, which C evaluates as (((acc + v0) + v1) + v2) + v3. The emulator computes the
+  kernel's order, tinygrad's CPU the C's: both are reproduced here in numpy float32."""
+  f = load_finding(CORPUS_14 / "CPU" / "r_64_4.json")
+  x = f.case.inputs[1].reshape(64, 4)
+  kernel_order, c_order = np.float32(0), np.float32(0)
+  for v in x:
+    kernel_order = np.float32(kernel_order + np.float32(np.float32(np.float32(v[0] + v[1]) + v[2]) + v[3]))
+    for e in v: c_order = np.float32(c_order + e)
+  assert kernel_order != c_order
+  assert _emulated(f)[0][0] == kernel_order and tinygrad_outputs(f)[0][0] == c_order
 
 
 def _emulated(f) -> list[np.ndarray]:

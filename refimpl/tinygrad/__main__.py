@@ -17,6 +17,9 @@
       tinygrad's own tests (its sdist, fetched into a cache) on each device, and the compatibility table
       tinygrad-selftest.md / .html (refimpl.tinygrad.selftest)
 
+Under tinygrad 0.14, `run`, `run --check DEVICE` and `capture --device DEVICE` serve it (refimpl.tinygrad.v0_14: its
+REFIMPL device, check and capture; DEVICE PYTHON or CPU, whose clang refimpl.tinygrad.v0_14.toolchain provides).
+
 Exit status: the script's own; 1 when the check found disagreements or undefined behaviour; 2 on a usage error.
 """
 from __future__ import annotations
@@ -128,14 +131,24 @@ def _save_captured(args: argparse.Namespace, kernels: list) -> None:
 
 
 def run_main(args: argparse.Namespace, argv: list[str]) -> int:
+  """`run`: on the installed line's REFIMPL device, or with --check on tinygrad's device, each kernel checked on the
+  emulator (refimpl.tinygrad.reference.check_kernels for 0.10.1, refimpl.tinygrad.v0_14.check for 0.14)."""
   if args.check is None: return run_on_reference(argv)
-  from refimpl.tinygrad.reference import check_kernels
+  from refimpl.tinygrad.lines import installed
   from refimpl.tinygrad.session import Session
-  why = _use_device(args.check)
+  if installed() == "0.14.0":
+    from refimpl.tinygrad.v0_14.check import check_kernels as check_014
+    from refimpl.tinygrad.v0_14.toolchain import use_device
+    why = use_device(args.check.upper())
+    checking = check_014(args.out, Session(progress=True))
+  else:
+    from refimpl.tinygrad.reference import check_kernels
+    why = _use_device(args.check)
+    checking = check_kernels(args.out, args.check.upper(), Session(progress=True))
   if why is not None:
     print(f"refimpl.tinygrad: cannot use tinygrad's {args.check}: {why}", file=sys.stderr)
     return 2
-  with check_kernels(args.out, args.check.upper(), Session(progress=True)) as session:
+  with checking as session:
     try: status = _run_script(argv)
     finally: print(session.summary(), file=sys.stderr)
   return 1 if session.disagreements or session.undefined else status
@@ -161,14 +174,14 @@ def run_on_reference(argv: list[str]) -> int:
 
 
 def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | None:
-  """Under tinygrad 0.14, `run` without --check and `capture` on its PYTHON device are refimpl.tinygrad.v0_14's, and
+  """Under tinygrad 0.14, `run` (with or without --check) serves both lines, `capture` is refimpl.tinygrad.v0_14's, and
   `selftest` runs 0.14's tests; every other command serves 0.10.1 only: exit status 2 naming the lines
   (refimpl.tinygrad.lines). None when the command runs as it is."""
   from refimpl.tinygrad.lines import UnsupportedTinygrad, installed, require
-  if installed() == "0.14.0" and args.command == "capture" and args.device.upper() == "PYTHON":
+  if installed() == "0.14.0" and args.command == "capture":
     from refimpl.tinygrad.v0_14.capture import main as capture_014
-    return capture_014(["--out", str(args.out), "--", *(script or [])])
-  if installed() == "0.14.0" and args.command == "run" and args.check is None: return None  # run_on_reference: either line
+    return capture_014(["--device", args.device, "--out", str(args.out), "--", *(script or [])])
+  if installed() == "0.14.0" and args.command == "run": return None  # run_main: either line
   if installed() == "0.14.0" and args.command == "selftest": return None  # refimpl.tinygrad.selftest serves both lines
   try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
   except UnsupportedTinygrad as e:

@@ -25,6 +25,8 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
   16 function-name    the kernel's name (SINK's arg, "E_(n*4)" for a symbolic shape) is a C identifier: "E_n_4"
   17 trunc-lowered    TRUNC x is computed exactly from refimpl's ops: where |x| < 2^p (p the mantissa bits) the value
                       through int64, a zero taking x's sign; elsewhere x (an integer already, an infinity, a NaN)
+  18 concrete-const   a CONST of a concrete dtype (bool, an int or a float type: 0.14's CPU and CL kernels have them,
+                      its PYTHON ones type every constant by a CAST) is a CONST of that dtype, its value typed as rule 2
 
 DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
 
@@ -122,6 +124,12 @@ def rule_typed_const(c: _Ctx, i: int, r: Rec) -> None:
   literal (to nearest even through float32 for float32, half and bfloat16), an int wrapped modulo 2**bits."""
   dt = _scalar(i, r)
   c.emit(i, Ops.CONST, dt, (), _typed(i, dt, c.weak[r.src[0]]))
+
+def rule_concrete_const(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 18: a CONST of a concrete dtype (not weak) is a CONST of that dtype, its value typed as rule 2 types one."""
+  if r.shape not in (None, ()): raise TranslationError(i, r.op, f"a CONST of shape {r.shape} (a vector constant)")
+  dt = _scalar(i, r)
+  c.emit(i, Ops.CONST, dt, (), _typed(i, dt, float_of(r.arg) if isinstance(r.arg, dict) else r.arg))
 
 def rule_param_buffer(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 3: PARAM in GLOBAL memory is DEFINE_GLOBAL number n (list order), T.ptr(its element count)."""
@@ -227,7 +235,8 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "param-var": rule_param_var, "local-buffer": rule_local_buffer, "reg-accumulator": rule_reg_accumulator,
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
-  "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered}
+  "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered,
+  "concrete-const": rule_concrete_const}
 
 
 # ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
@@ -269,7 +278,7 @@ def _store(c: _Ctx, i: int, r: Rec) -> None:
 def _rule_of(c: _Ctx, r: Rec) -> str | None:
   """The rule that translates uop r, or None when it maps one to one."""
   op, space = r.op, r.addrspace
-  if op == "CONST": return "weak-const" if r.dtype in WEAK else None
+  if op == "CONST": return "weak-const" if r.dtype in WEAK else "concrete-const"
   if op == "CAST" and r.src and r.src[0] in c.weak: return "typed-const"
   if op == "PARAM": return "param-var" if space == "ALU" else "param-buffer"
   if op == "BUFFER": return {"LOCAL": "local-buffer", "REG": "reg-accumulator"}.get(space or "")

@@ -3,6 +3,7 @@ clang of pip's ziglang package, refimpl[clang]), without root and without changi
 
   prepare_cpu()  idempotent; call it before tinygrad 0.14 compiles for its CPU device. Returns None when the device
                  works here, else one line saying why not and what to install.
+  use_device(d)  makes tinygrad 0.14's device `d` the default (DEV), preparing CPU's clang first; None, or why not.
 
 How tinygrad 0.14 calls clang (tinygrad/runtime/support/compiler_cpu.py, ClangCompiler.compile): it runs
 `getenv("CC", "clang")` (tinygrad's getenv, cached per process) as
@@ -80,6 +81,21 @@ def _probe() -> str | None:
     why = f"{type(e).__name__}: {e}"
     if isinstance(e, FileNotFoundError): why += "; install clang, or `pip install ziglang` (refimpl[clang])"
     return _line(f"CPU: tinygrad 0.14's clang compile (CC={os.environ.get('CC', 'clang')}) fails: {why}")[:500]
+  return None
+
+
+def use_device(device: str) -> str | None:
+  """Makes tinygrad 0.14's `device` the default one (DEV, also for its compile workers), after prepare_cpu for CPU;
+  None when the device opens, else one line saying why not."""
+  if device.split(":")[0].upper() == "CPU":
+    why = prepare_cpu()
+    if why is not None: return why
+  from tinygrad.device import Device
+  from tinygrad.helpers import DEV
+  try: Device[device]
+  except Exception as e: return _line(f"{device}: {type(e).__name__}: {e}")[:500]
+  DEV.value = device
+  os.environ["DEV"] = device  # tinygrad's spawned compile workers read it
   return None
 
 
