@@ -2,13 +2,16 @@
 `python -m refimpl.tinygrad capture` on each of the line's devices (a fresh process each) into tinygrad-<line>/<DEVICE>/:
 
   tinygrad 0.10.1   CLANG, GPU, PYTHON   (refimpl's own environment)
-  tinygrad 0.14.0   PYTHON               (a second one: python3.11 -m venv .venv14 && .venv14/bin/pip install
-                                          tinygrad==0.14.0 -e . && .venv14/bin/python corpus/regenerate.py)
+  tinygrad 0.14.0   CPU, PYTHON          (a second one: python3.11 -m venv .venv14 && .venv14/bin/pip install
+                                          tinygrad==0.14.0 -e '.[clang]' && .venv14/bin/python corpus/regenerate.py;
+                                          CPU compiles with refimpl.tinygrad.v0_14.toolchain's clang)
 
   python corpus/regenerate.py [DEVICE ...]
 
 A device that cannot run here (no toolchain) is reported and its folder left as it is. The kernels refimpl cannot
-translate are listed, where the line's capture says, in tinygrad-<line>/untranslated.json."""
+translate are listed, where the line's capture says, in tinygrad-<line>/untranslated.json, per device:
+{"CPU": {kernel: why}, ...}."""
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +19,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEVICES = {"0.10.1": ("CLANG", "GPU", "PYTHON"), "0.14.0": ("PYTHON",)}
+DEVICES = {"0.10.1": ("CLANG", "GPU", "PYTHON"), "0.14.0": ("CPU", "PYTHON")}
 
 
 def regenerate(line: str, device: str) -> int:
@@ -32,7 +35,13 @@ def regenerate(line: str, device: str) -> int:
     return 1
   shutil.rmtree(out, ignore_errors=True)
   tmp.rename(out)
-  if (out / "untranslated.json").exists(): (out / "untranslated.json").replace(folder / "untranslated.json")
+  listed = out / "untranslated.json"
+  if listed.exists():  # the case files' folder holds cases only: the list goes beside it, under the device's name
+    merged = folder / "untranslated.json"
+    lists = json.loads(merged.read_text()) if merged.exists() else {}
+    lists[device] = json.loads(listed.read_text())
+    merged.write_text(json.dumps(lists, indent=1, sort_keys=True) + "\n")
+    listed.unlink()
   print(f"{device}: {len(list(out.glob('*.json')))} kernels in {out}")
   return 0
 
