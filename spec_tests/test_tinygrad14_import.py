@@ -205,6 +205,18 @@ def _float_arithmetic(program) -> bool:
   return any(u.op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC) and dtypes.is_float(u.dtype) for u in program.uops)
 
 
+def test_cpu_core_id_is_the_lane_of_a_grid():
+  """Rule 19: PARAM core_id (0.14's CPU threads; its runtime calls the kernel once per core_id < global_size[0]) is
+  SPECIAL gidx0 of max + 1 lanes: out[core_id] = core_id over a launch of 2 gives [0, 1]."""
+  k = Kernel14()
+  out = k.add("PARAM", "int", (2,), "GLOBAL", {"slot": 0, "name": None, "min": None, "max": None}, [k.const(2)])
+  core = k.add("PARAM", "int", (), "ALU", {"slot": 1, "name": "core_id", "min": 0, "max": 1}, [k.add("STACK", "void")])
+  k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "int", (), "GLOBAL", None, [out, core]), core])
+  t = translate(k.record(global_size=(2, 1, 1)))
+  assert "core-id" in t.fired and [u.arg for u in t.program.uops if u.op is Ops.SPECIAL] == [("gidx0", 2)]
+  assert emulate(t.program, [np.full(2, -1, np.int32)]).buffers[0].tolist() == [0, 1]
+
+
 @pytest.mark.parametrize("path", CPU_FILES, ids=[p.stem for p in CPU_FILES])
 def test_a_tinygrad_014_cpu_kernel_translates_and_computes_what_tinygrad_computed(path):
   """From its stored record to the stored program; bit for bit with tinygrad's CPU where the kernel has no float

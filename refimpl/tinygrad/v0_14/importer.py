@@ -27,6 +27,9 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
                       through int64, a zero taking x's sign; elsewhere x (an integer already, an infinity, a NaN)
   18 concrete-const   a CONST of a concrete dtype (bool, an int or a float type: 0.14's CPU and CL kernels have them,
                       its PYTHON ones type every constant by a CAST) is a CONST of that dtype, its value typed as rule 2
+  19 core-id          PARAM core_id in the ALU space (0.14's CPU threads: its runtime calls the kernel once per
+                      core_id in range(global_size[0]), passing no value for it) is SPECIAL ("gidx0", max + 1): a grid
+                      of that many lanes, as the CPU runs it
 
 DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
 
@@ -142,6 +145,11 @@ def rule_param_var(c: _Ctx, i: int, r: Rec) -> None:
   a = r.arg
   c.emit(i, Ops.DEFINE_VAR, dtypes.int32, (), (a["name"], int(a["min"]), int(a["max"])))
 
+def rule_core_id(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 19: PARAM core_id (ALU) is SPECIAL ("gidx0", max + 1): 0.14's CPU runtime calls the kernel once per core_id
+  in range(global_size[0]) and passes no value for it (ProgramInfo.vals gives None), so it is the lane's grid index."""
+  c.emit(i, Ops.SPECIAL, dtypes.int32, (), ("gidx0", int(r.arg["max"]) + 1))
+
 def rule_local_buffer(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 5: BUFFER in LOCAL memory is DEFINE_LOCAL temp<n>, T.ptr(size, local=True)."""
   c.emit(i, Ops.DEFINE_LOCAL, _scalar(i, r).ptr(math.prod(r.shape or (1,)), local=True), (), f"temp{c.nlocals}")
@@ -236,7 +244,7 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
   "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered,
-  "concrete-const": rule_concrete_const}
+  "concrete-const": rule_concrete_const, "core-id": rule_core_id}
 
 
 # ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
@@ -280,7 +288,8 @@ def _rule_of(c: _Ctx, r: Rec) -> str | None:
   op, space = r.op, r.addrspace
   if op == "CONST": return "weak-const" if r.dtype in WEAK else "concrete-const"
   if op == "CAST" and r.src and r.src[0] in c.weak: return "typed-const"
-  if op == "PARAM": return "param-var" if space == "ALU" else "param-buffer"
+  if op == "PARAM" and space == "ALU": return "core-id" if r.arg.get("name") == "core_id" else "param-var"
+  if op == "PARAM": return "param-buffer"
   if op == "BUFFER": return {"LOCAL": "local-buffer", "REG": "reg-accumulator"}.get(space or "")
   if op in ("AFTER", "NOOP"): return "ordering-alias"
   if op in ("SINK", "GROUP") or (op == "STACK" and not r.src): return "no-op"

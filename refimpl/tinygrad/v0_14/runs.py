@@ -36,7 +36,7 @@ class KernelRun:
   error: TranslationError | None
   before: list[np.ndarray]
   after: list[np.ndarray]
-  vals: tuple[int, ...]
+  vals: tuple[int, ...]  # the variables' values; the None tinygrad passes for CPU's core_id is dropped (importer rule 19)
 
 
 def host_arrays(device: str, bufs: tuple, program: Program) -> list[np.ndarray]:
