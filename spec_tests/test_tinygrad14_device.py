@@ -4,15 +4,22 @@
   whose kernels are defined runs whole, and computes what tinygrad 0.14's own emulator computes;
 - undefined behaviour that reaches a store stops the script naming the kernel, the uop, the lane and the operands; a
   division by zero that a WHERE discards does not;
+- examples/mlp.py runs on the reference with no undefined behaviour and computes the losses tinygrad 0.14's CPU device
+  computes (the tolerance of the 0.10.1 example test, test_tinygrad_examples.py);
+- `run --check CPU` runs the script on tinygrad 0.14's CPU device (refimpl's clang: refimpl.tinygrad.v0_14.toolchain)
+  with each kernel checked on the emulator: a sum whose C evaluates in another order than its kernel is reported as a
+  disagreement and saved as a reproducer (exit status 1), the same sum on values where the orders agree is not;
 - the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves;
 - tinygrad 0.14's own test_tiny passes on the reference.
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
-  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e ."""
+  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang]'"""
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -25,7 +32,7 @@ from refimpl.testing.compare import same_value
 from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e ."
+MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang]'"
 
 
 def _tinygrad14_python() -> str | None:
@@ -97,6 +104,67 @@ def test_the_examples_run_whole_on_the_reference_under_tinygrad_014(python14, tm
   res = _run(python14, tmp_path, (ROOT / "examples" / f"{example}.py").read_text())
   assert res.returncode == 0, res.stderr[-3000:]
   assert "0 with undefined behaviour, 0 not translatable" in res.stderr and " kernels in " in res.stdout
+
+
+LOSS = re.compile(r"step \d+: loss (\S+)")
+
+
+def _losses(stdout: str) -> list[float]:
+  return [float(x) for x in LOSS.findall(stdout)]
+
+
+def _cpu_or_skip(python: str) -> None:
+  """Skips when tinygrad 0.14's CPU device cannot compile here, with the toolchain's reason (what to install)."""
+  res = subprocess.run([python, "-c", "from refimpl.tinygrad.v0_14.toolchain import prepare_cpu; print(prepare_cpu())"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+  if res.stdout.strip() != "None": pytest.skip(f"tinygrad 0.14's CPU device does not run here: {res.stdout}{res.stderr[-500:]}")
+
+
+def test_mlp_on_the_reference_computes_the_losses_of_tinygrads_cpu(python14, tmp_path):
+  """examples/mlp.py (three SGD steps) on REFIMPL, strict, and on tinygrad 0.14's CPU with every kernel checked: the
+  same three losses to rtol 1e-4, atol 1e-5 (the 0.10.1 example test's tolerance against tinygrad's CLANG)."""
+  _cpu_or_skip(python14)
+  script = (ROOT / "examples" / "mlp.py").read_text()
+  ref = _run(python14, tmp_path, script)
+  assert ref.returncode == 0 and "0 with undefined behaviour, 0 not translatable" in ref.stderr, ref.stderr[-3000:]
+  cpu = _run(python14, tmp_path, script, "-m", "refimpl.tinygrad", "run", "--check", "CPU", "--out", "check", "--",
+             "script.py")
+  assert "0 with undefined behaviour, 0 not translatable" in cpu.stderr, cpu.stderr[-3000:]
+  assert cpu.returncode in (0, 1), cpu.stderr[-3000:]  # 1: disagreements of tinygrad's C (test_tinygrad14_import.py)
+  got, want = _losses(ref.stdout), _losses(cpu.stdout)
+  assert len(got) == len(want) == 3 and np.allclose(got, want, rtol=1e-4, atol=1e-5), (got, want)
+
+
+# a sum of 256 floats: tinygrad 0.14 unrolls it by 4 (kernel r_64_4: acc + (((v0 + v1) + v2) + v3)) and its C renders
+# acc+v0+v1+v2+v3, which C evaluates left to right; with 1 in the first group and 1e8, -1e8 in the second, the kernel's
+# order gives 1 + 0 = 1 and C's gives (1 + 1e8) - 1e8 = 0 (1e8 + 1 rounds to 1e8 in float32)
+SUM = """
+import numpy as np
+from tinygrad import Tensor
+x = np.{fill}(256, np.float32)
+x[0], x[4], x[5] = 1, 1e8, -1e8
+print("sum", Tensor(x).sum().numpy())
+"""
+
+
+def test_run_check_cpu_reports_tinygrads_c_departing_from_its_kernel(python14, tmp_path):
+  _cpu_or_skip(python14)
+  check = [python14, "-m", "refimpl.tinygrad", "run", "--check", "CPU", "--out", "check", "--", "script.py"]
+  res = _run(python14, tmp_path, SUM.format(fill="zeros"), *check[1:])
+  assert res.returncode == 1 and "sum 0.0" in res.stdout, res.stderr[-3000:]
+  assert "1 disagreements, 0 with undefined behaviour" in res.stderr, res.stderr[-3000:]
+  saved = sorted((tmp_path / "check" / "disagreements").glob("*.json"))
+  assert len(saved) == 1, saved
+  case = json.loads(saved[0].read_text())
+  assert case["found"]["device"] == "CPU" and case["found"]["source"] == "tinygrad 0.14.0", case["found"]
+  replayed = subprocess.run([python14, "-m", "refimpl.fuzz", "replay", str(saved[0])], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+  assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]  # defined: the emulator reruns it
+  shutil.rmtree(tmp_path / "check")
+  res = _run(python14, tmp_path, SUM.format(fill="ones").replace("1e8, -1e8", "1, 1"), *check[1:])
+  assert res.returncode == 0 and "sum 256.0" in res.stdout, res.stderr[-3000:]
+  assert "0 disagreements, 0 with undefined behaviour, 0 not translatable" in res.stderr, res.stderr[-3000:]
+  assert not (tmp_path / "check" / "disagreements").exists()
 
 
 def test_undefined_behaviour_stops_the_script_naming_kernel_uop_and_lane(python14, tmp_path):
