@@ -325,8 +325,9 @@ def index_page(out: Path, doc: dict) -> str:
     "<h1>refimpl conformance pages</h1>",
     "<p>refimpl is an executable specification of tinygrad 0.10.1's kernel language; these pages hold real backends "
     "to it. <b>Two kinds of backend</b> appear: tinygrad's own (TINYGRAD:CLANG, :LLVM, :GPU, :WEBGPU: tinygrad's renderer, "
-    "compiler and runtime, judged here) and refimpl's own backends (CLANG, LLVM, GPU, WEBGPU, the float32 sweeps), which "
-    "pass the spec by construction of the tests in this repository. A porter reads "
+    "compiler and runtime, judged here) and refimpl's own backends (CLANG, LLVM, GPU, WEBGPU: refimpl's renderers on "
+    "those compilers; the float32 sweeps and the main job's page), which this repository's tests hold to the spec. A porter "
+    "reads "
     "<a href='../porting.md'>docs/porting.md</a>.</p>",
     "<h2 id=verdict>Verdict for a tinygrad user</h2>",
     "<p>Per tinygrad backend: the pass rate over the cases it supports, the op families whose every supported case "
