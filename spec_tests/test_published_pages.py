@@ -150,3 +150,10 @@ def test_each_page_renders_in_headless_chromium_with_its_links_and_anchors(page,
   for file, anchor, href in targets(page, links.hrefs):
     assert file.exists(), f"{page.name}: {href} does not exist"
     if anchor and file.suffix == ".html": assert anchor in (links.ids if file == page else read(file).ids), href
+
+
+def test_no_published_file_names_a_path_of_the_machine_that_made_it():
+  """The data and the findings beside the pages (JSON, markdown) keep no absolute path of that machine either."""
+  files = [*DOCS.glob("*.json"), *DOCS.glob("*.md"), *FINDINGS, *DOCS.glob("tinygrad-selftest-undefined/*.json")]
+  bad = [f"{p.relative_to(DOCS)}: {m.group(0)}" for p in files for m in [MACHINE_PATH.search(p.read_text())] if m]
+  assert files and not bad, bad

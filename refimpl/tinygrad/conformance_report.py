@@ -93,6 +93,13 @@ def run_suite(backend: str, out: Path) -> dict:
 def _kind(kind: str) -> str: return kind.replace(":", "-")
 
 
+def _scrub_detail(path: Path, detail: str) -> None:
+  """A published finding's message without this machine's absolute paths (the rest of the file as the fuzzer wrote it)."""
+  text = path.read_text()
+  clean = text.replace(json.dumps(detail), json.dumps(rh.scrub(detail)))
+  if clean != text and json.loads(clean)["detail"] == rh.scrub(detail): path.write_text(clean)
+
+
 def replays_as_claimed(paths: list[Path]) -> dict[Path, tuple[bool, str]]:
   """Whether each published finding still fails on its backend, in a fresh isolated worker (one pool for them all),
   with the kind it claims; and what it did (the check spec_tests/test_published_pages.py makes of every committed
@@ -140,7 +147,9 @@ def publish_findings(backend: str, out: Path) -> dict:
     else:
       ok, did = replayed[f]
       why = None if ok else f"does not replay as claimed now ({did})"
-    if why is None: findings.append({**entry, "file": f"fuzz/{safe_label(backend)}/{f.name}"})
+    if why is None:
+      _scrub_detail(f, str(doc.get("detail", "")))
+      findings.append({**entry, "file": f"fuzz/{safe_label(backend)}/{f.name}"})
     else:
       f.unlink()
       dropped.append({**entry, "file": None, "why": why})
