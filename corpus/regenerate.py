@@ -2,9 +2,9 @@
 `python -m refimpl.tinygrad capture` on each of the line's devices (a fresh process each) into tinygrad-<line>/<DEVICE>/:
 
   tinygrad 0.10.1   CLANG, GPU, PYTHON   (refimpl's own environment)
-  tinygrad 0.14.0   CPU, PYTHON          (a second one: python3.11 -m venv .venv14 && .venv14/bin/pip install
-                                          tinygrad==0.14.0 -e '.[clang]' && .venv14/bin/python corpus/regenerate.py;
-                                          CPU compiles with refimpl.tinygrad.v0_14.toolchain's clang)
+  tinygrad 0.14.0   CL, CPU, PYTHON      (a second one: python3.11 -m venv .venv14 && .venv14/bin/pip install
+                                          tinygrad==0.14.0 -e '.[clang,gpu]' && .venv14/bin/python corpus/regenerate.py;
+                                          refimpl.tinygrad.v0_14.toolchain: CPU's clang, CL's OpenCL loader and PoCL)
 
   python corpus/regenerate.py [DEVICE ...]
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEVICES = {"0.10.1": ("CLANG", "GPU", "PYTHON"), "0.14.0": ("CPU", "PYTHON")}
+DEVICES = {"0.10.1": ("CLANG", "GPU", "PYTHON"), "0.14.0": ("CL", "CPU", "PYTHON")}
 
 
 def regenerate(line: str, device: str) -> int:

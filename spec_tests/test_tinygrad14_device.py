@@ -9,12 +9,13 @@
 - `run --check CPU` runs the script on tinygrad 0.14's CPU device (refimpl's clang: refimpl.tinygrad.v0_14.toolchain)
   with each kernel checked on the emulator: a sum whose C evaluates in another order than its kernel is reported as a
   disagreement and saved as a reproducer (exit status 1), the same sum on values where the orders agree is not;
+  `run --check CL` (pyopencl's OpenCL loader and PoCL) reports a multiply-add exactly when the device fused it;
 - the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves;
 - tinygrad 0.14's own test_tiny passes on the reference.
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
-  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang]'"""
+  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"""
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ from refimpl.testing.compare import same_value
 from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang]'"
+MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"
 
 
 def _tinygrad14_python() -> str | None:
@@ -113,17 +114,19 @@ def _losses(stdout: str) -> list[float]:
   return [float(x) for x in LOSS.findall(stdout)]
 
 
-def _cpu_or_skip(python: str) -> None:
-  """Skips when tinygrad 0.14's CPU device cannot compile here, with the toolchain's reason (what to install)."""
-  res = subprocess.run([python, "-c", "from refimpl.tinygrad.v0_14.toolchain import prepare_cpu; print(prepare_cpu())"],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-  if res.stdout.strip() != "None": pytest.skip(f"tinygrad 0.14's CPU device does not run here: {res.stdout}{res.stderr[-500:]}")
+def _device_or_skip(python: str, device: str) -> None:
+  """Skips when tinygrad 0.14's `device` (CPU, CL) cannot run here, with the toolchain's reason (what to install)."""
+  probe = f"from refimpl.tinygrad.v0_14.toolchain import use_device; print(use_device({device!r}))"
+  res = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+  if res.stdout.strip() != "None":
+    pytest.skip(f"tinygrad 0.14's {device} device does not run here: {res.stdout}{res.stderr[-500:]}")
 
 
 def test_mlp_on_the_reference_computes_the_losses_of_tinygrads_cpu(python14, tmp_path):
   """examples/mlp.py (three SGD steps) on REFIMPL, strict, and on tinygrad 0.14's CPU with every kernel checked: the
   same three losses to rtol 1e-4, atol 1e-5 (the 0.10.1 example test's tolerance against tinygrad's CLANG)."""
-  _cpu_or_skip(python14)
+  _device_or_skip(python14, "CPU")
   script = (ROOT / "examples" / "mlp.py").read_text()
   ref = _run(python14, tmp_path, script)
   assert ref.returncode == 0 and "0 with undefined behaviour, 0 not translatable" in ref.stderr, ref.stderr[-3000:]
@@ -148,7 +151,7 @@ print("sum", Tensor(x).sum().numpy())
 
 
 def test_run_check_cpu_reports_tinygrads_c_departing_from_its_kernel(python14, tmp_path):
-  _cpu_or_skip(python14)
+  _device_or_skip(python14, "CPU")
   check = [python14, "-m", "refimpl.tinygrad", "run", "--check", "CPU", "--out", "check", "--", "script.py"]
   res = _run(python14, tmp_path, SUM.format(fill="zeros"), *check[1:])
   assert res.returncode == 1 and "sum 0.0" in res.stdout, res.stderr[-3000:]
@@ -165,6 +168,31 @@ def test_run_check_cpu_reports_tinygrads_c_departing_from_its_kernel(python14, t
   assert res.returncode == 0 and "sum 256.0" in res.stdout, res.stderr[-3000:]
   assert "0 disagreements, 0 with undefined behaviour, 0 not translatable" in res.stderr, res.stderr[-3000:]
   assert not (tmp_path / "check" / "disagreements").exists()
+
+
+# a * b + c in one kernel, with a = b = 1 + 2^-12 and c = -(1 + 2^-11): the kernel rounds a * b to 1 + 2^-11 (the 2^-24
+# it drops is a tie, to even) and gives 0; a fused multiply-add (OpenCL C's FP_CONTRACT, on by default) gives 2^-24
+FMA = """
+import numpy as np
+from tinygrad import Tensor
+a = np.float32(1 + 2**-12)
+x, y, z = (Tensor(np.array([v], np.float32)) for v in (a, a, -(1 + 2**-11)))
+print("fma", (x * y + z).numpy()[0])
+"""
+
+
+def test_run_check_cl_reports_a_contracted_multiply_add_exactly_when_the_device_contracts(python14, tmp_path):
+  """0.14's CL device (pyopencl's PoCL here): whatever it computes, the check says a disagreement exactly when it is
+  not the kernel's 0 (and then it is the fused 2^-24), saved as a reproducer naming CL."""
+  _device_or_skip(python14, "CL")
+  res = _run(python14, tmp_path, FMA, "-m", "refimpl.tinygrad", "run", "--check", "CL", "--out", "check", "--", "script.py")
+  got = np.float32(res.stdout.split("fma ")[1].split()[0])  # float32's shortest decimal: read back exactly
+  assert got in (np.float32(0), np.float32(2.0**-24)), res.stdout
+  contracted = got != 0.0
+  assert res.returncode == int(contracted), res.stderr[-3000:]
+  assert f"{int(contracted)} disagreements, 0 with undefined behaviour, 0 not translatable" in res.stderr, res.stderr[-3000:]
+  saved = sorted((tmp_path / "check" / "disagreements").glob("*.json"))
+  assert len(saved) == int(contracted) and all(json.loads(p.read_text())["found"]["device"] == "CL" for p in saved)
 
 
 def test_undefined_behaviour_stops_the_script_naming_kernel_uop_and_lane(python14, tmp_path):

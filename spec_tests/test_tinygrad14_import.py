@@ -2,10 +2,10 @@
 installed: its kernels are data (KernelRecord). Rules:
 - the importer's translation rules, each on the smallest record that needs it; what refimpl cannot express is a
   TranslationError naming the uop (a do-while loop, a REG buffer indexed by a variable);
-- every kernel of the 0.14 corpus (corpus/tinygrad-0.14.0: tinygrad 0.14.0's PYTHON and CPU devices on workload.py)
-  translates from its stored record to the stored program; the emulator computes what tinygrad 0.14's emulator
-  computed, on every element the spec pins to one value, and what its CPU device computed on every kernel without float
-  arithmetic (where there is some, tinygrad's C departs from its own kernel in two named ways, each tested here);
+- every kernel of the 0.14 corpus (corpus/tinygrad-0.14.0: tinygrad 0.14.0's PYTHON, CPU and CL devices on
+  workload.py) translates from its stored record to the stored program; the emulator computes what tinygrad 0.14's
+  emulator computed, on every element the spec pins to one value, and what its CPU and CL devices computed on every
+  kernel without float arithmetic (where there is some, tinygrad's C departs from its own kernel in two named ways);
   test_tinygrad_corpus.py replays the same cases on every backend;
 - an unsupported tinygrad line is refused with the lines refimpl serves."""
 from __future__ import annotations
@@ -31,6 +31,7 @@ from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, RecordFormatError, 
 CORPUS_14 = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.14.0"
 FILES = sorted(CORPUS_14.glob("PYTHON/*.json"))
 CPU_FILES = sorted(CORPUS_14.glob("CPU/*.json"))
+NATIVE_FILES = CPU_FILES + sorted(CORPUS_14.glob("CL/*.json"))  # kernels of 0.14's C and OpenCL C renderers
 
 
 class Kernel14:
@@ -163,15 +164,20 @@ def test_the_corpus_has_tinygrad_014_kernels_of_every_construct():
   assert len(FILES) >= 90 and fired >= {"reg-accumulator", "local-buffer", "shrink-vector", "lane-index", "cmpeq",
                                         "range-start", "param-var", "ordering-alias", "renamed-op", "trunc-lowered"}, fired
   untranslated = json.loads((CORPUS_14 / "untranslated.json").read_text())
-  assert set(untranslated) == {"CPU", "PYTHON"}, untranslated
+  assert set(untranslated) == {"CL", "CPU", "PYTHON"}, untranslated
   for listed in untranslated.values(): assert all(why.startswith(("uop ", "kernel")) for why in listed.values()), listed
 
 
-def test_the_corpus_has_tinygrad_014_cpu_kernels():
-  """0.14's CPU kernels (its C renderer's form: loops, typed constants) are in the corpus, and rule 18 is exercised."""
+def test_the_corpus_has_tinygrad_014_cpu_and_cl_kernels():
+  """0.14's CPU kernels (its C renderer's form: loops, typed constants: rule 18) and CL kernels (OpenCL C: the grid,
+  locals, barriers) are in the corpus."""
   fired = set()
   for p in CPU_FILES: fired |= set(load_finding(p).found["rules"])
   assert len(CPU_FILES) >= 90 and fired >= {"concrete-const", "range-start", "reg-accumulator", "shrink-vector"}, fired
+  cl = NATIVE_FILES[len(CPU_FILES):]
+  fired = set()
+  for p in cl: fired |= set(load_finding(p).found["rules"])
+  assert len(cl) >= 90 and fired >= {"special-size", "local-buffer", "order-srcs", "reg-accumulator"}, fired
 
 
 def test_a_concrete_constant_is_a_constant_of_its_dtype():
@@ -217,12 +223,12 @@ def test_cpu_core_id_is_the_lane_of_a_grid():
   assert emulate(t.program, [np.full(2, -1, np.int32)]).buffers[0].tolist() == [0, 1]
 
 
-@pytest.mark.parametrize("path", CPU_FILES, ids=[p.stem for p in CPU_FILES])
-def test_a_tinygrad_014_cpu_kernel_translates_and_computes_what_tinygrad_computed(path):
-  """From its stored record to the stored program; bit for bit with tinygrad's CPU where the kernel has no float
-  arithmetic. Where it has some, tinygrad's C is not its kernel: clang contracts a MUL feeding an ADD into one fused
-  multiply-add (C's FP_CONTRACT is on), and the C renderer drops the parentheses of a nested ADD (next test); refimpl
-  keeps the kernel's own rounding (SPEC: each op rounds once) and `run --check CPU` reports both."""
+@pytest.mark.parametrize("path", NATIVE_FILES, ids=[f"{p.parent.name}-{p.stem}" for p in NATIVE_FILES])
+def test_a_tinygrad_014_cpu_or_cl_kernel_translates_and_computes_what_tinygrad_computed(path):
+  """From its stored record to the stored program; bit for bit with tinygrad's CPU or CL where the kernel has no float
+  arithmetic. Where it has some, tinygrad's C is not its kernel: the compiler contracts a MUL feeding an ADD into one
+  fused multiply-add (C's and OpenCL C's FP_CONTRACT is on), and the C renderers drop the parentheses of a nested ADD
+  (next test); refimpl keeps the kernel's own rounding (each op rounds once) and `run --check` reports both."""
   f = load_finding(path)
   t = translate(from_json(f.found["record"]))
   assert t.program == f.case.program and sorted(t.fired) == f.found["rules"]

@@ -1,6 +1,6 @@
 """The real-kernel corpora (corpus/tinygrad-0.10.1: every distinct kernel tinygrad 0.10.1 ran for workload.py on its
 CLANG, GPU and PYTHON devices, captured by `python -m refimpl.tinygrad capture`; corpus/tinygrad-0.14.0: tinygrad
-0.14's PYTHON and CPU kernels of the same workload, whose own rules are in test_tinygrad14_import.py). Rules:
+0.14's PYTHON, CPU and CL kernels of the same workload, whose own rules are in test_tinygrad14_import.py). Rules:
 - every case is a defined program (no undefined behaviour on its inputs) and every backend agrees with the emulator on
   it (replayed in isolated workers, as `python -m refimpl.fuzz replay` does);
 - the emulator computes what tinygrad's own emulator computed, bit for bit, on every kernel whose float constants are
@@ -20,7 +20,7 @@ from refimpl.tinygrad.cases import tinygrad_outputs
 from refimpl.tinygrad.program import compare_run
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "tinygrad-0.10.1"
-CORPUS_14 = CORPUS.parent / "tinygrad-0.14.0"  # tinygrad 0.14's PYTHON and CPU kernels (test_tinygrad14_import.py)
+CORPUS_14 = CORPUS.parent / "tinygrad-0.14.0"  # tinygrad 0.14's PYTHON, CPU, CL kernels (test_tinygrad14_import.py)
 FILES = sorted(CORPUS.glob("*/*.json")) + sorted(CORPUS_14.glob("*/*.json"))
 IDS = [f"{p.parent.name}-{p.stem}" if p.is_relative_to(CORPUS) else f"0.14-{p.parent.name}-{p.stem}" for p in FILES]
 _RUNS: dict[str, dict[str, list[str]]] = {}
@@ -29,7 +29,7 @@ _RUNS: dict[str, dict[str, list[str]]] = {}
 def test_the_corpus_has_real_kernels_of_every_form():
   forms = {p.parent.name for p in FILES if p.is_relative_to(CORPUS)}
   assert forms == {"CLANG", "GPU", "PYTHON"} and len(FILES) >= 150, (forms, len(FILES))
-  assert len(list(CORPUS_14.glob("PYTHON/*.json"))) >= 90 and len(list(CORPUS_14.glob("CPU/*.json"))) >= 90
+  assert all(len(list(CORPUS_14.glob(f"{d}/*.json"))) >= 90 for d in ("PYTHON", "CPU", "CL"))
 
 
 def _replay(backend: str) -> dict[str, list[str]]:

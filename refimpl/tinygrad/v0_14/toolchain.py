@@ -3,7 +3,17 @@ clang of pip's ziglang package, refimpl[clang]), without root and without changi
 
   prepare_cpu()  idempotent; call it before tinygrad 0.14 compiles for its CPU device. Returns None when the device
                  works here, else one line saying why not and what to install.
-  use_device(d)  makes tinygrad 0.14's device `d` the default (DEV), preparing CPU's clang first; None, or why not.
+  prepare_cl()   idempotent; makes tinygrad 0.14's CL device load the OpenCL ICD loader pyopencl ships (with its PoCL)
+                 where it finds none of its own. None when the device opens, else why not and what to install.
+  use_device(d)  makes tinygrad 0.14's device `d` the default (DEV), preparing CPU's clang or CL's OpenCL first; None,
+                 or why not.
+
+CL: tinygrad 0.14 loads OpenCL with its own finder (tinygrad.runtime.support.c.DLL: $OPENCL_PATH, else libOpenCL in
+LD_LIBRARY_PATH, /usr/lib64, /usr/lib, /usr/local/lib). On a machine with only pip's OpenCL there is none; pyopencl's
+wheel bundles an ICD loader and PoCL, and its loader works once pyopencl is imported (which sets PYOPENCL_HOME, where
+the loader finds the PoCL beside it: refimpl.tinygrad.toolchain says how that was found). So prepare_cl imports
+pyopencl and sets OPENCL_PATH (for this process and its children; not when the user set it) to the loader pyopencl
+loaded (refimpl.tinygrad.toolchain.pyopencl_libopencl), unless tinygrad's finder finds a libOpenCL of its own.
 
 How tinygrad 0.14 calls clang (tinygrad/runtime/support/compiler_cpu.py, ClangCompiler.compile): it runs
 `getenv("CC", "clang")` (tinygrad's getenv, cached per process) as
@@ -24,6 +34,7 @@ of a Python class, so the change is made through CC, for this process and its ch
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shlex
 import shutil
@@ -84,11 +95,30 @@ def _probe() -> str | None:
   return None
 
 
+def prepare_cl() -> str | None:
+  """Makes tinygrad 0.14's CL device find an OpenCL loader (module docstring); None, or why not and what to install."""
+  if "OPENCL_PATH" not in os.environ and "tinygrad.runtime.autogen.opencl" not in sys.modules:
+    from tinygrad.runtime.support.c import DLL
+    if DLL.findlib("opencl", ["OpenCL"]) is None:
+      try: pyopencl = importlib.import_module("pyopencl")
+      except ImportError as e:
+        return _line(f"CL: no libOpenCL found and pyopencl does not import ({e}); pip install pyopencl "
+                     "pocl-binary-distribution (refimpl[gpu]), or install an OpenCL driver")
+      from refimpl.tinygrad.toolchain import pyopencl_libopencl
+      lib = pyopencl_libopencl(pyopencl)
+      if lib is None: return "CL: pyopencl imports but its libOpenCL is not found; reinstall pyopencl"
+      os.environ["OPENCL_PATH"] = lib
+      from tinygrad.helpers import getenv
+      getenv.cache_clear()  # tinygrad's getenv caches OPENCL_PATH
+  return None
+
+
 def use_device(device: str) -> str | None:
-  """Makes tinygrad 0.14's `device` the default one (DEV, also for its compile workers), after prepare_cpu for CPU;
-  None when the device opens, else one line saying why not."""
-  if device.split(":")[0].upper() == "CPU":
-    why = prepare_cpu()
+  """Makes tinygrad 0.14's `device` the default one (DEV, also for its compile workers), after prepare_cpu for CPU and
+  prepare_cl for CL; None when the device opens, else one line saying why not."""
+  prepare = {"CPU": prepare_cpu, "CL": prepare_cl}.get(device.split(":")[0].upper())
+  if prepare is not None:
+    why = prepare()
     if why is not None: return why
   from tinygrad.device import Device
   from tinygrad.helpers import DEV
