@@ -232,7 +232,8 @@ def test_a_tinygrad_014_cpu_or_cl_kernel_translates_and_computes_what_tinygrad_c
   f = load_finding(path)
   t = translate(from_json(f.found["record"]))
   assert t.program == f.case.program and sorted(t.fired) == f.found["rules"]
-  if not _float_arithmetic(t.program): assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None
+  if not _float_arithmetic(t.program):
+    assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None
 
 
 def test_tinygrads_c_renderer_reassociates_a_sum():
