@@ -14,8 +14,7 @@ import pathlib
 
 from refimpl.testing.pytest_plugin import Conformance
 from refimpl.testing.report_html import Table, parse_page
-from refimpl.tinygrad.conformance_report import suite_report
-from refimpl.tinygrad.report_classes import CLASSES
+from refimpl.tinygrad.report_classes import CLASSES, suite_report
 from refimpl.tinygrad.report_pages import verdict, write
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "conformance"

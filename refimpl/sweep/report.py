@@ -3,7 +3,7 @@
 Per case and backend: the chunks done of all 2^32 / 2^chunk_bits (a sweep with fewer is shown as incomplete), the inputs
 checked (the defined lanes of the chunks done), the rule, the max error (refimpl.sweep.chunk: ulps for float results,
 |got - expected| for integer and bool results), the violations with the first violating inputs, the chunks that could
-not be checked (unsupported, unavailable, error, crash) and the backend's time. Per case: the reference's time and the
+not be checked (unsupported, unavailable, error, crash, hang) and the backend's time. Per case: the reference's time and the
 wall time from its first chunk's start to its last chunk's end (one run's figure when the case ran in one run).
 
 Sources. The tables may combine several sources of one chunk size, given in order: sweep directories and the NAME.json
@@ -41,7 +41,7 @@ class Row:
   rule: str = ""
   seconds: float = 0.0
   declared_inexact: bool = False
-  other: dict = field(default_factory=dict)   # status -> chunks (unsupported, unavailable, error, crash)
+  other: dict = field(default_factory=dict)   # status -> chunks (unsupported, unavailable, error, crash, hang)
   detail: str = ""                            # the first such chunk's reason
   first: list = field(default_factory=list)   # the first violating inputs, in input order
 

@@ -31,7 +31,7 @@ from refimpl.ir import Ops
 from refimpl.testing import report_html as rh
 from refimpl.testing.provenance import provenance
 from refimpl.tinygrad import report_pages
-from refimpl.tinygrad.report_classes import CLASSES, REFIMPL_BACKENDS, DisagreementClass, run_reproducer
+from refimpl.tinygrad.report_classes import CLASSES, REFIMPL_BACKENDS, DisagreementClass, run_reproducer, safe_label, suite_report
 
 BACKENDS = ("CLANG", "LLVM", "GPU", "WEBGPU", "PYTHON")
 SUITE = ["spec_tests/test_conformance_ops.py", "spec_tests/test_conformance_programs.py",
@@ -54,14 +54,6 @@ def passes_on_refimpl(c: DisagreementClass) -> str:
   from refimpl.device import Device
   ok = [d for d in REFIMPL_BACKENDS if Device.open_error(d) is None and not run_reproducer(c, d)[0]]
   return ", ".join(ok) or "none"
-
-
-def safe_label(backend: str) -> str:
-  """A file-name-safe form of a backend label (a porter's module:Class included)."""
-  return re.sub(r"[^A-Za-z0-9_.-]", "_", backend)
-
-
-def suite_report(backend: str) -> str: return f"tinygrad-0.10.1-{safe_label(backend)}-suite"
 
 
 def _suite_doc(out: Path, backend: str) -> dict:
@@ -160,8 +152,8 @@ def fully_reduced(path: Path) -> bool:
   """Whether a finding's program takes no kernel argument that nothing uses (the reducer's last pass ran): only such
   reproducers are published (what spec_tests/test_fuzz_corpus.py holds every committed reproducer to)."""
   from refimpl.fuzz.corpus import load_finding
+  from refimpl.fuzz.edits import unused_declarations
   from refimpl.fuzz.graph import Graph
-  from refimpl.fuzz.reduce import unused_declarations
   graph = Graph.from_program(load_finding(path).case.program)
   return not [n for n in unused_declarations(graph) if n.op is not Ops.DEFINE_LOCAL]
 
@@ -174,12 +166,13 @@ def unsupported_dtypes(backend: str) -> dict[str, str]:
   return {spec.short_name(d): dev.unsupported_reasons.get(d, "") for d in spec.VALUE_DTYPES if not dev.supports_dtype(d)}
 
 
-def reliance_results() -> dict:
-  """refimpl.tinygrad.reliance's classes over what this machine captures (the REFIMPL device, tinygrad's CLANG)."""
+def reliance_results(out: Path | None = None) -> dict:
+  """refimpl.tinygrad.reliance's classes over what this machine captures (the REFIMPL device, tinygrad's CLANG); with
+  `out`, each kernel's reproducer saved under out/reliance/."""
   from refimpl.tinygrad.reference import install_reference_device
   from refimpl.tinygrad.reliance import report_classes
   from refimpl.tinygrad.toolchain import prepare_tinygrad
-  return report_classes(install_reference_device(), prepare_tinygrad()["CLANG"] is None)
+  return report_classes(install_reference_device(), prepare_tinygrad()["CLANG"] is None, out)
 
 
 def _classes(results: dict) -> None:
@@ -203,7 +196,7 @@ def rerun_classes(out: Path, command: str) -> int:
   and fuzz campaigns are not rerun (`report --classes-only`)."""
   doc = load(out)
   _classes(doc["results"])
-  doc["results"]["_reliance"] = reliance_results()
+  doc["results"]["_reliance"] = reliance_results(out)
   doc["classes_provenance"] = provenance(command)
   save(out, doc)
   return 0
@@ -239,6 +232,6 @@ def main(out: Path, backends: list[str], fuzz_seconds: float, command: str, keep
       print(f"refimpl.tinygrad report: TINYGRAD:{b}: fuzz {fuzz_seconds:.0f} s", file=sys.stderr, flush=True)
       results[b]["fuzz"] = run_fuzz(b, fuzz_seconds, out)
   _classes(results)
-  results["_reliance"] = reliance_results()
+  results["_reliance"] = reliance_results(out)
   save(out, {"provenance": provenance(command), "fuzz_seconds": fuzz_seconds, "results": results})
   return 0

@@ -1,7 +1,8 @@
 """What tinygrad 0.10.1's kernels rely on that the spec or some of its own renderers do not promise: three classes of
 the report.
 
-  report_classes(...)       all three, over the corpus, a training step and the edge cases: the report's data
+  report_classes(...)       all three, over the corpus, a training step and the edge cases: the report's data, and
+                            each kernel found saved as a case file (its reproducer: `python -m refimpl.fuzz replay FILE`)
 
   barrier_reliance(cases)   kernels that are defined by the spec's BARRIER (it orders the workgroup's locals and
                             globals) but not when a barrier orders locals only (emulate's barrier_scope="local"), which is
@@ -195,18 +196,35 @@ def linearizer_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
 
 CHECKOUT_CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "tinygrad-0.10.1"  # present in a checkout
 
-def report_classes(reference_device: str, clang: bool) -> dict[str, list[dict]]:
+def report_classes(reference_device: str, clang: bool, out: Path | None = None) -> dict[str, list[dict]]:
   """The three classes over what this machine can capture: the checkout's corpus (when there is one), a training step
   on `reference_device`, when tinygrad's CLANG runs (`clang`) the edge cases on it, and test_linearizer's mid-dim
-  multireduce kernel; as {"barrier": [...], "casts": [...], "lockstep": [...]} of Reliance fields (the report's data)."""
+  multireduce kernel; as {"barrier": [...], "casts": [...], "lockstep": [...]} of Reliance fields (the report's data).
+  With `out`, each kernel found is saved as a case file under out/reliance/<class>/ (the folder is made afresh: no file
+  of an earlier run stays) and its entry names it ("file", relative to out)."""
   def cases() -> Iterator[tuple[str, Case]]:
     if CHECKOUT_CORPUS.is_dir(): yield from corpus_cases(CHECKOUT_CORPUS)
     yield from training_step_cases(reference_device)
     if clang: yield from edge_cases("CLANG")
     yield from linearizer_cases()
   captured = list(cases())
-  return {"barrier": [vars(r) for r in barrier_reliance(captured)], "casts": [vars(r) for r in discarded_casts(captured)],
-          "lockstep": [vars(r) for r in lockstep_reliance(captured)]}
+  found = {"barrier": barrier_reliance(captured), "casts": discarded_casts(captured), "lockstep": lockstep_reliance(captured)}
+  data = {key: [vars(r) for r in rows] for key, rows in found.items()}
+  if out is not None: save_reproducers(out, found, data, dict(captured))
+  return data
+
+
+def save_reproducers(out: Path, found: dict[str, list[Reliance]], data: dict[str, list[dict]], cases: dict[str, Case]) -> None:
+  """Each kernel of each class as a case file in out/reliance/<class>/ (made afresh), named in its entry of `data`."""
+  import shutil
+
+  from refimpl.tinygrad.cases import case_finding, save_case
+  shutil.rmtree(out / "reliance", ignore_errors=True)
+  for key, rows in found.items():
+    for r, entry in zip(rows, data[key]):
+      case = cases[r.kernel]
+      f = case_finding(case.program, case.inputs, case.vals, key, r.kernel, detail=f"{key}: {r.reason}")
+      entry["file"] = save_case(out / "reliance" / key, f).relative_to(out).as_posix()
 
 
 RELIANCE_TEXT = {

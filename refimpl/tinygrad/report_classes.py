@@ -8,6 +8,7 @@ GPU; its pages (refimpl.tinygrad.report_pages) show each class with its reproduc
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,14 @@ import numpy as np
 
 from refimpl.dtype import DType, dtypes
 from refimpl.ir import Ops, Program, ProgramBuilder
+
+
+def safe_label(backend: str) -> str:
+  """A file-name-safe form of a backend label (a porter's module:Class included)."""
+  return re.sub(r"[^A-Za-z0-9_.-]", "_", backend)
+
+
+def suite_report(backend: str) -> str: return f"tinygrad-0.10.1-{safe_label(backend)}-suite"
 
 REFIMPL_BACKENDS = ("CLANG", "LLVM", "GPU")
 F32 = dtypes.float32

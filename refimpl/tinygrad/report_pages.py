@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from refimpl.testing import report_html as rh
-from refimpl.tinygrad.report_classes import CLASSES, OTHER_CLASSES, DisagreementClass, failing, replay_command
+from refimpl.tinygrad.report_classes import CLASSES, OTHER_CLASSES, DisagreementClass, failing, replay_command, safe_label
 
 TITLE = "tinygrad 0.10.1's backends against the spec"
 PAGE = "tinygrad-0.10.1"
@@ -103,7 +103,7 @@ def _headline_html(backends: dict) -> str:
     c, kinds = s["cases"], kind_counts(s)
     cell = lambda n, cls: f"<td class='{cls if n else 'zero'}'>{n}</td>"
     fails = "".join(cell(kinds.get(k, 0), f"fail k-{k}") for k in rh.KINDS)
-    rows.append(f"<tr><th><a href='#b-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</a></th><td>{rh.esc(rh.pass_rate(c))}</td>"
+    rows.append(f"<tr><th><a href='#b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</a></th><td>{rh.esc(rh.pass_rate(c))}</td>"
                 f"{cell(c.get('pass', 0), 'pass')}{fails}{cell(c.get('unsupported', 0), 'unsupported')}"
                 f"{cell(c.get('relaxed', 0), 'relaxed')}<td>{s['wall_s']:.0f} s</td>"
                 f"<td><a href='{rh.esc(s['report'])}#failing-tests'>{s.get('failed_tests', '?')} failing</a><br>"
@@ -113,11 +113,6 @@ def _headline_html(backends: dict) -> str:
   return (f"<table><thead><tr><th>backend</th><th>pass rate (over supported cases)</th><th class=pass>pass</th>{head}"
           f"<th class=unsupported>n/a</th><th class=relaxed>relaxed</th><th>suite wall time</th>"
           f"<th>failing tests (pytest)</th><th>suite report</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
-
-
-def _safe(backend: str) -> str:
-  from refimpl.tinygrad.conformance_report import safe_label
-  return safe_label(backend)
 
 
 def _class_html(c: DisagreementClass, results: dict) -> str:
@@ -149,19 +144,25 @@ def _reliance_html(found: dict) -> str:
     rows = []
     for r in found.get(key, []):
       workload, _, kernel = r["kernel"].rpartition(" ")
+      file = r.get("file")
+      repro = (f"<a href='{rh.esc(file)}'>{rh.esc(file.rpartition('/')[2])}</a><br><code>python -m refimpl.fuzz replay "
+               f"docs/conformance/{rh.esc(file)}</code>") if file else ""
       rows.append(f"<tr><td>{rh.esc(workload or '-')}</td><td><code>{rh.esc(kernel)}</code></td><td>{r['uop']}</td>"
                   f"<td>{rh.esc(r['op'])}</td><td>{rh.esc(str(r['lane']))}</td><td>{rh.message_html(r['reason'], 6)}</td>"
-                  "</tr>")
-    table = ("<table><thead><tr><th>workload</th><th>tinygrad's kernel name</th><th>uop</th><th>op</th><th>thread</th>"
-             f"<th>why</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else "<p>none found</p>"
+                  f"<td>{repro}</td></tr>")
+    head = ("<thead><tr><th>workload</th><th>tinygrad's kernel name</th><th>uop</th><th>op</th><th>thread</th><th>why</th>"
+            "<th>reproducer</th></tr></thead>")
+    table = f"<table>{head}<tbody>{''.join(rows)}</tbody></table>" if rows else "<p>none found</p>"
     parts.append(f"<h3 id='r-{key}'>{rh.esc(title)}</h3><p>{rh.code_text(text)}</p>{table}")
   return ("<h2 id=reliance>What tinygrad's kernels rely on</h2><p>Found by running tinygrad's captured kernels on the "
           "emulator (refimpl.tinygrad.reliance: the checkout's corpus, one training step, tinygrad's edge cases); rerun "
-          f"all three with <code>{rh.esc(RELIANCE_RERUN)}</code>.</p>" + "\n".join(parts))
+          f"all three with <code>{rh.esc(RELIANCE_RERUN)}</code>. Each kernel's reproducer is its case file: its replay "
+          "gives the spec's verdict on it (defined, or where it is undefined), and with <code>--backend TINYGRAD:CLANG"
+          "</code> it runs on tinygrad's own device.</p>" + "\n".join(parts))
 
 
 def _backend_html(b: str, r: dict) -> str:
-  head = f"<h3 id='b-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</h3>"
+  head = f"<h3 id='b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</h3>"
   s = r.get("suite")
   if s is None: return head + f"<p class=muted>not run: {rh.esc(rh.scrub(r.get('why', '')))}</p>"
   from refimpl.testing.pytest_plugin import anchor
@@ -191,7 +192,7 @@ def _fuzz_html(b: str, f: dict) -> str:
                     for x in f.get("dropped", []))
   summary = [ln for ln in f.get("summary", []) if ".json" not in ln]  # the table lists the findings, with their files
   kept = " (the campaign of an earlier run, kept with --keep-fuzz; each finding replayed again now)" if f.get("kept") else ""
-  return (f"<h3 id='f-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</h3><p>Campaign: <code>{rh.esc(f.get('command', ''))}</code>"
+  return (f"<h3 id='f-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</h3><p>Campaign: <code>{rh.esc(f.get('command', ''))}</code>"
           f"{kept}.</p><pre>{rh.esc(chr(10).join(summary))}</pre>{table}"
           + (f"<details><summary>{len(f.get('dropped', []))} findings not published, and why</summary><ul>{dropped}</ul>"
              "</details>" if dropped else ""))
@@ -310,7 +311,7 @@ def index_page(out: Path, doc: dict) -> str:
     na = f"<p class=muted>n/a (declared unsupported): {rh.esc(', '.join(v['unsupported']))}</p>" if v["unsupported"] else ""
     programs = ", ".join(f"<a href='{PAGE}.html#c-{rh.esc(c)}'>{rh.esc(c)}</a>" for c in v["classes"])
     na = (f"<p><b>In whole programs</b> (beyond single ops) it breaks: {programs}.</p>" if programs else "") + na
-    verdicts.append(f"<tr><th><a href='{PAGE}.html#b-{rh.esc(_safe(b))}'>TINYGRAD:{rh.esc(b)}</a></th>"
+    verdicts.append(f"<tr><th><a href='{PAGE}.html#b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</a></th>"
                     f"<td>{rh.esc(v['rate'])}</td><td><p><b>Safe</b>: {rh.esc(', '.join(v['safe']) or 'no op family')}"
                     f" (every supported case of these passes).</p><p><b>Not safe</b>:</p><ul>{unsafe}</ul>{na}</td></tr>")
   rows = []
