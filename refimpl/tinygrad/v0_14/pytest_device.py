@@ -3,10 +3,14 @@ source tree (its sdist ships test/test_tiny.py; its repository has the rest),
 
   python -m pytest -p refimpl.tinygrad.v0_14.pytest_device test/test_tiny.py
 
-The device is installed and made the default before any test module imports tinygrad's tensors."""
+The device is installed and made the default before any test module imports tinygrad's tensors. tinygrad's CPU device,
+which some tests use beside the default one, gets refimpl's clang first (toolchain.prepare_cpu; where there is none,
+those tests fail as they would without refimpl)."""
 from __future__ import annotations
 
 
 def pytest_configure(config) -> None:
   from refimpl.tinygrad.v0_14.device import install
+  from refimpl.tinygrad.v0_14.toolchain import prepare_cpu
+  prepare_cpu()
   install(default=True)
