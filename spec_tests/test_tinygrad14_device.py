@@ -150,6 +150,15 @@ print("sum", Tensor(x).sum().numpy())
 """
 
 
+def test_run_check_cpu_without_a_clang_says_what_to_install(python14, tmp_path):
+  """A CC that does not exist (the user's choice, which refimpl keeps) stands for a machine without clang: `run --check
+  CPU` exits 2 before running the script, naming the failure and what to install."""
+  res = _run(python14, tmp_path, "print('ran')", "-m", "refimpl.tinygrad", "run", "--check", "CPU", "--", "script.py",
+             env={"CC": str(tmp_path / "no-such-clang")})
+  assert res.returncode == 2 and "ran" not in res.stdout, res.stderr[-2000:]
+  assert "cannot use tinygrad's CPU" in res.stderr and "pip install ziglang" in res.stderr, res.stderr[-2000:]
+
+
 def test_run_check_cpu_reports_tinygrads_c_departing_from_its_kernel(python14, tmp_path):
   _device_or_skip(python14, "CPU")
   check = [python14, "-m", "refimpl.tinygrad", "run", "--check", "CPU", "--out", "check", "--", "script.py"]
