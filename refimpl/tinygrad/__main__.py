@@ -31,7 +31,8 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-  ap = argparse.ArgumentParser(prog="python -m refimpl.tinygrad", description="Run tinygrad 0.10.1 scripts against refimpl.")
+  ap = argparse.ArgumentParser(prog="python -m refimpl.tinygrad",
+                               description="Run tinygrad scripts against refimpl (0.10.1; 0.14: run, run --check, capture).")
   sub = ap.add_subparsers(dest="command", required=True)
   cap = sub.add_parser("capture", help="save every kernel a tinygrad script runs as a refimpl case")
   cap.add_argument("--device", default="PYTHON", help="tinygrad's device to run the script on (default PYTHON)")
