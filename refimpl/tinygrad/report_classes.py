@@ -197,20 +197,6 @@ def replay_command(class_id: str, device: str = "TINYGRAD:CLANG") -> str:
   return f"python -c \"from refimpl.tinygrad.report_classes import replay; replay('{class_id}', '{device}')\""
 
 
-def check_class(c: DisagreementClass, backend: str) -> tuple[bool | None, str]:
-  """(fails on TINYGRAD:backend, detail); None when the device does not open."""
-  from refimpl.device import Device
-  name = f"TINYGRAD:{backend}"
-  why = Device.open_error(name)
-  if why is not None: return None, why
-  return run_reproducer(c, name)
-
-
-def passes_on_refimpl(c: DisagreementClass) -> str:
-  """Which of refimpl's own backends run the reproducer as the spec says."""
-  from refimpl.device import Device
-  ok = [d for d in REFIMPL_BACKENDS if Device.open_error(d) is None and not run_reproducer(c, d)[0]]
-  return ", ".join(ok) or "none"
 
 
 def failing(c: DisagreementClass, backends: dict) -> list[str]:
