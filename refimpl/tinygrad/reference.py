@@ -186,12 +186,6 @@ def device_session() -> Session:
   return sys.modules[f"tinygrad.runtime.ops_{DEVICE.lower()}"].RefimplDevice.session
 
 
-def __getattr__(name: str) -> Session:
-  """`SESSION`, for callers written before the device held its session: `device_session()`."""
-  if name == "SESSION": return device_session()
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ***** checking mode: tinygrad's own device against the emulator *****
 
 @contextmanager

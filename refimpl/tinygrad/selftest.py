@@ -85,9 +85,9 @@ def pytest_configure(config) -> None:
   if line() == "0.14.0": return _configure_014(device)
   from tinygrad import Device
   if device == "REFIMPL":
-    from refimpl.tinygrad.reference import SESSION, install_reference_device
+    from refimpl.tinygrad.reference import device_session, install_reference_device
     install_reference_device(default=True)
-    if os.environ.get(SAVE_ENV): SESSION.save_undefined = Path(os.environ[SAVE_ENV])
+    if os.environ.get(SAVE_ENV): device_session().save_undefined = Path(os.environ[SAVE_ENV])
     return
   if device == "CLANG":
     from refimpl.tinygrad.toolchain import prepare_tinygrad
@@ -97,13 +97,15 @@ def pytest_configure(config) -> None:
 
 
 def _configure_014(device: str) -> None:
-  """tinygrad 0.14: REFIMPL is refimpl.tinygrad.v0_14's device; any other is chosen by name (DEV)."""
+  """tinygrad 0.14: REFIMPL is refimpl.tinygrad.v0_14's device; any other is chosen by name (DEV), with the toolchain
+  refimpl.tinygrad.v0_14.toolchain gives CPU and CL where the machine has none of its own."""
   if device == "REFIMPL":
     from refimpl.tinygrad.v0_14.device import install
     install(default=True)
     return
-  from tinygrad.helpers import DEV
-  DEV.value = device
+  from refimpl.tinygrad.v0_14.toolchain import use_device
+  why = use_device(device)  # CPU gets refimpl's clang, CL pyopencl's PoCL, where the machine has no other
+  if why is not None: raise RuntimeError(f"tinygrad's {device} does not run here: {why}")
 
 
 # ***** running and reading *****
