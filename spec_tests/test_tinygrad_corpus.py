@@ -35,7 +35,7 @@ def test_the_corpus_has_real_kernels_of_every_form():
 def _replay(backend: str) -> dict[str, list[str]]:
   """{file name: [status, kind, detail]} of every case on one backend (one pool of workers)."""
   findings = [load_finding(p) for p in FILES]
-  results = (r["result"] for r in replay(findings, [BackendRef(backend)]))
+  results = (r["result"] for r in replay(findings, [BackendRef(backend)], jobs=os.cpu_count() or 1))
   return {str(path): [r.status, r.kind, r.detail] for path, r in zip(FILES, results)}
 
 def _runs(backend: str, shared: Path | None) -> dict[str, list[str]]:

@@ -237,9 +237,11 @@ def after_loss(ev: Lost) -> tuple[Result | None, list[Job]]:
 def run_items(pool: Pool, items: list[Item], profile: Profile | None = None, cache: bool = True,
               job_id: int = 0) -> dict[tuple, Result]:
   """Runs items to completion on a pool, rerunning what a lost worker left (see after_loss): {(key, backend): Result}.
-  For replays, tests and small checks; the campaign schedules its jobs itself."""
+  The items go out as one job per worker (consecutive runs of them), so every worker of the pool has work. For
+  replays, tests and small checks; the campaign schedules its jobs itself."""
   results: dict[tuple, Result] = {}
-  pending = [Job(job_id, list(items), profile, cache)]
+  share = -(-len(items) // pool.size()) or 1
+  pending = [Job(job_id, items[k:k + share], profile, cache) for k in range(0, len(items), share)]
   while pending or pool.busy():
     for w in pool.idle():
       if pending: pool.submit(w, pending.pop())
