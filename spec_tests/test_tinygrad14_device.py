@@ -34,6 +34,7 @@ from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"
+HANG_GUARD = 900  # seconds a subprocess may take before the test stops it as hung: a guard, never a measurement
 
 
 def _tinygrad14_python() -> str | None:
@@ -62,7 +63,7 @@ def _run(python: str, tmp_path: Path, script: str, *args: str, env: dict | None 
   base = {k: v for k, v in os.environ.items() if k != "DEV"}  # the script's device is the test's choice
   env = {**base, "PYTHONPATH": str(ROOT), **(env or {})}
   command = [python, *args] if args else [python, "-m", "refimpl.tinygrad", "run", "--", "script.py"]
-  return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+  return subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD, cwd=tmp_path, env=env)
 
 
 # small kernels of every form: elementwise, a reduction, a matmul with locals, int division, a cast
@@ -114,13 +115,19 @@ def _losses(stdout: str) -> list[float]:
   return [float(x) for x in LOSS.findall(stdout)]
 
 
-def _device_or_skip(python: str, device: str) -> None:
-  """Skips when tinygrad 0.14's `device` (CPU, CL) cannot run here, with the toolchain's reason (what to install)."""
+def _device_problem(python: str, device: str) -> str | None:
+  """Why tinygrad 0.14's `device` (CPU, CL) cannot run here, with the toolchain's reason (what to install); None when
+  it runs."""
   probe = f"from refimpl.tinygrad.v0_14.toolchain import use_device; print(use_device({device!r}))"
-  res = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300,
+  res = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-  if res.stdout.strip() != "None":
-    pytest.skip(f"tinygrad 0.14's {device} device does not run here: {res.stdout}{res.stderr[-500:]}")
+  return None if res.stdout.strip() == "None" else f"{res.stdout}{res.stderr[-500:]}"
+
+
+def _device_or_skip(python: str, device: str) -> None:
+  """Skips when tinygrad 0.14's `device` cannot run here, saying why (_device_problem)."""
+  why = _device_problem(python, device)
+  if why is not None: pytest.skip(f"tinygrad 0.14's {device} device does not run here: {why}")
 
 
 def test_mlp_on_the_reference_computes_the_losses_of_tinygrads_cpu(python14, tmp_path):
@@ -170,7 +177,7 @@ def test_run_check_cpu_reports_tinygrads_c_departing_from_its_kernel(python14, t
   case = json.loads(saved[0].read_text())
   assert case["found"]["device"] == "CPU" and case["found"]["source"] == "tinygrad 0.14.0", case["found"]
   replayed = subprocess.run([python14, "-m", "refimpl.fuzz", "replay", str(saved[0])], capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            timeout=HANG_GUARD, env={**os.environ, "PYTHONPATH": str(ROOT)})
   assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]  # defined: the emulator reruns it
   shutil.rmtree(tmp_path / "check")
   res = _run(python14, tmp_path, SUM.format(fill="ones").replace("1e8, -1e8", "1, 1"), *check[1:])
@@ -227,16 +234,14 @@ def test_tinygrads_own_tiny_tests_pass_on_the_reference(python14, tmp_path):
   junit = tmp_path / "junit.xml"
   env = {k: v for k, v in os.environ.items() if k != "DEV"}
   res = subprocess.run([python14, "-m", "pytest", "-q", "-p", "refimpl.tinygrad.v0_14.pytest_device", "test/test_tiny.py",
-                        f"--junitxml={junit}"], capture_output=True, text=True, timeout=900, cwd=root,
+                        f"--junitxml={junit}"], capture_output=True, text=True, timeout=HANG_GUARD, cwd=root,
                        env={**env, "PYTHONPATH": str(ROOT)})
   assert junit.exists(), f"pytest did not run in {python14} (is pytest installed there?): {res.stderr[-2000:]}"
   cases = ET.parse(junit).getroot().iter("testcase")
   failed = {c.get("name"): (c.find("failure") if c.find("failure") is not None else c.find("error")) for c in cases}
   failed = {name: f.get("message", "") for name, f in failed.items() if f is not None}
   passed = sum(1 for c in ET.parse(junit).getroot().iter("testcase") if len(c) == 0)  # no failure, error or skip inside
-  probe = "from refimpl.tinygrad.v0_14.toolchain import prepare_cpu; print(prepare_cpu())"
-  cpu = subprocess.run([python14, "-c", probe], capture_output=True, text=True, timeout=300, env={**env, "PYTHONPATH": str(ROOT)})
-  if cpu.stdout.strip() == "None": assert passed >= 19 and not failed, (passed, failed)
+  if _device_problem(python14, "CPU") is None: assert passed >= 19 and not failed, (passed, failed)
   assert passed >= 17, res.stdout[-2000:]
   for name, why in failed.items():
     assert shutil.which("clang") is None and "No such file or directory: 'clang'" in why, (name, why)
