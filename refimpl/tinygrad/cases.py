@@ -35,9 +35,11 @@ def bits_of(arrays: list[np.ndarray], program: Program) -> list[dict]:
 
 def case_finding(program: Program, inputs: list[np.ndarray], vals: tuple[int, ...], device: str, kernel: str,
                  outputs: list[np.ndarray] | None = None, detail: str = "", rules: list[str] | None = None,
-                 source: str = SOURCE) -> Finding:
+                 source: str | None = None) -> Finding:
   """A captured kernel as a Finding (see the module docstring); outputs are what tinygrad's device computed, rules the
-  translation rules that rewrote the kernel (the importer's TRANSLATION_RULES), source the tinygrad line."""
+  translation rules that rewrote the kernel (the importer's TRANSLATION_RULES), source the tinygrad line (None:
+  SOURCE, 0.10.1)."""
+  source = source or SOURCE
   found = {"source": source, "device": device, "kernel": kernel, "rules": sorted(rules or [])}
   if outputs is not None: found["outputs"] = bits_of(outputs, program)
   return Finding(Signature("PYTHON", "kernel", device, source.replace(" ", "-")), Case(program, inputs, vals),

@@ -41,8 +41,7 @@ class KernelProgram(EmulatedProgram):
       saved = ""
       if before is not None:
         from refimpl.tinygrad.cases import case_finding, save_case
-        line = {} if self.source is None else {"source": self.source}
-        found = case_finding(program, before, vals, DEVICE, self.name, detail=str(e), **line)
+        found = case_finding(program, before, vals, DEVICE, self.name, detail=str(e), source=self.source)
         saved = f" (reproducer: python -m refimpl.fuzz replay {save_case(self.session.save_undefined, found)})"
       self.session.undefined.append(f"{self.name}: {e}{saved}")
       raise KernelUndefinedBehavior(self.name, e, saved) from None
@@ -68,13 +67,12 @@ def check_run(session: Session, out: Path, device: str, name: str, program: Prog
   disagreement is saved as a case in out/disagreements, undefined behaviour in out/undefined (refimpl.tinygrad.cases;
   `source` names the tinygrad line, None: 0.10.1), each listed in `session`, which counts the run."""
   from refimpl.tinygrad.cases import case_finding, save_case
-  line = {} if source is None else {"source": source}
   try: why = compare_run(program, before, after, vals)
   except UndefinedBehavior as e:
-    path = save_case(Path(out) / "undefined", case_finding(program, before, vals, device, name, after, str(e), **line))
+    path = save_case(Path(out) / "undefined", case_finding(program, before, vals, device, name, after, str(e), source=source))
     session.undefined.append(f"{name}: {e} (saved {path})")
     why = None
   if why is not None:
-    path = save_case(Path(out) / "disagreements", case_finding(program, before, vals, device, name, after, why, **line))
+    path = save_case(Path(out) / "disagreements", case_finding(program, before, vals, device, name, after, why, source=source))
     session.disagreements.append(f"{name}: {why} (saved {path})")
   session.ran(name)

@@ -51,7 +51,8 @@ def host_arrays(device: str, bufs: tuple, program: Program) -> list[np.ndarray]:
     if hasattr(allocator, "_as_buffer"): view = memoryview(allocator._as_buffer(raw)).cast("B")
     else:
       if nbytes is None: raise ValueError(f"{device}: a buffer of no known size cannot be copied out")
-      allocator._copyout(view := memoryview(bytearray(nbytes)), raw)
+      view = memoryview(bytearray(nbytes))
+      allocator._copyout(view, raw)
     if nbytes is not None and view.nbytes < nbytes:
       raise ValueError(f"{device}: a buffer of {view.nbytes} bytes where the kernel says {nbytes}")
     out.append(copy_of(view if nbytes is None else view[:nbytes], ptr.base))
