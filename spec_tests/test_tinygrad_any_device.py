@@ -205,17 +205,23 @@ def test_a_faithful_port_judged_against_its_baseline_differs_in_nothing(tmp_path
   assert "0 op cells differ from it (FAIL)" in (tmp_path / "r" / "mydev.md").read_text()
 
 
-# the tests each planted bug fails that tinygrad's CLANG does not (docs/porting.md, section 11)
+XOR_DTYPES = ("bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
+# the tests each planted bug fails that tinygrad's CLANG does not (docs/porting.md, section 11); the sweeps find every
+# bug whatever the run, the hypothesis examples (a few random ones per case) only when an example shows it: XOR
+# rendered as OR differs only on lanes where both operands have a bit set (for bool: both true), which a run's few
+# examples may not hold, so those tests may fail with the bug but never without it (MAY_ALSO)
 SLICE_FOR_BASELINE = ["*-XOR-*", "*-CMPNE-*", "*threefry*", "*vector*", "*constants_render*", "*-MUL-f32*"]
 DIFFERENCES = {
   "Equivalent": set(),
   "Planted": {"test_threefry_matches_the_random123_known_answers"} |
-             {f"test_backend_matches_the_spec_on_{w}-XOR-{d}" for w in ("the_sweep", "hypothesis_examples")
-              for d in ("bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")},
+             {f"test_backend_matches_the_spec_on_the_sweep-XOR-{d}" for d in XOR_DTYPES},
   "ShortLiteral": {"test_constants_render_exactly-float32"},
   "Renamed": {"test_vectors_load_compute_shuffle_and_store",
               "test_backend_matches_the_emulator_on_hand_written_programs-vectors"},
 }
+
+
+MAY_ALSO = {"Planted": {f"test_backend_matches_the_spec_on_hypothesis_examples-XOR-{d}" for d in XOR_DTYPES}}
 
 
 def _failed(stdout: str, device: str) -> set[str]:
@@ -238,8 +244,9 @@ def test_each_planted_bug_shows_as_exactly_its_differences_from_the_baseline(tmp
   res = _run(tmp_path, *[x for d in devices for x in ("--backend", d)], "--baseline", "TINYGRAD:CLANG", *only, "-n", "2")
   assert res.returncode == 1, res.stdout[-4000:] + res.stderr[-2000:]
   for kind, expected in DIFFERENCES.items():
-    assert _failed(res.stdout, PORT.format(kind)) == expected, kind
-    assert f"{PORT.format(kind)}: {len(expected)} difference" in res.stdout
+    failed = _failed(res.stdout, PORT.format(kind))
+    assert expected <= failed <= expected | MAY_ALSO.get(kind, set()), (kind, failed ^ expected)
+    assert f"{PORT.format(kind)}: {len(failed)} difference" in res.stdout
 
 
 def test_a_fuzz_campaign_against_its_baseline_counts_only_the_ports_own_bugs(tmp_path):
