@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from refimpl.ir import Ops
 from refimpl.testing import report_html as rh
@@ -92,7 +93,13 @@ def _scrub_detail(path: Path, detail: str) -> None:
   if clean != text and json.loads(clean)["detail"] == rh.scrub(detail): path.write_text(clean)
 
 
-def replays_as_claimed(paths: list[Path]) -> dict[Path, tuple[bool, str]]:
+class Replay(NamedTuple):
+  ok: bool  # it failed with the kind it claims
+  did: str  # what it did: status, kind, detail
+  unsupported_here: bool  # the backend on this machine declares it cannot run the program (a capability it lacks here)
+
+
+def replays_as_claimed(paths: list[Path]) -> dict[Path, Replay]:
   """Whether each published finding still fails on its backend, in a fresh isolated worker (one pool for them all),
   with the kind it claims; and what it did (the check spec_tests/test_published_pages.py makes of every committed
   finding)."""
@@ -103,7 +110,7 @@ def replays_as_claimed(paths: list[Path]) -> dict[Path, tuple[bool, str]]:
   for path, run in zip(paths, replay(findings)):
     claimed, result = json.loads(path.read_text())["signature"]["kind"], run["result"]
     did = f"{result.status} {result.kind}: {result.detail}"[:400]
-    out[path] = (result.status == "finding" and _kind(result.kind) == _kind(claimed), did)
+    out[path] = Replay(result.status == "finding" and _kind(result.kind) == _kind(claimed), did, result.status == "unsupported")
   return out
 
 
@@ -137,7 +144,7 @@ def publish_findings(backend: str, out: Path) -> dict:
       why = "a harness error (refimpl's own UndefinedBehavior), not the backend's"
     elif f not in replayed: why = "the reducer stopped early (not published)"
     else:
-      ok, did = replayed[f]
+      ok, did, _ = replayed[f]
       why = None if ok else f"does not replay as claimed now ({did})"
     if why is None:
       _scrub_detail(f, str(doc.get("detail", "")))
