@@ -245,3 +245,35 @@ def test_tinygrads_own_tiny_tests_pass_on_the_reference(python14, tmp_path):
   assert passed >= 17, res.stdout[-2000:]
   for name, why in failed.items():
     assert shutil.which("clang") is None and "No such file or directory: 'clang'" in why, (name, why)
+
+
+CAPTURED = """
+import numpy as np
+from tinygrad import Tensor
+small = Tensor(np.arange(16, dtype=np.float32)) * 3 + 1
+large = Tensor(np.arange(4096, dtype=np.float32)).exp2()
+print(small.numpy().tobytes().hex(), large.numpy().sum())
+"""
+
+
+def test_capture_saves_each_kernel_as_a_case_that_replays_and_skips_larger_buffers_by_name(python14, tmp_path):
+  """`capture --max-elements N` under 0.14: a kernel whose largest buffer has more than N elements is skipped and
+  named; every saved case runs on refimpl's emulator to the outputs tinygrad 0.14's PYTHON device computed (compare_run:
+  the spec's tolerance per op) and replays with `python -m refimpl.fuzz replay`."""
+  from refimpl.fuzz.corpus import load_finding
+  from refimpl.tinygrad.cases import tinygrad_outputs
+  from refimpl.tinygrad.program import compare_run
+  res = _run(python14, tmp_path, CAPTURED, "-m", "refimpl.tinygrad", "capture", "--device", "PYTHON", "--out", "cases",
+             "--max-elements", "1000", "--", "script.py")
+  assert res.returncode == 0, res.stderr[-3000:]
+  skipped = [line for line in res.stderr.splitlines() if line.startswith("  skipped ")]
+  assert skipped and all("(more than --max-elements 1000)" in line and "4096 elements" in line for line in skipped), res.stderr
+  saved = sorted((tmp_path / "cases").glob("*.json"))
+  saved = [p for p in saved if p.name != "untranslated.json"]
+  assert saved, res.stderr
+  for path in saved:
+    assert max(len(b["bits"]) for b in json.loads(path.read_text())["inputs"]) <= 1000
+    f = load_finding(path)
+    assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None, path.name
+  replayed = _run(python14, tmp_path, "", "-m", "refimpl.fuzz", "replay", *map(str, saved))
+  assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]

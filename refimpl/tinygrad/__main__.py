@@ -181,7 +181,8 @@ def _line_error(args: argparse.Namespace, script: list[str] | None) -> int | Non
   from refimpl.tinygrad.lines import UnsupportedTinygrad, installed, require
   if installed() == "0.14.0" and args.command == "capture":
     from refimpl.tinygrad.v0_14.capture import main as capture_014
-    return capture_014(["--device", args.device, "--out", str(args.out), "--", *(script or [])])
+    return capture_014(["--device", args.device, "--out", str(args.out), "--max-elements", str(args.max_elements), "--",
+                        *(script or [])])
   if installed() == "0.14.0" and args.command == "run": return None  # run_main: either line
   if installed() == "0.14.0" and args.command == "selftest": return None  # refimpl.tinygrad.selftest serves both lines
   try: require("0.10.1", f"python -m refimpl.tinygrad {args.command}")
