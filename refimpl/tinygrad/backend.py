@@ -151,7 +151,6 @@ def open_tinygrad(target: Target) -> Any:
   opens devices in spawned workers). The in-tree CLANG, LLVM and GPU toolchains are prepared first
   (refimpl.tinygrad.toolchain); a device without a renderer, compiler and runtime (DISK, NPY) is not one to test."""
   from tinygrad.device import Compiled as TinygradCompiled
-  from tinygrad.renderer import Renderer as TinygradRenderer
 
   from refimpl.tinygrad.toolchain import prepare_tinygrad
   why = prepare_tinygrad().get(target.label)
@@ -161,6 +160,25 @@ def open_tinygrad(target: Target) -> Any:
     raise DeviceUnavailable(f"{target.device}: {cls!r} is not a subclass of tinygrad.device.Compiled")
   try: tg = cls(target.tinygrad_name(cls))
   except Exception as e: raise target.unavailable(f"tinygrad's {cls.__name__} does not open", e) from None
+  return _compute_device(target, cls, tg)
+
+
+def open_device(target: Target) -> Any:
+  """tinygrad's device (open_tinygrad), or, where it does not open and refimpl.tinygrad.standins has a stand-in for it
+  (QCOM, DSP, NV, CUDA, AMD, METAL), that stand-in, judged at the level its table says."""
+  from refimpl.tinygrad.standins import STANDINS, open_standin
+  try: tg = open_tinygrad(target)
+  except DeviceUnavailable as e:
+    if target.spec is not None or target.label not in STANDINS: raise
+    return open_standin(target.label, str(e).removeprefix(f"{target.device}: "))
+  if target.spec is None and target.label in STANDINS and type(tg.renderer).__name__.startswith("Mock"):
+    return open_standin(target.label, f"tinygrad's {type(tg).__name__} fell back to its mock (no device files here)")
+  return tg
+
+
+def _compute_device(target: Target, cls: type, tg: Any) -> Any:
+  """`tg`, when it has a renderer and a runtime (DeviceUnavailable for DISK, NPY)."""
+  from tinygrad.renderer import Renderer as TinygradRenderer
   if tg.runtime is None or type(tg.renderer).render is TinygradRenderer.render:
     raise DeviceUnavailable(f"{target.device}: {cls.__name__} is not a compute device (it has no renderer or runtime)")
   return tg
@@ -274,7 +292,9 @@ class TinygradDevice(Compiled):
     self.target = Target.parse(device)
     try: require("0.10.1", f"the {KIND} devices")  # refimpl.tinygrad.lines: no tinygrad, or another line
     except UnsupportedTinygrad as e: raise DeviceUnavailable(f"{device}: {e}") from None
-    self.tg = open_tinygrad(self.target)
+    self.tg = open_device(self.target)
+    self.standin = getattr(self.tg, "standin", None)  # refimpl.tinygrad.standins.StandIn, None on the real device
+    self.level = "ran" if self.standin is None else self.standin.level
     self.backend = self.target.label
     self.tinygrad_device = self.tg.device
     from refimpl.tinygrad.toolchain import toolchain_identity
@@ -318,13 +338,15 @@ class TinygradDevice(Compiled):
             f"{self.tinygrad_device} (tinygrad.device.is_dtype_supported)")
 
   def _check_it_runs(self) -> None:
-    """DeviceUnavailable with the cause unless the smallest kernel (int32 ADD over 4 lanes) renders, compiles and runs:
-    a device whose compiler cannot run here (no clang on PATH) does not open, rather than refusing every dtype."""
+    """DeviceUnavailable with the cause unless the smallest kernel (int32 ADD over 4 lanes) renders, compiles and runs
+    (up to the device's level: a stand-in judged at compiled or rendered does not run it): a device whose compiler
+    cannot run here (no clang on PATH) does not open, rather than refusing every dtype."""
     program = elementwise(Ops.ADD, dtypes.int32, n=4)
     program = Program("probe_i32", program.uops, program.global_size, program.local_size)
     try:
       src = self.renderer.render(program.name, lower_for(program, self.renderer))
       prg = self.runtime(program.name, self.compiler.compile_cached(src))
+      if self.level != "ran": return  # it renders (and compiles): all a device judged below ran can show here
       bufs = [self.allocator.alloc(16) for _ in program.buffers]
       for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, np.int32).tobytes()))
       prg(*bufs, global_size=program.global_size, local_size=program.local_size, wait=True)

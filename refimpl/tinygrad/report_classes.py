@@ -167,10 +167,12 @@ OTHER_CLASSES = ("narrow floats (`__fp16` / `__bf16` arithmetic computed in floa
                  "float4 store that does not render (AttributeError in the WGSL renderer) and float32 FDIV (no FDIV)")
 
 
-def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool, str]:
+def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool | None, str]:
   """(breaks the rule on `device`, what it gave): the reproducer's output against the emulator's (exact, or by the
   spec's tolerance rule for a transcendental class: refimpl.testing.compare.within_tolerance); an exception is a
-  failure, with its whole message (scrubbed of this machine's paths)."""
+  failure, with its whole message (scrubbed of this machine's paths); None on a device judged below level ran
+  (refimpl.tinygrad.standins) whose kernel rendered (and compiled) but cannot run here."""
+  from refimpl.tinygrad.standins import NotRunHere
   from refimpl import spec
   from refimpl.emulator.machine import emulate
   from refimpl.runner import Kernel
@@ -179,6 +181,7 @@ def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool, str]:
   program, inputs = c.reproducer()
   want = emulate(program, inputs).buffers[0]
   try: got = Kernel(program, device)(*[a.copy() for a in inputs])[0]
+  except NotRunHere as e: return None, scrub(str(e))
   except Exception as e: return True, scrub(f"{type(e).__name__}: {e}")
   if c.tolerance is None: ok = same_value(got, want)
   else: ok = within_tolerance(got, want, spec.ulp_bound(c.tolerance, F32) or 0)
@@ -189,7 +192,8 @@ def replay(class_id: str, device: str) -> None:
   """Prints what class `class_id`'s reproducer gives on `device` (e.g. replay("max-nan-f32", "TINYGRAD:CLANG"))."""
   c = CLASS_BY_ID[class_id]
   bad, detail = run_reproducer(c, device)
-  print(f"{class_id} on {device}: {'breaks' if bad else 'keeps'} the rule ({c.rule}): {detail}")
+  verdict = "cannot run here, so neither breaks nor keeps" if bad is None else ("breaks" if bad else "keeps")
+  print(f"{class_id} on {device}: {verdict} the rule ({c.rule}): {detail}")
 
 
 def replay_command(class_id: str, device: str = "TINYGRAD:CLANG") -> str:

@@ -1,0 +1,272 @@
+"""tinygrad 0.10.1's devices whose hardware is not here, judged at the highest level this machine allows.
+
+A kernel reaches one of three levels (LEVELS), highest first:
+  ran       it ran on a stand-in runtime (named) and its results were held to the spec like any device's;
+  compiled  its source compiled with the device's own toolchain or the closest one available (named); nothing ran;
+  rendered  tinygrad's renderer produced its source; no compiler for it runs here.
+What fails at a level (a render error, a compile error, a wrong value) is a finding at that level.
+
+STANDINS is the one table: per tinygrad device, the level it is judged at here, tinygrad's renderer, and the stand-in
+runtime or toolchain. `TINYGRAD:<NAME>` opens tinygrad's real device first (refimpl.tinygrad.backend.open_tinygrad);
+only where that fails (no /dev/kgsl-3d0, no /dev/nvidiactl, not macOS, ...) does it open the stand-in below, and a
+stand-in that cannot be built here raises DeviceUnavailable with both reasons and what to install. Every piece is
+tinygrad's own except what stands in for the missing hardware:
+  - QCOM (ran): QCOMRenderer (tinygrad's OpenCLRenderer, device "QCOM") + tinygrad's GPU device's CLCompiler, CLProgram
+    and allocator on PoCL, in place of the Adreno's kgsl runtime.
+  - DSP (ran): tinygrad's own mock DSP (what DSPDevice opens without /dev/ion): its MockDSPRenderer (DSPRenderer's
+    kernel, with a Linux `_start` that reads the buffers from stdin and writes them to stdout), compiled as its
+    ClangCompiler(None, ["-static"] + Hexagon flags) compiles it, and run as its MockDSPProgram runs it (qemu-hexagon, in
+    docker there); here zig's clang compiles (HEXAGON_FLAGS: tinygrad's) and Debian's qemu-user runs qemu-hexagon
+    directly. Two changes, both to the stand-in's link, none to the kernel's code: the static link is against musl
+    (zig's hexagon-linux-musl) in place of -nostdlib, since the kernels call what the DSP's runtime provides
+    (DSPRenderer renders SIN / EXP2 / LOG2 as __builtin_sin / exp2f / log2f, and int32 division is __hexagon_divsi3);
+    so the mock's `_start` is renamed and called from main (musl's crt1 has the `_start`). SIN, EXP2 and LOG2 results
+    are then musl's libm, standing in for the DSP's. tinygrad's real form (DSPRenderer's FastRPC `entry`, linked
+    -shared as DSPDevice links it) is compiled by spec_tests/test_tinygrad_standins.py.
+  - NV, CUDA (compiled): NVRenderer / CUDARenderer for sm_80 + tinygrad's NVCompiler (cubin) / CUDACompiler (PTX),
+    NVRTC from the nvidia-cuda-nvrtc-cu12 wheel (refimpl.tinygrad.nvidia.load_bindings).
+  - AMD (rendered): AMDRenderer. tinygrad compiles it with comgr for the GPU's gfx target; the only one tinygrad 0.10.1
+    names is gfx1100 (compile_hip's default, RDNA3). Debian's comgr (libamd-comgr2 5.2.3, LLVM 15) refuses that ISA
+    name (amd_comgr_action_info_set_isa_name: INVALID_ARGUMENT; gfx942 likewise), and for the older gfx90a it links
+    without the device libraries (lld: undefined hidden symbol __ockl_get_group_id) although rocm-device-libs is
+    installed; its LLVM also aborts any process that loaded another LLVM first (PoCL's, tinygrad's LLVM device:
+    "Option ... registered more than once"). So nothing compiles AMD kernels here (measured 2026-12-06).
+  - METAL (rendered): MetalRenderer; no Metal compiler runs on Linux.
+A device below level ran opens with a runtime whose launch raises NotRunHere (a NotTranslatable: the suite reports the
+case "not tested", the fuzzer sets it aside), so `Kernel(program, "TINYGRAD:NV")` renders and compiles and
+`replay(class, "TINYGRAD:NV")` reproduces what fails to render or compile. `judge_builds` gives every op case's
+outcome at a device's level (the report's rows for the devices below ran).
+"""
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from refimpl.device import DeviceUnavailable
+from refimpl.errors import NotTranslatable
+
+LEVELS = ("ran", "compiled", "rendered")
+NV_ARCH = "sm_80"
+AMD_ARCH = "gfx1100"  # the one gfx target tinygrad 0.10.1 names (compile_hip's default: RDNA3)
+# tinygrad 0.10.1's DSPDevice compiler_args + its ClangCompiler's flags (tinygrad/runtime/ops_dsp.py), the target as zig's
+# clang spells it (zig rejects "--target=hexagon": MissingOperatingSystem), no -fuse-ld=lld (zig links with lld):
+HEXAGON_FLAGS = ("-mcpu=hexagonv65", "-mhvx=v65", "-mhvx-length=128b", "-O2", "-Wall", "-Werror", "-x", "c", "-fPIC",
+                 "-ffreestanding")
+# the real DSP's link (DSPRenderer's source with its FastRPC entry: a shared object, symbols left to the DSP)
+HEXAGON_DSP_FLAGS = ("-shared", "-target", "hexagon-linux-none", "-nostdlib", *HEXAGON_FLAGS)
+# the mock's link for qemu-hexagon: static, with musl's libc, libm and compiler-rt in place of the DSP runtime's
+HEXAGON_RUN_FLAGS = ("-static", "-target", "hexagon-linux-musl", *HEXAGON_FLAGS)
+
+@dataclass(frozen=True)
+class StandIn:
+  """How a tinygrad device without its hardware is judged here (module docstring)."""
+  level: str     # the highest level its kernels can reach here (LEVELS)
+  renderer: str  # tinygrad's renderer, module:Class
+  standin: str   # the stand-in runtime (ran) or the toolchain (compiled) used; for rendered, why nothing compiles
+  hardware: str  # what would run it for real
+  install: str   # what this machine needs for the stand-in
+
+
+STANDINS = {
+  "QCOM": StandIn("ran", "tinygrad.renderer.cstyle:QCOMRenderer",
+                  "tinygrad's GPU (OpenCL) compiler, runtime and allocator on PoCL", "a Qualcomm Adreno GPU (/dev/kgsl-3d0)",
+                  "pip install 'refimpl[gpu]' (pyopencl and PoCL) or apt-get install pocl-opencl-icd"),
+  "DSP": StandIn("ran", "tinygrad.runtime.ops_dsp:MockDSPRenderer",
+                 "Hexagon v65 code from zig's clang with tinygrad's DSP flags, linked with musl and run on qemu-hexagon "
+                 "(Debian's qemu-user) as tinygrad's mock DSP runs it",
+                 "a Qualcomm Hexagon DSP (/dev/ion, /dev/adsprpc-smd)",
+                 "pip install 'refimpl[clang]' (ziglang) and apt-get install qemu-user (qemu-hexagon)"),
+  "NV": StandIn("compiled", "tinygrad.renderer.cstyle:NVRenderer", f"tinygrad's NVCompiler (NVRTC, cubin for {NV_ARCH})",
+                "an NVIDIA GPU and its kernel driver (/dev/nvidiactl)", "pip install 'refimpl[cuda]' (nvidia-cuda-nvrtc-cu12)"),
+  "CUDA": StandIn("compiled", "tinygrad.renderer.cstyle:CUDARenderer", f"tinygrad's CUDACompiler (NVRTC, PTX for {NV_ARCH})",
+                  "an NVIDIA GPU and its driver (libcuda.so)", "pip install 'refimpl[cuda]' (nvidia-cuda-nvrtc-cu12)"),
+  "AMD": StandIn("rendered", "tinygrad.renderer.cstyle:AMDRenderer",
+                 f"no comgr here compiles {AMD_ARCH}, the target tinygrad names (Debian's libamd-comgr2 5.2.3 refuses it)",
+                 "an AMD GPU and the amdgpu kernel driver (/dev/kfd)", "nothing (tinygrad's renderer only)"),
+  "METAL": StandIn("rendered", "tinygrad.renderer.cstyle:MetalRenderer", "no Metal compiler runs on Linux",
+                   "macOS (Metal)", "nothing (tinygrad's renderer only)"),
+}
+
+
+class NotRunHere(NotTranslatable):
+  """A kernel of a device judged below level ran here was launched: it rendered (and compiled) but nothing runs it."""
+
+
+def describe(label: str) -> str:
+  """One line: the level a device is judged at here and with what (the pages' and DeviceUnavailable's wording)."""
+  s = STANDINS[label]
+  return f"{s.level} ({s.standin}; no {s.hardware} here)"
+
+
+# ***** the stand-in device object: what refimpl.tinygrad.backend reads of a tinygrad Compiled *****
+
+@dataclass
+class StandInDevice:
+  """Looks like a tinygrad Compiled to refimpl.tinygrad.backend: its device name (tinygrad's, for is_dtype_supported),
+  renderer, compiler, runtime and allocator; `standin` says how it is judged."""
+  device: str
+  renderer: Any
+  compiler: Any
+  runtime: Any
+  allocator: Any
+  standin: StandIn
+  sync: Any = None
+
+  def synchronize(self) -> None:
+    if self.sync is not None: self.sync()
+
+
+def open_standin(label: str, why: str) -> StandInDevice:
+  """The stand-in of tinygrad device `label`, whose real device did not open (`why`); DeviceUnavailable when the
+  stand-in cannot be built here either."""
+  s = STANDINS[label]
+  try: return BUILDERS[label](s)
+  except DeviceUnavailable: raise
+  except Exception as e:
+    msg = (f"TINYGRAD:{label}: {why}; its stand-in ({s.standin}) does not open here either: {type(e).__name__}: {e}; "
+           f"needs {s.install}")
+    raise DeviceUnavailable(" ".join(msg.split())[:700]) from None
+
+
+def _renderer(s: StandIn, *args: Any) -> Any:
+  from refimpl.device import load_object
+  return load_object(s.renderer)(*args)
+
+
+def _not_run(label: str, s: StandIn) -> Any:
+  """The runtime of a device below level ran: builds, and raises NotRunHere when launched."""
+  class NotRun:
+    def __init__(self, name: str, lib: bytes): self.name, self.lib = name, lib
+    def __call__(self, *bufs: Any, global_size: Any = None, local_size: Any = None, vals: Any = (), wait: bool = False):
+      raise NotRunHere(f"TINYGRAD:{label}: {self.name} {'compiled' if s.level == 'compiled' else 'rendered'}, not run: "
+                       f"judged at level {describe(label)}")
+  return NotRun
+
+
+def _host_allocator(alignment: int = 16) -> Any:
+  """tinygrad's MallocAllocator, its buffers aligned to `alignment` bytes."""
+  from tinygrad.device import _MallocAllocator
+  class Aligned(_MallocAllocator):
+    def _alloc(self, size: int, options: Any) -> Any: return self._alloc_aligned(size, alignment)
+  return Aligned()
+
+
+def _build_qcom(s: StandIn) -> StandInDevice:
+  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  why = prepare_tinygrad()["GPU"]
+  if why is not None: raise RuntimeError(why)
+  from tinygrad.runtime.ops_gpu import CLDevice
+  cl = CLDevice("GPU")
+  return StandInDevice("QCOM", _renderer(s), cl.compiler, cl.runtime, cl.allocator, s, cl.synchronize)
+
+
+def _build_nvidia(label: str, s: StandIn) -> StandInDevice:
+  from refimpl.tinygrad.nvidia import load_bindings
+  load_bindings()
+  from tinygrad.runtime.support.compiler_cuda import CUDACompiler, NVCompiler
+  compiler = NVCompiler(NV_ARCH) if label == "NV" else CUDACompiler(NV_ARCH)
+  return StandInDevice(label, _renderer(s, NV_ARCH), compiler, _not_run(label, s), _host_allocator(), s)
+
+
+class RenderOnly:
+  """The compiler of a device judged at level rendered: the source itself (nothing compiles it here)."""
+  cachekey = None
+  def compile(self, src: str) -> bytes: return src.encode()
+
+
+def _build_rendered(label: str, s: StandIn) -> StandInDevice:
+  return StandInDevice(label, _renderer(s), RenderOnly(), _not_run(label, s), _host_allocator(), s)
+
+
+# ***** DSP: Hexagon code on qemu-hexagon *****
+
+QEMU_TIMEOUT_S = 120
+MOCK_ENTRY = "void _start(void) {"
+HOSTED_ENTRY = "void rf_start(void);\nint main(void) { rf_start(); return 0; }\nvoid rf_start(void) {"
+
+
+def hexagon(zig: list[str], src: str, flags: tuple[str, ...]) -> tuple[bytes | None, str]:
+  """(the Hexagon ELF, "") or (None, zig's diagnostics) of C source `src` built by zig's clang with `flags`."""
+  with tempfile.TemporaryDirectory() as d:
+    c, out = Path(d) / "k.c", Path(d) / "k.out"
+    c.write_text(src)
+    done = subprocess.run([*zig, *flags, str(c), "-o", str(out)], capture_output=True, text=True, timeout=QEMU_TIMEOUT_S)
+    return (out.read_bytes(), "") if done.returncode == 0 else (None, done.stderr[-3000:])
+
+
+class DSPCompiler:
+  """tinygrad's mock DSP compile by zig's clang, linked with musl for qemu-hexagon (module docstring)."""
+  cachekey = None
+
+  def __init__(self, zig: list[str]): self.zig = zig
+
+  def compile(self, src: str) -> bytes:
+    from refimpl.errors import CompileError
+    if src.count(MOCK_ENTRY) != 1: raise CompileError(f"not MockDSPRenderer's source (no `{MOCK_ENTRY}`):\n{src}")
+    elf, log = hexagon(self.zig, src.replace(MOCK_ENTRY, HOSTED_ENTRY), HEXAGON_RUN_FLAGS)
+    if elf is None: raise CompileError(f"clang --target=hexagon failed:\n{log}\n--- source ---\n{src}")
+    return elf
+
+
+def _dsp_runtime() -> Any:
+  """tinygrad's MockDSPProgram without its docker: qemu-hexagon runs the ELF, the buffers (then the vals) on stdin,
+  the buffers back on stdout."""
+  class QemuHexagonProgram:
+    def __init__(self, name: str, lib: bytes): self.name, self.lib = name, lib
+    def __call__(self, *bufs: Any, vals: Any = (), wait: bool = False):
+      with tempfile.TemporaryDirectory() as d:
+        exe = Path(d) / "kernel.out"
+        exe.write_bytes(self.lib)
+        exe.chmod(0o755)
+        stdin = b"".join([bytes(x) for x in bufs] + [struct.pack("I", v & 0xFFFFFFFF) for v in vals])
+        done = subprocess.run(["qemu-hexagon", str(exe)], input=stdin, capture_output=True, timeout=QEMU_TIMEOUT_S)
+      if done.returncode != 0:
+        raise RuntimeError(f"qemu-hexagon: {self.name} exited {done.returncode}: {done.stderr[-500:].decode(errors='replace')}")
+      offset = 0
+      for x in bufs:
+        x[:] = done.stdout[offset:offset + len(x)]
+        offset += len(x)
+  return QemuHexagonProgram
+
+
+def _build_dsp(s: StandIn) -> StandInDevice:
+  from tinygrad.device import MallocAllocator
+
+  from refimpl.backends import ops_clang
+  zig = ops_clang._ziglang_command()
+  if zig is None: raise RuntimeError("no ziglang here: the Hexagon objects are built with zig's clang")
+  if shutil.which("qemu-hexagon") is None: raise RuntimeError("no qemu-hexagon on PATH")
+  return StandInDevice("DSP", _renderer(s), DSPCompiler(zig), _dsp_runtime(), MallocAllocator, s)
+
+
+BUILDERS = {"QCOM": _build_qcom, "DSP": _build_dsp, "NV": lambda s: _build_nvidia("NV", s),
+            "CUDA": lambda s: _build_nvidia("CUDA", s), "AMD": lambda s: _build_rendered("AMD", s),
+            "METAL": lambda s: _build_rendered("METAL", s)}
+
+
+# ***** every op case at a device's level (the report's rows for the devices judged below ran) *****
+
+def judge_case(device: str, case: Any) -> tuple[str, str]:
+  """(status, detail) of one op case (refimpl.testing.differential.OpCase) on a device judged below ran: its kernel
+  (the suite's, OpHarness) built up to the device's level. "pass": it reached that level; "fail": it did not render or
+  compile (the message as the suite writes it, so the report tells the kind); "unsupported": the device declares a
+  dtype unsupported; "untested": refimpl cannot export it (tinygrad 0.10.1 has no form for it)."""
+  from refimpl.device import Device
+  from refimpl.testing.differential import OpHarness, supported
+  if not supported(device, case): return "unsupported", f"{device} does not support the dtypes of {case.id}"
+  try: OpHarness(device, case)
+  except NotTranslatable as e: return "untested", f"refimpl cannot export: {e}"
+  except Exception as e: return "fail", f"{device}: {case.id} does not run: {type(e).__name__}: {e}"
+  return "pass", f"{device}: {case.id} {Device[device].level} (judged at {describe(device.partition(':')[2])})"
+
+
+def judge_builds(device: str, cases: list | None = None) -> dict[str, tuple[str, str]]:
+  """{case id: (status, detail)} of every op case of the suite (alu, cast and bitcast cases) on `device` (judge_case)."""
+  from refimpl.testing.differential import alu_cases, bitcast_cases, cast_cases
+  cases = alu_cases() + cast_cases() + bitcast_cases() if cases is None else cases
+  return {c.id: judge_case(device, c) for c in cases}
