@@ -172,12 +172,12 @@ def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool | None, str]
   spec's tolerance rule for a transcendental class: refimpl.testing.compare.within_tolerance); an exception is a
   failure, with its whole message (scrubbed of this machine's paths); None on a device judged below level ran
   (refimpl.tinygrad.standins) whose kernel rendered (and compiled) but cannot run here."""
-  from refimpl.tinygrad.standins import NotRunHere
   from refimpl import spec
   from refimpl.emulator.machine import emulate
   from refimpl.runner import Kernel
   from refimpl.testing.compare import same_value, within_tolerance
   from refimpl.testing.report_html import scrub
+  from refimpl.tinygrad.standins import NotRunHere
   program, inputs = c.reproducer()
   want = emulate(program, inputs).buffers[0]
   try: got = Kernel(program, device)(*[a.copy() for a in inputs])[0]
