@@ -206,14 +206,15 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
 
 # *** matmul-shaped scans: several accumulators per thread, vector loads through affine indices, MUL/ADD chains ***
 
-def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none"):
+def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none", short: int = 0):
   """tinygrad's upcast matmul: thread t keeps a 2x2 tile of accumulators; each iteration loads a 2-wide row of a and a
   2-wide column pair of b through affine indices (vector loads, GEPs) and adds the four products, acc on the side
   `acc_first` says, to the accumulators (a chain of two steps each per iteration). loose: "operand" takes the square
   root of a's elements first (NaN, so NAN_PAYLOAD, on negative ones: the products' operands have levels), "acc" starts
-  the first accumulator at NaN (the accumulator has levels)."""
+  the first accumulator at NaN (the accumulator has levels). short: b's buffer has that many elements fewer than its
+  loads reach."""
   b = ProgramBuilder("matmul_tile")
-  out, a, bm = b.global_buf(dt, 4 * threads), b.global_buf(dt, 2 * k * threads), b.global_buf(dt, 2 * k * threads)
+  out, a, bm = b.global_buf(dt, 4 * threads), b.global_buf(dt, 2 * k * threads), b.global_buf(dt, 2 * k * threads - short)
   t = b.gidx(0, threads)
   accs = [b.acc(b.const(float("nan") if loose == "acc" and n == 0 else 0, dt)) for n in range(4)]
   with b.loop(k // 2) as r:
@@ -259,6 +260,7 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc
   (loop,) = Plan.of(p, ()).lane_loops.values()
   assert all(step.product for scan in loop.scans for step in scan.steps), "the fold should make the products"
   assert loop.outer is not None and len(loop.outer.scans) == 4, "the four accumulators should fold as one tile"
+  assert (loop.outer.memory is not None) == (loose != "operand"), "the tile's operands are elements of its loads"
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
@@ -273,7 +275,7 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   agree bit for bit (every NaN one value)."""
   p = program_from_json((pathlib.Path(__file__).parent.parent / "bench" / "kernels" / "grid_matmul_256.json").read_text())
   (loop,) = Plan.of(p, ()).lane_loops.values()
-  assert loop.outer is not None and len(loop.outer.scans) == 16
+  assert loop.outer is not None and len(loop.outer.scans) == 16 and loop.outer.memory is not None
   rng = np.random.default_rng(0)
   inputs = [np.zeros(dt.size, to_np(dt.base)) if k == 0 else _specials(dt.base, dt.size, rng)
             for k, dt in sorted(p.buffers.items())]
@@ -281,6 +283,23 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "permissive"])
+def test_undefined_behavior_rule_out_of_bounds_tile_operand(strict, monkeypatch):
+  """A tile whose fold may read its operands from memory (loops.MemoryOperands) still finds what its loads would: with
+  a buffer one element short, the last thread's last iteration reads past its end (OUT_OF_BOUNDS), and lanes report
+  what the sequential rule reports (the same first finding, or the same events, buffers and levels)."""
+  p = _matmul_tile(F32, 512, 32, short=1)
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert loop.outer is not None and loop.outer.memory is not None
+  rng = np.random.default_rng(1)
+  inputs = [np.zeros(4 * 512, np.float32), _specials(F32, 64 * 512, rng), _specials(F32, 64 * 512 - 1, rng)]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  lanes = emulation_outcome(p, inputs, (), strict=strict)
+  assert "outside [0, 32767) of buffer 2" in str(lanes)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=strict)
 
 
 def test_race_rule_write_after_read_inside_a_loop_run_as_lanes(monkeypatch):

@@ -224,6 +224,16 @@ def _plain_read(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray 
   view = _in_bounds(m, mem, form, count)
   return None if view is None else read_view(mem.data, view, count, m.control.grid, mem.mutable)
 
+def plain_site(m: Machine, i: int) -> tuple[Memory, tuple[tuple[int, ...], int]] | None:
+  """Where LOAD i reads on the current grid, as (memory, view), when it is plain (Plan.plain_accesses) and `_in_bounds`
+  finds it: it then reads that view and finds nothing; None elsewhere. Its INDEX need not have run."""
+  form = m.plan.plain_accesses[i]
+  if form is None: return None
+  u = m.plan.uops[i]
+  mem = m.env[m.plan.uops[u.src[0]].src[0]]
+  view = _in_bounds(m, mem, form, u.dtype.count)
+  return None if view is None else (mem, view)
+
 def _plain_write(m: Machine, mem: Memory, form: tuple, count: int, values: np.ndarray) -> bool:
   """Stores the exact `values` of a plain STORE (Plan.plain_accesses) through a view of memory where `_in_bounds`
   finds it, every lane really runs, control is exact and the lanes' elements are one stride apart (memory.lane_view);

@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from refimpl.emulator import alu, settings
+from refimpl.emulator.access import plain_site
 from refimpl.emulator.certainty import EXACT, carry, join
 from refimpl.emulator.compute import set_register
 from refimpl.emulator.loops import ROW_STEPS_FROM, LaneLoop, Product, Scan, Step, fold, fold_outer, fold_ufunc, iterations
+from refimpl.emulator.memory import strided
 from refimpl.emulator.plan import Kind
 from refimpl.emulator.state import Control, Handler, Machine, control_level
 from refimpl.emulator.values import LAZY, Value, as_python, carried_levels, on_lane, ufunc_value, with_levels
@@ -86,14 +88,18 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   end, lanes = m.plan.block_end[i], outer.grid.lanes
   grid = outer.grid.extend(n, loop.iteration_major)
   def rep(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None or mask.shape[0] == 1 else grid.spread(mask)
-  handlers = [_skip if j in loop.folded else h for j, h in enumerate(outer.handlers)] if loop.folded else outer.handlers
-  m.control = Control(grid, handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
+  m.control = Control(grid, _skipping(outer.handlers, loop.folded), active=rep(outer.active), real=rep(outer.real),
+                      level=rep(outer.level))
   m.axes[i] = (len(m.control.grid.sizes) - 1, start)
   m.env[i] = LAZY
   m.regions.append((i, {}))
   try:
+    from_memory = _memory_tile(m, loop, lanes)
+    if from_memory is not None:
+      m.control = m.control._replace(handlers=_skipping(outer.handlers, loop.folded | loop.outer.memory.ops))
     m.run(i + 1, end)
-    terms = [[_chain_term(m, step) for step in scan.steps] for scan in loop.scans]
+    skipped = set(loop.outer.scans) if from_memory is not None else set()
+    terms = [None if k in skipped else [_chain_term(m, step) for step in scan.steps] for k, scan in enumerate(loop.scans)]
   finally:
     _, restore = m.regions.pop()
     m.env[i + 1:end] = [None] * (end - i - 1)  # dead after the loop (loops.py)
@@ -103,11 +109,15 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     m.control = outer
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
-    tiled = _fold_tile(m, loop, terms, n, lanes)
+    tiled = _fold_tile(m, loop, from_memory if from_memory is not None else _tile_steps(m, loop, terms, n, lanes))
     for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
       if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
+
+def _skipping(handlers: list[Handler], skip: frozenset[int]) -> list[Handler]:
+  """The handler table with the ops in `skip` (the ones a loop run as lanes leaves to its folds) doing nothing."""
+  return [_skip if j in skip else h for j, h in enumerate(handlers)] if skip else handlers
 
 def _chain_term(m: Machine, step: Step) -> Value | Product:
   """A chain step's term at the end of its loop's body: its value; for a product the fold makes itself (Step.product),
@@ -151,15 +161,21 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
   cert = join(carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
   set_register(m, scan.acc, with_levels(out.values, cert))
 
-def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n: int, lanes: int) -> set[int]:
-  """The folds of loop.outer's tile at once (loops.fold_outer) when their accumulators are exact scalars, every term
-  is a Product and the lanes are wide; the same registers `_fold` would give each. Returns the scans it folded."""
+def _tile_accumulators(m: Machine, loop: LaneLoop, lanes: int) -> list[Value] | None:
+  """The registers of loop.outer's tile when it folds at once (loops.fold_outer): every one an exact scalar, and the
+  lanes wide; else None (each scan folds on its own, `_fold`)."""
+  if loop.outer is None or lanes < ROW_STEPS_FROM: return None
+  accs = [m.env[loop.scans[k].acc] for k in loop.outer.scans]
+  return None if any(a.cert is not None or a.v.ndim != 1 for a in accs) else accs
+
+def _tile_steps(m: Machine, loop: LaneLoop, terms: list[list[Value | Product] | None], n: int,
+                lanes: int) -> list[Product] | None:
+  """The steps of loop.outer's tile for fold_outer, from the terms the body made, when it folds at once
+  (`_tile_accumulators`) and every term is a Product; else None."""
   tile = loop.outer
-  if tile is None or lanes < ROW_STEPS_FROM: return set()
-  scans, ts = [loop.scans[k] for k in tile.scans], [terms[k] for k in tile.scans]
-  accs = [m.env[scan.acc] for scan in scans]
-  if any(a.cert is not None or a.v.ndim != 1 for a in accs) or not all(isinstance(t, Product) for row in ts for t in row):
-    return set()
+  if _tile_accumulators(m, loop, lanes) is None: return None
+  ts = [terms[k] for k in tile.scans]
+  if not all(isinstance(t, Product) for row in ts for t in row): return None
   rows, cols = len(tile.steps[0].rows), len(tile.steps[0].cols)
   def operand(p: Product, first: bool) -> np.ndarray: return iterations(p.a if first else p.b, n, lanes, loop.iteration_major)
   steps = []
@@ -167,22 +183,50 @@ def _fold_tile(m: Machine, loop: LaneLoop, terms: list[list[Value | Product]], n
     x = _side_by_side([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)])
     y = _side_by_side([operand(ts[c][s], not step.row_first[c]) for c in range(cols)])
     steps.append(Product(ts[0][s].fn, x, y))
+  return steps
+
+def _memory_tile(m: Machine, loop: LaneLoop, lanes: int) -> list[Product] | None:
+  """The steps of loop.outer's tile for fold_outer read from memory itself (loops.MemoryOperands), over the grid's
+  axes (the loop's first), when it folds at once (`_tile_accumulators`) and every operand's LOAD is plain and in
+  bounds (access.plain_site) in a memory the program never stores to: exactly what those loads would read, and they
+  would find nothing, so the body skips them. None elsewhere (the body runs its loads). Called with the loop's grid."""
+  tile = loop.outer
+  if tile is None or tile.memory is None or _tile_accumulators(m, loop, lanes) is None: return None
+  grid, uops = m.control.grid, m.plan.uops
+  axis = grid.order.index(len(grid.sizes) - 1)
+  read = {}
+  for load in {load for step in tile.memory.sources for side in step for load, _ in side}:
+    site = plain_site(m, load)
+    if site is None or site[0].mutable: return None
+    read[load] = np.moveaxis(strided(site[0].data, site[1], uops[load].dtype.count, grid), axis, 0)
+  def side(elements: tuple[tuple[int, int], ...]) -> np.ndarray:
+    return _side_by_side([read[load][..., k] if uops[load].dtype.count > 1 else read[load] for load, k in elements])
+  muls = [m.plan.ufuncs[step.term] for step in loop.scans[tile.scans[0]].steps]  # one rule across the tile
+  return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, tile.memory.sources)]
+
+def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[int]:
+  """The folds of loop.outer's tile at once (loops.fold_outer) over `steps` (`_tile_steps`, `_memory_tile`; None:
+  they fold one by one); the same registers `_fold` would give each. Returns the scans it folded."""
+  if steps is None: return set()
+  tile = loop.outer
+  scans = [loop.scans[k] for k in tile.scans]
+  lanes = m.control.grid.lanes
   fn = alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
-  done = fold_outer(fn, [np.broadcast_to(a.v, (lanes,)) for a in accs], steps)
+  done = fold_outer(fn, [np.broadcast_to(m.env[scan.acc].v, (lanes,)) for scan in scans], steps)
   for k, scan in enumerate(scans):
     set_register(m, scan.acc, with_levels(done.values[k], None if done.cert is None else done.cert[k]))
   return set(tile.scans)
 
 def _side_by_side(arrays: list[np.ndarray]) -> np.ndarray:
-  """(n, L) arrays as one (n, k, L) array: a view where they are one array's equally spaced rows (the GEPs of a vector
-  LOAD, which lays each element out across the lanes), else a copy."""
+  """(n, *G) arrays as one (n, k, *G) array: a view where they are one array's equally spaced rows (the GEPs of a
+  vector LOAD, which lays each element out across the lanes; the rows of a tile in memory), else a copy."""
   first = arrays[0]
   at = [a.__array_interface__["data"][0] for a in arrays]
   step = at[1] - at[0] if len(at) > 1 else 0
   if first.base is not None and all(a.base is first.base and a.strides == first.strides and a.shape == first.shape
                                     and at[k] == at[0] + k * step for k, a in enumerate(arrays)):
-    return np.lib.stride_tricks.as_strided(first, (first.shape[0], len(arrays), first.shape[1]),
-                                           (first.strides[0], step, first.strides[1]), writeable=False)
+    return np.lib.stride_tricks.as_strided(first, (first.shape[0], len(arrays)) + first.shape[1:],
+                                           (first.strides[0], step) + first.strides[1:], writeable=False)
   return np.stack(arrays, axis=1)
 
 def _if(m: Machine, i: int, u: UOp) -> int:

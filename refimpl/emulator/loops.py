@@ -45,6 +45,10 @@ SCAN_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE)  # W
 # from this many elements per step on, one ufunc call per step beats `accumulate` along axis 0 (one inner loop per lane)
 ROW_STEPS_FROM = 256
 TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
+# the most elements of numpy's ufunc buffer while fold_outer runs (numpy's default, 8192): it takes the tile's inner runs,
+# where one operand is broadcast (stride 0), through its buffer when they are shorter than about half the buffer
+# (measured: numpy 2.4, a 256 x 256 outer-product multiply 2.5x slower), so fold_outer asks for twice its run
+TILE_BUFFER = 8192
 
 
 @dataclass(frozen=True)
@@ -75,13 +79,23 @@ class TileStep:
   row_first: tuple[bool, ...]
 
 @dataclass(frozen=True)
+class MemoryOperands:
+  """An OuterProduct whose every operand is element k of a LOAD made directly in the loop's body (GEP k of a vector
+  LOAD, or a scalar LOAD: k = 0), a LOAD that nothing but the tile's products reads (itself or through GEPs that only
+  they read). sources[s]: the (LOAD, k) of each row's and of each column's operand in tile step s. `ops`: those LOADs
+  and GEPs, which a fold that reads the operands from memory itself (blocks._memory_tile) lets the body skip."""
+  sources: tuple[tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], ...]
+  ops: frozenset[int]
+
+@dataclass(frozen=True)
 class OuterProduct:
   """Scans of one loop whose folds may run together (`fold_outer`): a tile of len(steps[0].rows) x len(steps[0].cols)
   accumulators, scan `scans[r * cols + c]` (an index into LaneLoop.scans) at (r, c), whose chains have one op and one
   dtype, and whose every step is a product (Step.product) of an operand its row shares with one its column shares
-  (tinygrad's upcast matmul)."""
+  (tinygrad's upcast matmul). `memory`: where every operand is an element of a LOAD (MemoryOperands), else None."""
   scans: tuple[int, ...]
   steps: tuple[TileStep, ...]
+  memory: MemoryOperands | None = None
 
 @dataclass(frozen=True)
 class LaneLoop:
@@ -133,7 +147,9 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
   folded |= {j for j in body if uops[j].op is Ops.ASSIGN and uops[j].src[0] in carried}
   folded |= {s.term for scan in scans for s in scan.steps if s.product is not None}
   computed = all(uops[s.term].op in GroupOp.ALU and i < s.term < end for scan in scans for s in scan.steps)
-  return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed, _outer_product(program, scans))
+  tile = _outer_product(program, scans)
+  if tile is not None: tile = replace(tile, memory=_memory_operands(program, i, end, ends, users, scans, tile))
+  return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed, tile)
 
 
 def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
@@ -264,6 +280,33 @@ def _tile_step(pairs: list[tuple[Any, Any]], rows: int, cols: int) -> tuple[tupl
   return None
 
 
+def _memory_operands(program: Program, i: int, end: int, ends: dict[int, int], users: dict[int, list[int]],
+                     scans: Sequence[Scan], tile: OuterProduct) -> MemoryOperands | None:
+  """The tile's MemoryOperands when its operands have that shape (see its docstring), else None."""
+  uops, depth = program.uops, _depths(program, i, end, ends)
+  terms = {s.term for k in tile.scans for s in scans[k].steps}
+  def source(j: int) -> tuple[int, int] | None:
+    u = uops[j]
+    if u.op is Ops.GEP and len(u.arg) == 1 and uops[u.src[0]].op is Ops.LOAD and uops[u.src[0]].dtype.count > 1:
+      return u.src[0], u.arg[0]
+    return (j, 0) if u.op is Ops.LOAD and u.dtype.count == 1 else None
+  operands = {j for k in tile.scans for s in scans[k].steps for j in s.product}
+  found = {j: source(j) for j in operands}
+  if None in found.values(): return None
+  loads = {load for load, _ in found.values()}
+  ops = frozenset(operands | loads)
+  if any(not i < j < end or depth[j] != 0 for j in ops): return None
+  if any(not set(users.get(j, ())) <= (terms if j in operands else ops) for j in ops): return None
+  cols = len(tile.steps[0].cols)
+  def pair(k: int, s: int, row: bool) -> tuple[int, int]:
+    step, first = scans[tile.scans[k]].steps[s], tile.steps[s].row_first[k]
+    return found[step.product[0 if first == row else 1]]
+  rows = len(tile.steps[0].rows)
+  sources = tuple((tuple(pair(r * cols, s, True) for r in range(rows)), tuple(pair(c, s, False) for c in range(cols)))
+                  for s in range(len(tile.steps)))
+  return MemoryOperands(sources, ops)
+
+
 def _select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
   """(p, q, the CMPLT) when uop `node` is WHERE(CMPLT(p, q), q, p) and the WHERE is its CMPLT's only user."""
   u = uops[node]
@@ -364,20 +407,54 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Produ
 
 def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product]) -> Folded:
   """fold_ufunc of an OuterProduct tile at once: accs the tile's accumulators (L,) in (r, c) order; step s is
-  Product(mul, x, y) with x (n, rows, L) the rows' operands and y (n, cols, L) the columns', so that accumulator (r, c)
-  is fn'd with mul(x[it, r], y[it, c]), step by step, iteration by iteration: each accumulator's own chain in its own
-  order, two ufunc calls per step for the whole tile (mul and fn commute, as fold_ufunc's chains do). The result is
-  (rows * cols, L), in accs' order."""
+  Product(mul, x, y) with x (n, rows, *G) the rows' operands and y (n, cols, *G) the columns' (G: the outer lanes, as
+  one axis of L or as the grid's axes, prod(G) = L), so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
+  step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
+  the whole tile (mul and fn commute, as fold_ufunc's chains do). The tile is held in the axis order `_tile_layout`
+  picks (which element is where does not change what each one computes). The result is (rows * cols, L), in accs'
+  order."""
   n, rows, cols = steps[0].a.shape[0], steps[0].a.shape[1], steps[0].b.shape[1]
-  sides = [(p.fn, p.a[:, :, None], p.b[:, None]) for p in steps]  # (n, rows, 1, L) by (n, 1, cols, L)
+  shape = (rows, cols) + steps[0].a.shape[2:]
+  order, run = _tile_layout(steps[0].a[0, :, None], steps[0].b[0, None])
+  lead = (0,) + tuple(d + 1 for d in order)
+  sides = [(p.fn, p.a[:, :, None].transpose(lead), p.b[:, None].transpose(lead)) for p in steps]
   with np.errstate(all="ignore"):
-    out = np.stack(accs).reshape(rows, cols, -1)
+    np.setbufsize(min(TILE_BUFFER, 2 * run))  # until the errstate ends
+    start = np.stack(accs).reshape(shape)
+    out = np.empty(tuple(shape[d] for d in order), start.dtype)
+    out[...] = start.transpose(order)
     product = np.empty_like(out)
     for it in range(n):
       for mul, x, y in sides: fn(out, mul(x[it], y[it], out=product), out=out)
-  out = out.reshape(rows * cols, -1)
-  nan = np.isnan(out) if out.dtype.kind == "f" else None
-  return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+  values = out.transpose(np.argsort(order)).reshape(rows * cols, -1)
+  nan = np.isnan(values) if values.dtype.kind == "f" else None
+  return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _tile_layout(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], int]:
+  """The axis order (outermost first) in which fold_outer holds a tile of x's and y's broadcast shape, and the length
+  of that order's innermost run: the axes in three groups (those both operands or neither vary along, those only x
+  does, those only y does), each group's axes by decreasing stride, and of the six orders of the groups the one with
+  the longest innermost run that numpy's loops take in one stride for both operands (the tile itself is contiguous in
+  that order), of runs as long the one with the smaller strides."""
+  sx, sy = np.broadcast_arrays(x, y)
+  axes = list(range(sx.ndim))
+  def group(d: int) -> int: return 0 if bool(sx.strides[d]) == bool(sy.strides[d]) else 1 if sx.strides[d] else 2
+  def key(d: int) -> int: return -max(abs(sx.strides[d]), abs(sy.strides[d]))
+  groups = [sorted((d for d in axes if group(d) == g and sx.shape[d] > 1), key=key) for g in range(3)]
+  ones = [d for d in axes if sx.shape[d] == 1]
+  def run(order: tuple[int, ...]) -> tuple[int, int]:
+    length, want = 1, None
+    inner = -abs(sx.strides[order[-1]]) - abs(sy.strides[order[-1]]) if order else 0
+    for d in reversed(order):
+      strides = (sx.strides[d], sy.strides[d])
+      if want is not None and strides != want: break
+      length *= sx.shape[d]
+      want = (strides[0] * sx.shape[d], strides[1] * sx.shape[d])
+    return length, inner
+  orders = [tuple(ones + [d for g in perm for d in groups[g]]) for perm in itertools.permutations(range(3))]
+  best = max(orders, key=run)
+  return best, run(best)[0]
 
 
 def iterations(term: np.ndarray, n: int, lanes: int, iteration_major: bool) -> np.ndarray:

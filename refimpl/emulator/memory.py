@@ -124,12 +124,12 @@ class Site(NamedTuple):
 
   def strided(self, flat: np.ndarray, grid: Grid) -> np.ndarray:
     """The view as a numpy array of shape grid.shape (+ (count,)) into `flat` (writable: it aliases memory)."""
-    return _strided(flat, self.view, self.count, grid)
+    return strided(flat, self.view, self.count, grid)
 
   def tail(self) -> tuple[int, ...]: return (self.count,) if self.count > 1 else ()
 
 
-def _strided(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid) -> np.ndarray:
+def strided(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, grid: Grid) -> np.ndarray:
   """Site.strided of a site with that view and count."""
   coef, off = view
   it = flat.itemsize
@@ -153,10 +153,10 @@ def read_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, g
   else:
     out = lane_view(flat, view, count, grid)
     if out is None:
-      strided = _strided(flat, view, count, grid)
-      if count == 1: return strided.reshape(grid.lanes)  # a copy: no one stride fits the lanes
+      box = strided(flat, view, count, grid)
+      if count == 1: return box.reshape(grid.lanes)  # a copy: no one stride fits the lanes
       copy = np.empty((count,) + grid.shape, flat.dtype)
-      np.copyto(copy, np.moveaxis(strided, -1, 0))
+      np.copyto(copy, np.moveaxis(box, -1, 0))
       return copy.reshape(count, grid.lanes).T
   return out.copy() if snapshot else out
 

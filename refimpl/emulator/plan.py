@@ -139,6 +139,9 @@ class Plan:
     # what one lane's values take, at most (value bytes of every uop, twice for masks and temporaries)
     self.lane_bytes = max(1, 2 * sum(u.dtype.itemsize for u in uops if not isinstance(u.dtype, PtrDType)))
     self.folded = set().union(*(loop.folded for loop in self.lane_loops.values()))  # ops only loops' folds compute
+    # the LOADs and GEPs a tile's fold may read from memory itself (loops.MemoryOperands; the body then skips them)
+    self.from_memory = set().union(*(loop.outer.memory.ops for loop in self.lane_loops.values()
+                                     if loop.outer is not None and loop.outer.memory is not None))
     self.constants = {i: const_value(u) for i, u in enumerate(uops) if u.op is Ops.CONST}
     self._choose_kinds()
     self._choose_exact_paths()

@@ -14,8 +14,9 @@ ASSIGN of the stretch may change). Nothing is compiled from text: making a plan'
 its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
 the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
 
-A loop that runs as lanes skips the ops its folds compute (loops.LaneLoop.folded): `breaks` keeps them out of every
-stretch, so such a loop's handler table still reaches them one by one.
+A loop that runs as lanes skips the ops its folds compute (loops.LaneLoop.folded), and the loads a tile's fold reads
+from memory itself (loops.MemoryOperands): `breaks` keeps them out of every stretch, so such a loop's handler table
+still reaches them one by one.
 """
 from __future__ import annotations
 
@@ -111,8 +112,8 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler]) -
 
 def compile_stretches(plan: Plan, handlers: Sequence[Handler]) -> list[Handler]:
   """`handlers` (one per uop) with each stretch's handler (compile_stretch) at the stretch's first op; the ops loops'
-  folds compute (Plan.folded) break stretches."""
+  folds compute (Plan.folded) and those a fold may read from memory itself (Plan.from_memory) break stretches."""
   out = list(handlers)
-  for lo, hi in stretches(plan.uops, plan.folded):
+  for lo, hi in stretches(plan.uops, plan.folded | plan.from_memory):
     out[lo] = compile_stretch(plan, lo, hi, handlers)
   return out
