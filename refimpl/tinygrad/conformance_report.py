@@ -34,7 +34,8 @@ from refimpl.testing.provenance import provenance
 from refimpl.tinygrad import report_pages
 from refimpl.tinygrad.report_classes import CLASSES, REFIMPL_BACKENDS, DisagreementClass, run_reproducer, safe_label, suite_report
 
-BACKENDS = ("CLANG", "LLVM", "GPU", "WEBGPU", "PYTHON")
+NATIVE = ("CLANG", "LLVM", "GPU", "WEBGPU")  # tinygrad's seed devices whose own runtimes run here
+BACKENDS = (*NATIVE, "PYTHON")
 SUITE = ["spec_tests/test_conformance_ops.py", "spec_tests/test_conformance_programs.py",
          "spec_tests/test_conformance_rules.py"]
 SUITE_FOR = {"PYTHON": SUITE[1:]}
