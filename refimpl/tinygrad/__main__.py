@@ -11,8 +11,9 @@
   python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,WEBGPU]
       the conformance report of tinygrad 0.10.1's backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
       campaign and every disagreement class's reproducer on each TINYGRAD:<backend> (a tinygrad device name, or a
-      porter's module:Class); writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers
-      over the saved .json
+      porter's module:Class; QCOM, DSP, NV, CUDA, AMD, METAL at the level refimpl.tinygrad.standins judges them);
+      writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers over the saved .json;
+      --merge reports the named backends into the saved .json, keeping the others
   python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out docs/conformance]
       tinygrad's own tests (its sdist, fetched into a cache) on each device, and the compatibility table
       tinygrad-selftest.md / .html (refimpl.tinygrad.selftest)
@@ -50,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
   rep.add_argument("--keep-fuzz", action="store_true",
                    help="keep the saved fuzz campaigns (each published finding replayed again) instead of running new ones")
   rep.add_argument("--pages-only", action="store_true", help="rebuild the pages from the saved data, rerunning nothing")
+  rep.add_argument("--merge", action="store_true",
+                   help="report the named backends into the saved data, keeping the other backends as they were")
   rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
                    help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
   st = sub.add_parser("selftest", help="tinygrad's own tests on REFIMPL and tinygrad's devices: a compatibility table")
@@ -140,7 +143,7 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
   if installed() == "0.14.0":
     from refimpl.tinygrad.v0_14.check import check_kernels as check_014
     from refimpl.tinygrad.v0_14.toolchain import use_device
-    why = use_device(args.check.upper())
+    why = use_device(args.check)
     checking = check_014(args.out, Session(progress=True))
   else:
     from refimpl.tinygrad.reference import check_kernels
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pages_only: return rebuild_pages(args.out)
     if args.classes_only: return rerun_classes(args.out, command)
     backends = [b.strip() if ":" in b else b.strip().upper() for b in args.backends.split(",") if b.strip()]
-    return report_main(args.out, backends, args.fuzz_seconds, command, keep_fuzz=args.keep_fuzz)
+    return report_main(args.out, backends, args.fuzz_seconds, command, keep_fuzz=args.keep_fuzz, merge=args.merge)
   return capture_main(args, script) if args.command == "capture" else run_main(args, script)
 
 

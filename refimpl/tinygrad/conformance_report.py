@@ -14,7 +14,10 @@ TINYGRAD:B) it
 Then, once for tinygrad as a whole, the three classes of what its kernels rely on (refimpl.tinygrad.reliance). The data
 goes to tinygrad-0.10.1.json with the run's provenance (commit, date, toolchains, command); the pages
 (refimpl.tinygrad.report_pages) are built from it: tinygrad-0.10.1.{html,md}, and index.html over every page of the
-folder. `--classes-only` reruns the classes over the saved data, `--keep-fuzz` keeps the saved campaigns (each
+folder. A tinygrad device without its hardware is judged at the level refimpl.tinygrad.standins gives it: at ran as
+above (on its stand-in), below ran by building every op case to its level (run_builds; no fuzz campaign: nothing runs).
+`--merge` reports the named backends into the saved data, keeping the others; `--classes-only` reruns the classes over
+the saved data, `--keep-fuzz` keeps the saved campaigns (each
 published finding replayed again, a stale one dropped), `--pages-only` rebuilds the pages alone. Every subprocess runs
 as an argument list.
 """
@@ -82,6 +85,31 @@ def run_suite(backend: str, out: Path) -> dict:
   return {"wall_s": wall, "tests": tail[-1].strip("= ") if tail else res.stdout[-300:], "cases": case_counts(statuses),
           "statuses": statuses, "details": {case: detail for _, case, _, detail in doc["results"]},
           "failed_tests": len(doc.get("failed_tests", [])), "report": report.with_suffix(".html").name, "files": files}
+
+
+def level_of(backend: str) -> dict:
+  """The level TINYGRAD:backend is judged at here and with what: a stand-in's (refimpl.tinygrad.standins.STANDINS) where
+  the device opened as one, else ran on tinygrad's own runtime."""
+  from refimpl.device import Device
+  from refimpl.tinygrad.standins import STANDINS
+  if backend in STANDINS and getattr(Device[f"TINYGRAD:{backend}"], "standin", None) is not None:
+    s = STANDINS[backend]
+    return {"level": s.level, "standin": s.standin, "hardware": s.hardware}
+  return {"level": "ran", "standin": "tinygrad's own runtime", "hardware": ""}
+
+
+def run_builds(backend: str) -> dict:
+  """A device judged below ran: every op case of the suite built up to its level (refimpl.tinygrad.standins.judge_builds:
+  rendered, and compiled where it is judged at compiled), as run_suite's dict; nothing runs, so no suite report."""
+  from refimpl.tinygrad.standins import judge_builds
+  t = time.perf_counter()
+  got = judge_builds(f"TINYGRAD:{backend}")
+  statuses = {case: status for case, (status, _) in got.items()}
+  failed = sum(1 for v in statuses.values() if v == "fail")
+  command = (f"python -c \"from refimpl.tinygrad.standins import judge_builds; print(judge_builds('TINYGRAD:{backend}'))\"")
+  return {"wall_s": time.perf_counter() - t, "tests": f"{len(got)} op cases built, {failed} failed", "command": command,
+          "cases": case_counts(statuses), "statuses": statuses, "details": {c: rh.scrub(d) for c, (_, d) in got.items()},
+          "failed_tests": failed, "report": None, "files": []}
 
 
 def _kind(kind: str) -> str: return kind.replace(":", "-")
@@ -216,30 +244,41 @@ def rebuild_pages(out: Path) -> int:
   from refimpl.testing.pytest_plugin import rewrite_report
   doc = load(out)
   for b, r in doc["results"].items():
-    if not b.startswith("_") and r.get("suite"): rewrite_report(out / f"{suite_report(b)}.json", report_pages.INDEX)
+    if not b.startswith("_") and r.get("suite", {}).get("report"):
+      rewrite_report(out / f"{suite_report(b)}.json", report_pages.INDEX)
   save(out, doc)
   return 0
 
 
-def main(out: Path, backends: list[str], fuzz_seconds: float, command: str, keep_fuzz: bool = False) -> int:
+def main(out: Path, backends: list[str], fuzz_seconds: float, command: str, keep_fuzz: bool = False,
+         merge: bool = False) -> int:
+  """The report of `backends` (module docstring); with `merge`, the saved report's other backends are kept as they were
+  (their suites and campaigns not rerun; every class reruns on all of them)."""
   from refimpl.device import Device
   out.mkdir(parents=True, exist_ok=True)
-  saved = load(out)["results"] if keep_fuzz and (out / DATA).exists() else {}
-  results: dict = {}
+  saved_doc = load(out) if (keep_fuzz or merge) and (out / DATA).exists() else {"results": {}}
+  saved = saved_doc["results"]
+  results: dict = {b: r for b, r in saved.items() if not b.startswith("_") and b not in backends} if merge else {}
   for b in backends:
     why = Device.open_error(f"TINYGRAD:{b}")
     if why is not None:
       results[b] = {"why": rh.scrub(why)}
       continue
-    print(f"refimpl.tinygrad report: TINYGRAD:{b}: suite", file=sys.stderr, flush=True)
-    results[b] = {"suite": run_suite(b, out), "unsupported": unsupported_dtypes(b)}
+    level = level_of(b)
+    print(f"refimpl.tinygrad report: TINYGRAD:{b}: suite ({level['level']})", file=sys.stderr, flush=True)
+    suite = run_suite(b, out) if level["level"] == "ran" else run_builds(b)
+    results[b] = {"suite": suite, "unsupported": unsupported_dtypes(b), "level": level}
     if keep_fuzz and saved.get(b, {}).get("fuzz"):
       print(f"refimpl.tinygrad report: TINYGRAD:{b}: the saved fuzz campaign, its findings replayed", file=sys.stderr)
       results[b]["fuzz"] = {**saved[b]["fuzz"], **publish_findings(b, out), "kept": True}
-    elif fuzz_seconds > 0:
+    elif fuzz_seconds > 0 and level["level"] == "ran":
       print(f"refimpl.tinygrad report: TINYGRAD:{b}: fuzz {fuzz_seconds:.0f} s", file=sys.stderr, flush=True)
       results[b]["fuzz"] = run_fuzz(b, fuzz_seconds, out)
   _classes(results)
-  results["_reliance"] = reliance_results(out)
-  save(out, {"provenance": provenance(command), "fuzz_seconds": fuzz_seconds, "results": results})
+  results["_reliance"] = saved["_reliance"] if merge and "_reliance" in saved else reliance_results(out)
+  doc = {"provenance": provenance(command), "fuzz_seconds": fuzz_seconds, "results": results}
+  if merge and saved_doc.get("provenance"):
+    doc = {**saved_doc, "results": results, "merged": [*saved_doc.get("merged", []), {"backends": backends,
+           "fuzz_seconds": fuzz_seconds, "provenance": provenance(command)}]}
+  save(out, doc)
   return 0
