@@ -34,6 +34,23 @@ def _backends(results: dict) -> dict:
   return {b: r for b, r in results.items() if not b.startswith("_")}
 
 
+NATIVE_LEVEL = {"level": "ran", "standin": "tinygrad's own runtime", "hardware": ""}
+LEVEL_MEANING = {"ran": "its kernels ran and their results were held to the spec",
+                 "compiled": "a pass is a kernel that rendered and compiled; nothing ran, no value was checked",
+                 "rendered": "a pass is a kernel that rendered; nothing compiled or ran"}
+
+
+def level(r: dict) -> dict:
+  """A backend's level (refimpl.tinygrad.standins): the data's, or ran on tinygrad's own runtime (data made before it)."""
+  return r.get("level") or NATIVE_LEVEL
+
+
+def level_text(r: dict) -> str:
+  """"compiled (tinygrad's NVCompiler ...; no NVIDIA GPU here)": the level and what judged it."""
+  lv = level(r)
+  return f"{lv['level']} ({lv['standin']}" + (f"; stands in for {lv['hardware']})" if lv.get("hardware") else ")")
+
+
 def _provenance(doc: dict) -> dict:
   """The run's provenance; a report older than provenance names its command alone."""
   return doc.get("provenance") or {"command": doc.get("command", "?"), "date": "an unknown date", "commit": "unknown"}
@@ -68,7 +85,7 @@ def verdict(backend: str, r: dict) -> dict:
     unsafe.append(f"{family}: {'; '.join(parts)}")
   classes = [c.id for c in CLASSES if r.get("classes", {}).get(c.id, (None,))[0]]
   return {"rate": rh.pass_rate(s["cases"]), "safe": safe, "unsafe": unsafe, "classes": classes,
-          "unsupported": sorted(r.get("unsupported", {}), key=_dtype_order)}
+          "unsupported": sorted(r.get("unsupported", {}), key=_dtype_order), "level": level(r)["level"]}
 
 
 def _dtype_order(d: str) -> int: return rh.DTYPE_ORDER.index(d) if d in rh.DTYPE_ORDER else len(rh.DTYPE_ORDER)
@@ -93,7 +110,7 @@ def _cases_text(cases: list[str]) -> str:
 
 def _headline_html(backends: dict) -> str:
   rows = []
-  span = 5 + len(rh.KINDS) + len(HEADLINE_STATUSES)
+  span = 6 + len(rh.KINDS) + len(HEADLINE_STATUSES)
   for b, r in backends.items():
     s = r.get("suite")
     if s is None:
@@ -103,15 +120,19 @@ def _headline_html(backends: dict) -> str:
     c, kinds = s["cases"], kind_counts(s)
     cell = lambda n, cls: f"<td class='{cls if n else 'zero'}'>{n}</td>"
     fails = "".join(cell(kinds.get(k, 0), f"fail k-{k}") for k in rh.KINDS)
-    rows.append(f"<tr><th><a href='#b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</a></th><td>{rh.esc(rh.pass_rate(c))}</td>"
+    if s.get("report"):
+      tests = (f"<td><a href='{rh.esc(s['report'])}#failing-tests'>{s.get('failed_tests', '?')} failing</a><br>"
+               f"<small class=muted>pytest: {rh.esc(s['tests'])}</small></td>"
+               f"<td><a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a></td>")
+    else: tests = f"<td>{s.get('failed_tests', '?')} failing<br><small class=muted>{rh.esc(s['tests'])}</small></td><td>-</td>"
+    rows.append(f"<tr><th><a href='#b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</a></th>"
+                f"<td><b>{rh.esc(level(r)['level'])}</b><br><small class=muted>{rh.esc(level(r)['standin'])}</small></td>"
+                f"<td>{rh.esc(rh.pass_rate(c))}</td>"
                 f"{cell(c.get('pass', 0), 'pass')}{fails}{cell(c.get('unsupported', 0), 'unsupported')}"
-                f"{cell(c.get('relaxed', 0), 'relaxed')}<td>{s['wall_s']:.0f} s</td>"
-                f"<td><a href='{rh.esc(s['report'])}#failing-tests'>{s.get('failed_tests', '?')} failing</a><br>"
-                f"<small class=muted>pytest: {rh.esc(s['tests'])}</small></td>"
-                f"<td><a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a></td></tr>")
+                f"{cell(c.get('relaxed', 0), 'relaxed')}<td>{s['wall_s']:.0f} s</td>{tests}</tr>")
   head = "".join(f"<th class='fail k-{k}'>FAIL: {rh.KIND_LABELS[k]}</th>" for k in rh.KINDS)
-  return (f"<table><thead><tr><th>backend</th><th>pass rate (over supported cases)</th><th class=pass>pass</th>{head}"
-          f"<th class=unsupported>n/a</th><th class=relaxed>relaxed</th><th>suite wall time</th>"
+  return (f"<table><thead><tr><th>backend</th><th>judged at</th><th>pass rate (over supported cases)</th>"
+          f"<th class=pass>pass</th>{head}<th class=unsupported>n/a</th><th class=relaxed>relaxed</th><th>suite wall time</th>"
           f"<th>failing tests (pytest)</th><th>suite report</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -166,9 +187,16 @@ def _backend_html(b: str, r: dict) -> str:
   s = r.get("suite")
   if s is None: return head + f"<p class=muted>not run: {rh.esc(rh.scrub(r.get('why', '')))}</p>"
   from refimpl.testing.pytest_plugin import anchor
-  parts = [head, f"<p>Suite report: <a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a> (every FAIL cell links to "
-                 "its reproducer there; hover a cell for its message).</p>",
-           rh.grids(s["statuses"], lambda case: f"{s['report']}#{anchor(f'TINYGRAD:{b}', case)}", s.get("details", {}))]
+  judged = (f"<p>Judged at <b>{rh.esc(level(r)['level'])}</b>: {rh.esc(level_text(r))}; "
+            f"{rh.esc(LEVEL_MEANING[level(r)['level']])}.</p>")
+  if s.get("report"):
+    parts = [head, judged, f"<p>Suite report: <a href='{rh.esc(s['report'])}'>{rh.esc(s['report'])}</a> (every FAIL cell "
+                           "links to its reproducer there; hover a cell for its message).</p>",
+             rh.grids(s["statuses"], lambda case: f"{s['report']}#{anchor(f'TINYGRAD:{b}', case)}", s.get("details", {}))]
+  else:
+    parts = [head, judged, f"<p>Every op case built to that level (hover a cell for its message); rerun with "
+                           f"<code>{rh.esc(s.get('command', ''))}</code>.</p>",
+             rh.grids(s["statuses"], lambda case: None, s.get("details", {}))]
   why = r.get("unsupported", {})
   if why:
     items = "".join(f"<tr><th>{rh.esc(d)}</th><td>{rh.esc(rh.scrub(w))}</td></tr>" for d, w in why.items())
@@ -207,10 +235,14 @@ def html_page(doc: dict) -> str:
   parts = [rh.provenance_html(_provenance(doc), INDEX), f"<h1>{rh.esc(TITLE)}</h1>",
            "<p>Each backend is the refimpl device TINYGRAD:B: tinygrad's own renderer, compiler and runtime "
            "(refimpl/tinygrad/backend.py), judged against the spec; inputs the spec leaves undefined are never sent to "
-           "them. A dtype is n/a when tinygrad declares it unsupported on the device (tinygrad.device.is_dtype_supported); "
+           "them. A device whose hardware is not here is judged at the highest level this machine allows "
+           "(refimpl/tinygrad/standins.py): <b>ran</b> on a stand-in runtime (named), <b>compiled</b> with the closest "
+           "toolchain (named: a pass is a kernel that compiled, nothing ran), or <b>rendered</b> (a pass is a kernel "
+           "that rendered); a disagreement class that needs a run is \"not run\" there. A dtype is n/a when tinygrad "
+           "declares it unsupported on the device (tinygrad.device.is_dtype_supported); "
            "a declared dtype whose kernels do not render or compile is a FAIL of that kind.</p>",
            "<nav class=toc>" + " &middot; ".join(f"<a href='#{a}'>{t}</a>" for a, t in toc) + "</nav>",
-           "<h2 id=headline>Headline</h2>", _headline_html(backends),
+           "<h2 id=headline>Headline</h2>", _headline_html(backends), *[f"<p class=muted>{rh.esc(m)}</p>" for m in merged(doc)],
            "<p class=muted>Cases are the op suite's (op x dtype, CAST and BITCAST pairs); the failing tests column is "
            f"pytest's count over the op, program and rule tests ({rh.esc(', '.join(_suite_files(backends)))}), each "
            "listed with its rerun command on the suite report. Wall time on the machine that made the page, one "
@@ -231,6 +263,17 @@ def html_page(doc: dict) -> str:
   return rh.page(f"{TITLE} (refimpl conformance)", "\n".join(parts))
 
 
+def merged(doc: dict) -> list[str]:
+  """A sentence per run reported into the data with --merge: which backends, by what command, when, from what commit."""
+  out = []
+  for m in doc.get("merged", []):
+    prov, seconds = m.get("provenance", {}), m.get("fuzz_seconds") or 0
+    fuzz = f"{seconds:.0f} s each" if seconds else "none"
+    out.append(f"{', '.join(f'TINYGRAD:{b}' for b in m['backends'])}: reported into this page on {prov.get('date')} from "
+               f"refimpl commit {prov.get('commit')} by {prov.get('command')} (fuzz campaigns: {fuzz}).")
+  return out
+
+
 def _suite_files(backends: dict) -> list[str]:
   return sorted({f for r in backends.values() if r.get("suite") for f in r["suite"].get("files", [])})
 
@@ -241,18 +284,18 @@ def markdown(doc: dict) -> str:
   prov = _provenance(doc)
   lines = [f"# {TITLE}", "", f"Made on {prov.get('date')} from refimpl commit {prov.get('commit')} by "
            f"`{prov.get('command')}`. The page: [{PAGE}.html]({PAGE}.html); all pages: [index.html](index.html).", "",
-           "| backend | pass rate | pass | " + " | ".join(f"FAIL: {rh.KIND_LABELS[k]}" for k in rh.KINDS) +
-           " | n/a | failing tests |", "|---" * (5 + len(rh.KINDS)) + "|"]
+           "| backend | judged at | pass rate | pass | " + " | ".join(f"FAIL: {rh.KIND_LABELS[k]}" for k in rh.KINDS) +
+           " | n/a | failing tests |", "|---" * (6 + len(rh.KINDS)) + "|"]
   for b, r in backends.items():
     s = r.get("suite")
     if s is None:
       lines.append(f"| TINYGRAD:{b} | not run: {rh.scrub(r.get('why', ''))} |")
       continue
     kinds = kind_counts(s)
-    lines.append(f"| TINYGRAD:{b} | {rh.pass_rate(s['cases'])} | {s['cases']['pass']} | "
+    lines.append(f"| TINYGRAD:{b} | {level_text(r)} | {rh.pass_rate(s['cases'])} | {s['cases']['pass']} | "
                  + " | ".join(str(kinds.get(k, 0)) for k in rh.KINDS) + f" | {s['cases']['unsupported']} | "
                  f"{s.get('failed_tests', '?')} |")
-  lines += ["", "## Verdicts", ""]
+  lines += ["", *merged(doc), "", "## Verdicts", ""]
   for b, r in backends.items():
     if r.get("suite"): lines += [f"- {line}" for line in verdict_lines(b, r)]
   return "\n".join(lines) + "\n"
@@ -260,7 +303,10 @@ def markdown(doc: dict) -> str:
 
 def verdict_lines(b: str, r: dict) -> list[str]:
   v = verdict(b, r)
-  out = [f"TINYGRAD:{b}: {v['rate']} of the cases it supports pass. Safe: {', '.join(v['safe']) or 'no op family'}."]
+  judged = "" if v["level"] == "ran" and not r.get("level", {}).get("hardware") else f" (judged at {level_text(r)})"
+  what = "pass" if v["level"] == "ran" else f"reach {v['level']}"
+  out = [f"TINYGRAD:{b}{judged}: {v['rate']} of the cases it supports {what}. "
+         f"{'Safe' if v['level'] == 'ran' else f'Every case {what}s'}: {', '.join(v['safe']) or 'no op family'}."]
   out += [f"Not safe, {u}." for u in v["unsafe"]]
   if v["classes"]: out.append(f"In whole programs it breaks: {', '.join(v['classes'])}.")
   if v["unsupported"]: out.append(f"n/a (declared unsupported): {', '.join(v['unsupported'])}.")
@@ -311,8 +357,10 @@ def index_page(out: Path, doc: dict) -> str:
     na = f"<p class=muted>n/a (declared unsupported): {rh.esc(', '.join(v['unsupported']))}</p>" if v["unsupported"] else ""
     programs = ", ".join(f"<a href='{PAGE}.html#c-{rh.esc(c)}'>{rh.esc(c)}</a>" for c in v["classes"])
     na = (f"<p><b>In whole programs</b> (beyond single ops) it breaks: {programs}.</p>" if programs else "") + na
+    judged = f"<p><b>Judged at {rh.esc(v['level'])}</b>: {rh.esc(level_text(r))}; {rh.esc(LEVEL_MEANING[v['level']])}.</p>"
     verdicts.append(f"<tr><th><a href='{PAGE}.html#b-{rh.esc(safe_label(b))}'>TINYGRAD:{rh.esc(b)}</a></th>"
-                    f"<td>{rh.esc(v['rate'])}</td><td><p><b>Safe</b>: {rh.esc(', '.join(v['safe']) or 'no op family')}"
+                    f"<td>{rh.esc(v['rate'])}</td><td>{judged}<p><b>Safe</b>: "
+                    f"{rh.esc(', '.join(v['safe']) or 'no op family')}"
                     f" (every supported case of these passes).</p><p><b>Not safe</b>:</p><ul>{unsafe}</ul>{na}</td></tr>")
   rows = []
   for file, title, what in pages_of(out):
@@ -326,7 +374,9 @@ def index_page(out: Path, doc: dict) -> str:
     "<h1>refimpl conformance pages</h1>",
     "<p>refimpl is an executable specification of tinygrad 0.10.1's kernel language; these pages hold real backends "
     "to it. <b>Two kinds of backend</b> appear: tinygrad's own (TINYGRAD:CLANG, :LLVM, :GPU, :WEBGPU: tinygrad's renderer, "
-    "compiler and runtime, judged here) and refimpl's own backends (CLANG, LLVM, GPU, WEBGPU: refimpl's renderers on "
+    "compiler and runtime, judged here; :QCOM, :DSP, :NV, :CUDA, :AMD, :METAL, whose hardware is not here: judged at the "
+    "level this machine allows, ran on a stand-in, compiled or rendered, as each row says) and refimpl's own backends "
+    "(CLANG, LLVM, GPU, WEBGPU: refimpl's renderers on "
     "those compilers; the float32 sweeps and the main job's page), which this repository's tests hold to the spec. A porter "
     "reads "
     "<a href='../porting.md'>docs/porting.md</a>.</p>",
@@ -358,11 +408,12 @@ def write(out: Path, doc: dict) -> list[Path]:
 def readme_rows(doc: dict) -> list[str]:
   """The README's table of tinygrad's backends, from the data (spec_tests/test_published_pages.py holds the README to
   it): per backend the pass rate over supported cases, the FAIL cells by kind, the failing tests and the suite's time."""
-  rows = ["| backend | pass rate (supported cases) | FAIL cells by kind | failing tests | suite wall time |",
-          "|---|---|---|---|---|"]
+  rows = ["| backend | judged at | pass rate (supported cases) | FAIL cells by kind | failing tests | suite wall time |",
+          "|---|---|---|---|---|---|"]
   for b, r in _backends(doc["results"]).items():
     s = r.get("suite")
     if s is None: continue
     kinds = ", ".join(f"{n} {rh.KIND_LABELS[k]}" for k, n in kind_counts(s).most_common()) or "none"
-    rows.append(f"| TINYGRAD:{b} | {rh.pass_rate(s['cases'])} | {kinds} | {s.get('failed_tests', '?')} | {s['wall_s']:.0f} s |")
+    rows.append(f"| TINYGRAD:{b} | {level(r)['level']} | {rh.pass_rate(s['cases'])} | {kinds} | {s.get('failed_tests', '?')} | "
+                f"{s['wall_s']:.0f} s |")
   return rows
