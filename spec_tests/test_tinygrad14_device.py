@@ -277,3 +277,56 @@ def test_capture_saves_each_kernel_as_a_case_that_replays_and_skips_larger_buffe
     assert compare_run(f.case.program, f.case.inputs, tinygrad_outputs(f), f.case.vals) is None, path.name
   replayed = _run(python14, tmp_path, "", "-m", "refimpl.fuzz", "replay", *map(str, saved))
   assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+
+
+PORTER = '''
+from tinygrad.renderer.cstyle import ClangRenderer
+from tinygrad.runtime.ops_cpu import CPUDevice
+from tinygrad.uop.ops import Ops
+
+
+class MinClangRenderer(ClangRenderer):
+  code_for_op = {**ClangRenderer.code_for_op, Ops.MAX: lambda a, b, dtype: f"(({a}<{b})?{a}:{b})"}  # a MIN
+
+
+class FaithfulDevice(CPUDevice):
+  """tinygrad 0.14's CPU device as a porter's class, unchanged."""
+
+
+class MaxIsMinDevice(CPUDevice):
+  """tinygrad 0.14's CPU device whose C renderer renders MAX as a MIN."""
+  def __init__(self, device: str = ""):
+    super().__init__(device)
+    self.renderers = [MinClangRenderer]
+
+
+class NotADevice:
+  pass
+'''
+MAXIMUM = """
+import numpy as np
+from tinygrad import Tensor
+a = Tensor(np.arange(-8, 8, dtype=np.float32))
+print((a.maximum(Tensor(np.zeros(16, dtype=np.float32))) * 2).numpy())
+"""
+
+
+@pytest.mark.parametrize("device, status, says", [
+  ("porter_dev:FaithfulDevice", 0, "0 disagreements, 0 with undefined behaviour"),
+  ("porter_dev:MaxIsMinDevice", 1, "1 disagreements"),
+  ("porter_dev:NoSuchDevice", 2, "porter_dev:NoSuchDevice: module porter_dev has no NoSuchDevice"),
+  ("porter_dev:NotADevice", 2, "NotADevice is not a subclass of tinygrad's Compiled"),
+  ("porter_devv:FaithfulDevice", 2, "module porter_devv does not import"),
+])
+def test_run_check_judges_a_porters_014_device_named_module_class(python14, tmp_path, device, status, says):
+  """`run --check module:Class` under 0.14 registers a porter's device class (refimpl.tinygrad.v0_14.porter) and checks
+  every kernel it runs against the emulator: MAX is the larger operand (the spec's MAX), so a renderer rendering a MIN
+  is a disagreement saved as a reproducer, an unchanged CPU device has none, and a name that does not resolve to a
+  tinygrad Compiled class is a usage error (exit 2) saying what is wrong, never a run that checks nothing."""
+  _device_or_skip(python14, "CPU")
+  (tmp_path / "porter_dev.py").write_text(PORTER)
+  res = _run(python14, tmp_path, MAXIMUM, "-m", "refimpl.tinygrad", "run", "--check", device, "--out", "found", "--",
+             "script.py", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+  assert res.returncode == status and says in res.stderr, res.stdout[-2000:] + res.stderr[-3000:]
+  saved = sorted((tmp_path / "found" / "disagreements").glob("*.json"))
+  assert len(saved) == (1 if status == 1 else 0), saved

@@ -72,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
   args = ap.parse_args(argv)
   script = [a for a in args.script if a != "--"] if args.script[:1] == ["--"] else args.script
   if not script: ap.error("no script given")
-  device = args.device.upper()
-  why = use_device(device)
+  why = use_device(args.device)
   if why is not None:
-    print(f"refimpl.tinygrad.v0_14.capture: cannot use tinygrad's {device}: {why}", file=sys.stderr)
+    print(f"refimpl.tinygrad.v0_14.capture: cannot use tinygrad's {args.device}: {why}", file=sys.stderr)
     return 2
+  from tinygrad.helpers import DEV
+  device = DEV.value  # the name it opened by (a porter's module:Class is registered under its own)
   args.out.mkdir(parents=True, exist_ok=True)
   sys.argv = script
   status = 0

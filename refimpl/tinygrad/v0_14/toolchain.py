@@ -5,8 +5,8 @@ clang of pip's ziglang package, refimpl[clang]), without root and without changi
                  works here, else one line saying why not and what to install.
   prepare_cl()   idempotent; makes tinygrad 0.14's CL device load the OpenCL ICD loader pyopencl ships (with its PoCL)
                  where it finds none of its own. None when the device opens, else why not and what to install.
-  use_device(d)  makes tinygrad 0.14's device `d` the default (DEV), preparing CPU's clang or CL's OpenCL first; None,
-                 or why not.
+  use_device(d)  makes tinygrad 0.14's device `d` (CPU, CL, ..., or a porter's module:Class) the default (DEV),
+                 preparing CPU's clang or CL's OpenCL first; None, or why not.
 
 CL: tinygrad 0.14 loads OpenCL with its own finder (tinygrad.runtime.support.c.DLL: $OPENCL_PATH, else libOpenCL in
 LD_LIBRARY_PATH, /usr/lib64, /usr/lib, /usr/local/lib). On a machine with only pip's OpenCL there is none; pyopencl's
@@ -115,8 +115,16 @@ def prepare_cl() -> str | None:
 
 def use_device(device: str) -> str | None:
   """Makes tinygrad 0.14's `device` the default one (DEV, also for its compile workers), after prepare_cpu for CPU and
-  prepare_cl for CL; None when the device opens, else one line saying why not."""
-  prepare = {"CPU": prepare_cpu, "CL": prepare_cl}.get(device.split(":")[0].upper())
+  prepare_cl for CL; None when the device opens, else one line saying why not. A porter's `module:Class` is registered
+  first (refimpl.tinygrad.v0_14.porter), with tinygrad's clang prepared as for CPU, which a C device may compile with."""
+  from refimpl.tinygrad.v0_14 import porter
+  if porter.names_a_class(device):
+    try: device = porter.register(device)
+    except porter.PorterDeviceError as e: return str(e)
+    prepare = prepare_cpu
+  else:
+    device = device.upper()
+    prepare = {"CPU": prepare_cpu, "CL": prepare_cl}.get(device.split(":")[0])
   if prepare is not None:
     why = prepare()
     if why is not None: return why
