@@ -52,8 +52,9 @@ def test_the_published_page_is_built_from_the_data(tmp_path):
   assert "<pre style" not in text and "| backend |" not in text and "`" not in text
   assert "commit <code>abc123</code>" in text and "href='index.html'" in text
   rows = {r[0].text: r for r in headline(page).rows[1:]}
-  # pass rate, pass, FAIL: wrong, no render, no compile, crash, error, n/a, relaxed
-  assert [c.text for c in rows["TINYGRAD:B"][1:10]] == ["50.0% (2 of 4)", "2", "1", "1", "0", "0", "0", "1", "0"]
+  # judged at, pass rate, pass, FAIL: wrong, no render, no compile, crash, error, n/a, relaxed
+  assert rows["TINYGRAD:B"][1].text == "rantinygrad's own runtime"
+  assert [c.text for c in rows["TINYGRAD:B"][2:11]] == ["50.0% (2 of 4)", "2", "1", "1", "0", "0", "0", "1", "0"]
   assert rows["TINYGRAD:B"][-1].href == f"{suite_report('B')}.html" and "does not open" in rows["TINYGRAD:C"][1].text
   for c in CLASSES: assert f"c-{c.id}" in page.ids and c.id in text
   maxnan = next(t for t in page.tables if any(r[0].text == "TINYGRAD:B" and "[nan]" in r[-1].text for r in t.rows)
@@ -68,6 +69,26 @@ def test_the_published_page_is_built_from_the_data(tmp_path):
   assert [c.href for c in fuzz] == ["fuzz/B/TINYGRAD_B-MAX-float.json"]  # a dropped finding: listed with why, no file
   assert html.escape("a harness error (refimpl's own UndefinedBehavior)") in text
   assert (tmp_path / "tinygrad-0.10.1.md").read_text().startswith("# tinygrad 0.10.1")
+
+
+def test_a_backend_judged_below_ran_shows_its_level_and_no_suite_report(tmp_path):
+  """A device judged at compiled (refimpl.tinygrad.standins): its row and verdict name the level and the toolchain, a
+  pass is "reaches compiled", its grid links nowhere (nothing ran, so there is no suite report), its value classes are
+  "not run"."""
+  from refimpl.tinygrad.report_pages import markdown
+  doc = _doc(tmp_path)
+  suite = {**doc["results"]["B"]["suite"], "report": None, "command": "python -c judge_builds", "tests": "5 op cases built"}
+  level = {"level": "compiled", "standin": "NVRTC", "hardware": "an NVIDIA GPU"}
+  classes = {c.id: (None, "rendered and compiled, not run") for c in CLASSES}
+  doc["results"] = {"D": {"suite": suite, "level": level, "classes": classes, "unsupported": {}}, "_refimpl": {}}
+  write(tmp_path, doc)
+  page = parse_page((tmp_path / "tinygrad-0.10.1.html").read_text())
+  row = headline(page).rows[1]
+  assert row[0].text == "TINYGRAD:D" and row[1].text == "compiledNVRTC" and row[-1].text == "-"
+  alu = next(t for t in page.tables if t.caption.startswith("ALU")).grid()
+  assert alu[("MAX", "f32")].cls == "fail k-wrong-value" and alu[("MAX", "f32")].href is None
+  assert "TINYGRAD:D (judged at compiled (NVRTC; stands in for an NVIDIA GPU)): 50.0% (2 of 4) of the cases it supports " \
+         "reach compiled" in markdown(doc)
 
 
 def test_the_index_gives_a_verdict_per_backend_and_links_every_page(tmp_path):
