@@ -128,9 +128,9 @@ def open_standin(label: str, why: str) -> StandInDevice:
   try: return BUILDERS[label](s)
   except DeviceUnavailable: raise
   except Exception as e:
-    msg = (f"TINYGRAD:{label}: {why}; its stand-in ({s.standin}) does not open here either: {type(e).__name__}: {e}; "
-           f"needs {s.install}")
-    raise DeviceUnavailable(" ".join(msg.split())[:700]) from None
+    error = " ".join(f"{type(e).__name__}: {e}".split())[:400]
+    msg = f"TINYGRAD:{label}: {' '.join(why.split())[:300]}; its stand-in ({s.standin}) does not open here either: {error}"
+    raise DeviceUnavailable(f"{msg}; needs {s.install}") from None
 
 
 def _renderer(s: StandIn, *args: Any) -> Any:
