@@ -186,6 +186,7 @@ def _build_rendered(label: str, s: StandIn) -> StandInDevice:
 # ***** DSP: Hexagon code on qemu-hexagon *****
 
 QEMU_TIMEOUT_S = 120
+ZIG_TIMEOUT_S = 900  # the first Hexagon link builds musl into zig's cache: 2 min on 2 shared cores, once per machine
 MOCK_ENTRY = "void _start(void) {"
 HOSTED_ENTRY = "void rf_start(void);\nint main(void) { rf_start(); return 0; }\nvoid rf_start(void) {"
 
@@ -195,7 +196,7 @@ def hexagon(zig: list[str], src: str, flags: tuple[str, ...]) -> tuple[bytes | N
   with tempfile.TemporaryDirectory() as d:
     c, out = Path(d) / "k.c", Path(d) / "k.out"
     c.write_text(src)
-    done = subprocess.run([*zig, *flags, str(c), "-o", str(out)], capture_output=True, text=True, timeout=QEMU_TIMEOUT_S)
+    done = subprocess.run([*zig, *flags, str(c), "-o", str(out)], capture_output=True, text=True, timeout=ZIG_TIMEOUT_S)
     return (out.read_bytes(), "") if done.returncode == 0 else (None, done.stderr[-3000:])
 
 
