@@ -100,7 +100,7 @@ class NotRunHere(NotTranslatable):
 def describe(label: str) -> str:
   """One line: the level a device is judged at here and with what (the pages' and DeviceUnavailable's wording)."""
   s = STANDINS[label]
-  return f"{s.level} ({s.standin}; no {s.hardware} here)"
+  return f"{s.level} ({s.standin}; standing in for {s.hardware})"
 
 
 # ***** the stand-in device object: what refimpl.tinygrad.backend reads of a tinygrad Compiled *****
@@ -210,7 +210,7 @@ class DSPCompiler:
     from refimpl.errors import CompileError
     if src.count(MOCK_ENTRY) != 1: raise CompileError(f"not MockDSPRenderer's source (no `{MOCK_ENTRY}`):\n{src}")
     elf, log = hexagon(self.zig, src.replace(MOCK_ENTRY, HOSTED_ENTRY), HEXAGON_RUN_FLAGS)
-    if elf is None: raise CompileError(f"clang --target=hexagon failed:\n{log}\n--- source ---\n{src}")
+    if elf is None: raise CompileError(f"clang --target=hexagon failed:\n{log}")
     return elf
 
 
