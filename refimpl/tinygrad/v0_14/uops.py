@@ -1,0 +1,108 @@
+"""uops_of(record, renderer): a KernelRecord (record.py) as the linear list of tinygrad 0.14 UOps its renderers'
+`render(uops)` take: the inverse of live.record_of. Needs tinygrad 0.14.
+
+Each record uop becomes `UOp(op, dtype, srcs, arg)` with the arg 0.14 gives it (ParamArg for PARAM and BUFFER,
+KernelInfo for SINK, (axis id, AxisType) for RANGE, the value for CONST, the name for SPECIAL); shapes and address
+spaces are not built, 0.14 derives them from the srcs, as record_of read them. tinygrad 0.14's UOps are hash-consed
+(two uops of one op, dtype, srcs and arg are one object, and a CONST of -0.0 is one of 0.0): every uop is tagged with
+its record index, so that two LOADs of one address around a STORE stay two loads; 0.14's renderers read no tag.
+
+With a renderer, each uop is first rewritten as 0.14's `full_rewrite_to_sink` finishes a kernel for that renderer, by
+0.14's own pattern matchers, in its order: the simplifying decompositions of ops the renderer's `code_for_op` lacks
+(`get_simplifying_rewrite_patterns`: MAX -> CMPLT + WHERE, THREEFRY), the late ones (`get_late_rewrite_patterns`:
+x*-1 -> NEG, x*2^k -> x << k, a CDIV by a constant -> a multiply-shift, a*b+c -> MULACC where the renderer has
+MULACC, ...), the transcendental ones (`get_transcendental_patterns`: xexp2, xlog2, xsin on CPU's C) and the
+renderer's `extra_matcher` (bfloat16 through float32 on CPU, ...), with the weak constants they make committed
+(pm_commit_weak, pm_cast_weak); then every literal is spelled CAST (CONST weak), as 0.14's `pm_casted_consts` spells
+it. 0.14's optimizing rewrites (symbolic, the expander) are not applied: the kernel is refimpl's, as written. New uops
+a rewrite makes are listed before the uop that uses them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from refimpl.tinygrad.lines import require
+from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, float_of
+
+__all__ = ["elf_signature", "lowering", "uops_of"]
+
+
+def _arg(r: Rec, dtype: Any) -> Any:
+  """0.14's arg of a record uop."""
+  from tinygrad.dtype import AddrSpace
+  from tinygrad.uop.ops import AxisType, KernelInfo, ParamArg
+  a = r.arg
+  if r.op == "CONST": return float_of(a) if isinstance(a, dict) else a
+  if r.op in ("PARAM", "BUFFER"):
+    bounds = None if a.get("min") is None else (a["min"], a["max"])
+    return ParamArg(a["slot"], dtype, bounds, name=a.get("name"), addrspace=AddrSpace[r.addrspace])
+  if r.op == "SINK": return KernelInfo(name=a["name"])
+  if r.op == "RANGE": return (int(a[0]), AxisType[a[1]])
+  if r.op == "SPECIAL": return a
+  if a is not None: raise ValueError(f"a {r.op} arg {a!r} that no rule builds")
+  return None
+
+
+def lowering(renderer: Any) -> tuple[Any, Any]:
+  """0.14's final rewrites for `renderer` (module docstring), as two PatternMatchers applied in turn (their ctx is the
+  renderer): the decompositions with weak constants committed (pm_commit_weak, pm_cast_weak), then every literal
+  spelled CAST (CONST weak) (pm_casted_consts)."""
+  from tinygrad.codegen import pm_casted_consts
+  from tinygrad.codegen.decomp.op import get_late_rewrite_patterns, get_simplifying_rewrite_patterns
+  from tinygrad.codegen.decomp.transcendental import get_transcendental_patterns
+  from tinygrad.helpers import DISABLE_FAST_IDIV, TRANSCENDENTAL
+  from tinygrad.uop.weak import pm_cast_weak, pm_commit_weak
+  ops = tuple(renderer.code_for_op.keys())
+  pm = pm_commit_weak + pm_cast_weak + get_simplifying_rewrite_patterns(ops) + \
+    get_late_rewrite_patterns(ops, bool(DISABLE_FAST_IDIV)) + get_transcendental_patterns(ops, TRANSCENDENTAL >= 2)
+  return (pm + renderer.extra_matcher if renderer.extra_matcher is not None else pm), pm_casted_consts
+
+
+class _Lowerer:
+  """Rewrites one uop at a time to a fixpoint, srcs first, never touching uops already listed."""
+  def __init__(self, pm: Any, ctx: Any, done: set):
+    self.pm, self.ctx, self.done, self.memo = pm, ctx, done, {}
+
+  def __call__(self, u: Any) -> Any:
+    if u in self.done: return u
+    if u in self.memo: return self.memo[u]
+    src = tuple(self(s) for s in u.src)
+    v = u if src == u.src else u.replace(src=src)
+    for _ in range(100):
+      r = self.pm.rewrite(v, ctx=self.ctx)
+      if r is None or r is v: break
+      v = self(r)
+    self.memo[u] = v
+    return v
+
+
+def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
+  """The linear list of tinygrad 0.14 UOps of record `k` (module docstring); rewritten for `renderer` when given."""
+  require("0.14.0", "refimpl.tinygrad.v0_14.uops")
+  from tinygrad.dtype import dtypes as tdt
+  from tinygrad.uop.ops import Ops as TOps
+  from tinygrad.uop.ops import UOp as TUOp
+  live: list[Any] = []
+  out: list[Any] = []
+  listed: set = set()
+  lowerers = [] if renderer is None else [_Lowerer(pm, renderer, listed) for pm in lowering(renderer)]
+  for i, r in enumerate(k.uops):
+    dtype = getattr(tdt, r.dtype)
+    u = TUOp(TOps[r.op], dtype, tuple(live[s] for s in r.src), _arg(r, dtype), i)
+    for lower in lowerers: u = lower(u)
+    for x in u.toposort():
+      if x not in listed:
+        listed.add(x)
+        out.append(x)
+    live.append(u)
+  return out
+
+
+def elf_signature(uops: list[Any]) -> tuple:
+  """0.14's TinyELF signature of a kernel's uops: (name, slot, dtype, shape) of each buffer PARAM, then each variable
+  PARAM (what PROGRAM.to_elf gives its runtime)."""
+  from tinygrad.dtype import AddrSpace
+  params = [u for u in uops if u.op.name == "PARAM"]
+  bufs = [u for u in params if u.addrspace != AddrSpace.ALU]
+  vars_ = [u for u in params if u.addrspace == AddrSpace.ALU]
+  return tuple((u.arg.name, u.arg.slot, u.dtype, u._shape) for u in bufs + vars_)
