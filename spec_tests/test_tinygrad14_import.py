@@ -258,3 +258,81 @@ def test_an_unsupported_tinygrad_line_is_refused_naming_the_lines_served():
   line = "0.14.0" if installed() != "0.14.0" else "0.10.1"
   with pytest.raises(UnsupportedTinygrad, match=f"made for tinygrad {line}.*serves tinygrad {' and '.join(SUPPORTED)}"):
     require(line, "this part")
+
+
+# ***** the exporter (refimpl/tinygrad/v0_14/exporter.py): a refimpl Program in 0.14's kernel form, as data *****
+
+def _canonical(program) -> list[tuple]:
+  """A program's uops with each CONST read inline as (dtype, value) and unused ones gone: two programs that differ
+  only in where (and how often) a constant is listed have one canonical form."""
+  out, new = [], {}
+  for i, u in enumerate(program.uops):
+    if u.op is Ops.CONST: continue
+    src = tuple((repr(program.uops[s].dtype), repr(program.uops[s].arg)) if program.uops[s].op is Ops.CONST else new[s]
+                for s in u.src)
+    new[i] = len(out)
+    out.append((u.op, repr(u.dtype), src, repr(u.arg)))
+  return out
+
+
+ALL_FILES = sorted(CORPUS_14.glob("*/*.json"))
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=[f"{p.parent.name}-{p.stem}" for p in ALL_FILES])
+def test_every_corpus_kernel_exports_to_a_record_that_imports_to_its_program(path):
+  """import(export(import(record))) is import(record), up to where constants are listed: the exporter's rules are
+  the importer's reversed (PARAMs, REG accumulators with AFTER, SHRINK vector access, lane INDEX, RANGE / END, ...)."""
+  from refimpl.tinygrad.v0_14.exporter import to_record
+  program = translate(from_json(load_finding(path).found["record"])).program
+  again = translate(to_record(program)).program
+  assert _canonical(again) == _canonical(program)
+  assert (again.name, again.global_size, again.local_size) == (program.name, program.global_size, program.local_size)
+
+
+def _exported_computes_the_same(program, inputs, vals=()) -> KernelRecord:
+  """The program's record, after checking that it imports to a program the emulator runs to the same buffers."""
+  from refimpl.tinygrad.v0_14.exporter import to_record
+  record = to_record(program)
+  back = translate(record).program
+  want = emulate(program, [a.copy() for a in inputs], vals=vals).buffers
+  got = emulate(back, [a.copy() for a in inputs], vals=vals).buffers
+  for g, w in zip(got, want): assert same_value(g, w).all(), (g, w)
+  return record
+
+
+def test_an_accumulator_exports_as_a_reg_buffer_and_a_loop_that_starts_late_as_an_offset():
+  """Rule 6: DEFINE_ACC / ASSIGN are a REG BUFFER, STOREs to it and LOADs through AFTER; rule 13: RANGE (2, 8) is
+  RANGE (6) plus 2."""
+  from refimpl.ir import ProgramBuilder
+  b = ProgramBuilder("sum_late")
+  out, x = b.global_buf(dtypes.int32, 1), b.global_buf(dtypes.int32, 8)
+  zero = b.const(0, dtypes.int32)
+  acc = b.acc(zero)
+  with b.loop(8, start=2) as r: b.assign(acc, b.alu(Ops.ADD, acc, b.load(x, r)))
+  b.store(out, zero, acc)
+  record = _exported_computes_the_same(b.build(), [np.zeros(1, np.int32), np.arange(1, 9, dtype=np.int32)])
+  ops = [r.op for r in record.uops]
+  assert ("BUFFER", "REG") in [(r.op, r.addrspace) for r in record.uops] and "AFTER" in ops and "END" in ops
+  assert ops.count("RANGE") == 1 and "SUB" in ops
+
+
+def test_a_gated_store_exports_inside_an_if():
+  """Rule 14: STORE (INDEX, v, gate) is IF (gate), STORE, ENDIF, as 0.14's linearizer spells a gated store."""
+  from refimpl.ir import ProgramBuilder
+  b = ProgramBuilder("gated")
+  out, x = b.global_buf(dtypes.float32, 4), b.global_buf(dtypes.float32, 4)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.load(x, i), gate=b.alu(Ops.CMPLT, i, b.const(2, dtypes.int32)))
+  record = _exported_computes_the_same(b.build(), [np.zeros(4, np.float32), np.arange(4, dtype=np.float32) + 1])
+  ops = [r.op for r in record.uops]
+  assert ops.index("IF") < ops.index("STORE") < ops.index("ENDIF")
+
+
+def test_what_tinygrad_014_has_no_form_for_is_an_export_error_naming_the_uop():
+  from refimpl.ir import ProgramBuilder
+  from refimpl.tinygrad.v0_14.exporter import ExportError, to_record
+  b = ProgramBuilder("fp8")
+  out, x = b.global_buf(dtypes.fp8e4m3, 4), b.global_buf(dtypes.fp8e4m3, 4)
+  i = b.gidx(0, 4)
+  b.store(out, i, b.load(x, i))
+  with pytest.raises(ExportError, match=r"uop \d+ DEFINE_GLOBAL.*saturates fp8"): to_record(b.build())
