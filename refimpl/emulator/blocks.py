@@ -57,6 +57,7 @@ def _range(m: Machine, i: int, u: UOp) -> int:
     per = settings.LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
     if per >= 2:
       per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)))
+      per = _memory_chunk(m, i, loop, int(s.v[0]), int(e.v[0]), per)
       for start in range(int(s.v[0]), int(e.v[0]), per): _run_as_lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
       return end + 1
   ctl = join(control_level(s, m.control.active), control_level(e, m.control.active))
@@ -114,6 +115,20 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
       if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
+
+def _memory_chunk(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) -> int:
+  """The iterations per chunk of loop i over [s, e): where its tile folds from memory on the whole range
+  (`_memory_tile` on its grid, so on every chunk's), as many as LOOP_CHUNK_MEMORY holds of what the body still
+  computes then (Plan.tile_lane_bytes; the fold's own arrays do not grow with the chunk); else `per`."""
+  if loop.outer is None or loop.outer.memory is None: return per
+  outer, lanes = m.control, m.control.grid.lanes
+  m.control = outer._replace(grid=outer.grid.extend(e - s, loop.iteration_major))
+  m.axes[i] = (len(m.control.grid.sizes) - 1, s)
+  try: ready = _memory_tile(m, loop, lanes) is not None
+  finally:
+    del m.axes[i]
+    m.control = outer
+  return max(per, settings.LOOP_CHUNK_MEMORY // (lanes * m.plan.tile_lane_bytes[i])) if ready else per
 
 def _skipping(handlers: list[Handler], skip: frozenset[int]) -> list[Handler]:
   """The handler table with the ops in `skip` (the ones a loop run as lanes leaves to its folds) doing nothing."""

@@ -49,6 +49,7 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 # where one operand is broadcast (stride 0), through its buffer when they are shorter than about half the buffer
 # (measured: numpy 2.4, a 256 x 256 outer-product multiply 2.5x slower), so fold_outer asks for twice its run
 TILE_BUFFER = 8192
+TILE_BLOCK = 1 << 16  # elements of a tile that fold_outer folds to the end at a time (with its products: 512 KB of float32)
 
 
 @dataclass(frozen=True)
@@ -410,9 +411,9 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
   Product(mul, x, y) with x (n, rows, *G) the rows' operands and y (n, cols, *G) the columns' (G: the outer lanes, as
   one axis of L or as the grid's axes, prod(G) = L), so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
   step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
-  the whole tile (mul and fn commute, as fold_ufunc's chains do). The tile is held in the axis order `_tile_layout`
-  picks (which element is where does not change what each one computes). The result is (rows * cols, L), in accs'
-  order."""
+  a block of the tile (mul and fn commute, as fold_ufunc's chains do). The tile is held in the axis order
+  `_tile_layout` picks, and folds block by block (`_blocks`: each one's chains run to the end while it stays in
+  cache); neither changes what an accumulator computes. The result is (rows * cols, L), in accs' order."""
   n, rows, cols = steps[0].a.shape[0], steps[0].a.shape[1], steps[0].b.shape[1]
   shape = (rows, cols) + steps[0].a.shape[2:]
   order, run = _tile_layout(steps[0].a[0, :, None], steps[0].b[0, None])
@@ -424,11 +425,26 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
     out = np.empty(tuple(shape[d] for d in order), start.dtype)
     out[...] = start.transpose(order)
     product = np.empty_like(out)
-    for it in range(n):
-      for mul, x, y in sides: fn(out, mul(x[it], y[it], out=product), out=out)
+    for block in _blocks(out.shape, TILE_BLOCK):
+      o, p, every = out[block], product[block], (slice(None), *block)
+      views = [(mul, x[every], y[every]) for mul, x, y in sides]
+      for it in range(n):
+        for mul, x, y in views: fn(o, mul(x[it], y[it], out=p), out=o)
   values = out.transpose(np.argsort(order)).reshape(rows * cols, -1)
   nan = np.isnan(values) if values.dtype.kind == "f" else None
   return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _blocks(shape: tuple[int, ...], most: int) -> list[tuple]:
+  """Indices (ints and slices of the leading axes) that cut an array of `shape` into blocks of at most `most` elements
+  each (or one run of its innermost axes where that is longer), in order."""
+  lead, size = 0, math.prod(shape)
+  while lead < len(shape) and size > most:
+    size //= shape[lead]
+    lead += 1
+  if lead == 0: return [()]
+  k = max(1, most // size)
+  return [(*idx, slice(a, a + k)) for idx in np.ndindex(*shape[:lead - 1]) for a in range(0, shape[lead - 1], k)]
 
 
 def _tile_layout(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], int]:

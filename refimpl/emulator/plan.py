@@ -27,7 +27,7 @@ from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.certainty import LEVEL, Certainty
 from refimpl.emulator.indexing import Grid, accesses, analyze, race_free, thread_form
-from refimpl.emulator.loops import lane_loops
+from refimpl.emulator.loops import LaneLoop, lane_loops
 from refimpl.emulator.values import LAZY, ExactPath, Value, scalar_float_value, stacked, ufunc_value
 from refimpl.ir import MOVE, GroupOp, Ops, Program, UOp, verify
 
@@ -145,6 +145,8 @@ class Plan:
     self.constants = {i: const_value(u) for i, u in enumerate(uops) if u.op is Ops.CONST}
     self._choose_kinds()
     self._choose_exact_paths()
+    self.tile_lane_bytes = {i: self._tile_lane_bytes(i, loop) for i, loop in self.lane_loops.items()
+                            if loop.outer is not None and loop.outer.memory is not None}
     # RANGEs whose bounds are the same number on every lane whatever the run (affine forms of constants), as Values
     self.fixed_bounds = {}
     for i, u in enumerate(uops):
@@ -217,6 +219,13 @@ class Plan:
       elif self.kinds[i] in LAZY_KINDS: self.initial_env[i] = LAZY
     self.initial_refs = [(i, *uops[i].src) for i in outside if self.kinds[i] is Kind.INDEX]
     self.preset = {i for i, x in enumerate(self.initial_env) if x is not None} | {i for i, _, _ in self.initial_refs}
+
+  def _tile_lane_bytes(self, i: int, loop: LaneLoop) -> int:
+    """What one lane of loop i's body takes (as lane_bytes counts) when its tile folds from memory: the values of the
+    body's ops but the folded ones, the loads and GEPs the fold reads itself and the lazy forms."""
+    skip = loop.folded | loop.outer.memory.ops
+    body = [self.uops[j] for j in range(i + 1, self.block_end[i]) if j not in skip and self.kinds[j] is not Kind.LAZY]
+    return max(1, 2 * sum(u.dtype.itemsize for u in body if not isinstance(u.dtype, PtrDType)))
 
   def _plain_access(self, u: UOp) -> tuple | None:
     """The index form of a *plain* LOAD or STORE: one with no gate, through an affine index, into a global buffer that
