@@ -23,7 +23,8 @@ on the machine's speed. Printed: its median and quartiles over the corpus.
 numpy's floor: the spec's sequential fold as numpy does it at best, an in-place `multiply` then an in-place `add` over
 float32 lanes (two flops per lane and step), timed at 65,536 and 2^20 lanes in the same run. Each kernel's float work
 (`float_ops`: every float ALU op a launch executes, MULACC as two) over its emulator time is its GFLOP/s, printed with
-its share of the 65,536-lane floor; the six's matmuls get a summary line.
+its share of the 65,536-lane floor (nan where a loop's bounds are not known: `float_ops`); the six's matmuls get a
+summary line.
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -106,14 +107,26 @@ def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]
 
 FLOAT_ALU = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
 
-def float_ops(program: Program, vals: tuple[int, ...]) -> int:
+INT_ALU = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max,
+           Ops.IDIV: lambda a, b: (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1),
+           Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b}
+
+def float_ops(program: Program, vals: tuple[int, ...]) -> int | None:
   """The float operations one launch executes: each float ALU uop (MULACC: two) times its vector width, the trip counts
-  of the RANGEs around it (constant or DEFINE_VAR bounds) and the launch's work items."""
+  of the RANGEs around it (bounds: constants, DEFINE_VARs and integer ADD, SUB, MUL, MAX, IDIV and shifts of them) and
+  the launch's work items; None where a bound is anything else."""
   var = {i: v for i, v in zip((i for i, u in enumerate(program.uops) if u.op is Ops.DEFINE_VAR), vals)}
-  def value(j: int) -> int: return var[j] if j in var else int(program.uops[j].arg)
+  def value(j: int) -> int | None:
+    u = program.uops[j]
+    if j in var or u.op is Ops.CONST: return var[j] if j in var else int(u.arg)
+    args = [value(s) for s in u.src]
+    return INT_ALU[u.op](*args) if u.op in INT_ALU and None not in args else None
   trips, total = [1], 0
   for u in program.uops:
-    if u.op is Ops.RANGE: trips.append(trips[-1] * max(0, value(u.src[1]) - value(u.src[0])))
+    if u.op is Ops.RANGE:
+      lo, hi = value(u.src[0]), value(u.src[1])
+      if lo is None or hi is None: return None
+      trips.append(trips[-1] * max(0, hi - lo))
     elif u.op is Ops.ENDRANGE: trips.pop()
     elif u.dtype is not None and dtypes.is_float(u.dtype.scalar()) and u.op in FLOAT_ALU | {Ops.MULACC}:
       total += trips[-1] * u.dtype.count * (2 if u.op is Ops.MULACC else 1)
@@ -216,7 +229,8 @@ def main() -> int:
     add64 = min(add64, add64_seconds())
     e, c = best(emu, [b.copy() for b in bufs], vals, args.repeat), best(clang, [b.copy() for b in bufs], vals, args.repeat)
     size = max(b.size for b in bufs)
-    gflops = float_ops(program, vals) / e / 1e9
+    flops = float_ops(program, vals)
+    gflops = math.nan if flops is None else flops / e / 1e9
     line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x {gflops:8.2f} {100 * gflops / floor:5.0f}%"
     if group == "six" and "matmul" in name: matmuls.append((name, gflops))
     if args.tinygrad:
