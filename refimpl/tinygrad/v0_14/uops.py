@@ -59,19 +59,20 @@ def lowering(renderer: Any) -> tuple[Any, Any]:
 
 
 class _Lowerer:
-  """Rewrites one uop at a time to a fixpoint, srcs first, never touching uops already listed."""
-  def __init__(self, pm: Any, ctx: Any, done: set):
-    self.pm, self.ctx, self.done, self.memo = pm, ctx, done, {}
+  """Rewrites one uop at a time, srcs first, never touching uops already listed: to a fixpoint, or once per uop (as
+  0.14's walk of pm_casted_consts, whose CAST (CONST bool) would match again)."""
+  def __init__(self, pm: Any, ctx: Any, done: set, fixpoint: bool = True):
+    self.pm, self.ctx, self.done, self.fixpoint, self.memo = pm, ctx, done, fixpoint, {}
 
   def __call__(self, u: Any) -> Any:
     if u in self.done: return u
     if u in self.memo: return self.memo[u]
     src = tuple(self(s) for s in u.src)
     v = u if src == u.src else u.replace(src=src)
-    for _ in range(100):
+    for _ in range(100 if self.fixpoint else 1):
       r = self.pm.rewrite(v, ctx=self.ctx)
       if r is None or r is v: break
-      v = self(r)
+      v = self(r) if self.fixpoint else r
     self.memo[u] = v
     return v
 
@@ -85,7 +86,8 @@ def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
   live: list[Any] = []
   out: list[Any] = []
   listed: set = set()
-  lowerers = [] if renderer is None else [_Lowerer(pm, renderer, listed) for pm in lowering(renderer)]
+  lowerers = [] if renderer is None else [_Lowerer(pm, renderer, listed, fixpoint=k == 0)
+                                          for k, pm in enumerate(lowering(renderer))]
   for i, r in enumerate(k.uops):
     dtype = getattr(tdt, r.dtype)
     u = TUOp(TOps[r.op], dtype, tuple(live[s] for s in r.src), _arg(r, dtype), i)
