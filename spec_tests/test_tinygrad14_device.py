@@ -330,3 +330,100 @@ def test_run_check_judges_a_porters_014_device_named_module_class(python14, tmp_
   assert res.returncode == status and says in res.stderr, res.stdout[-2000:] + res.stderr[-3000:]
   saved = sorted((tmp_path / "found" / "disagreements").glob("*.json"))
   assert len(saved) == (1 if status == 1 else 0), saved
+
+
+# ***** TINYGRAD:<NAME> on tinygrad 0.14: refimpl's suite on tinygrad 0.14's devices (refimpl/tinygrad/v0_14/backend.py) *****
+
+EXPORT_CORPUS = '''
+import json
+import sys
+from pathlib import Path
+
+from refimpl.emulator.machine import emulate
+from refimpl.fuzz.corpus import load_finding
+from refimpl.runner import Kernel
+from refimpl.testing.compare import same_value
+from refimpl.tinygrad.v0_14.exporter import to_record
+from refimpl.tinygrad.v0_14.importer import from_record
+from refimpl.tinygrad.v0_14.live import record_of
+from refimpl.tinygrad.v0_14.record import dumps, from_json
+from refimpl.tinygrad.v0_14.toolchain import prepare_cpu
+from refimpl.tinygrad.v0_14.uops import uops_of
+
+assert prepare_cpu() is None
+from tinygrad.device import Device
+
+corpus, run = Path(sys.argv[1]), sys.argv[2].split(",")
+renderer = Device["CPU"].renderer
+out = {"kernels": 0, "records": 0, "rendered": 0, "ran": {}}
+for path in sorted(corpus.glob("*.json")):
+  f = load_finding(path)
+  record = from_json(f.found["record"])
+  out["kernels"] += 1
+  out["records"] += dumps(record_of(uops_of(record), record.global_size, record.local_size)) == dumps(record)
+  program = from_record(record)
+  renderer.render(uops_of(to_record(program), renderer))
+  out["rendered"] += 1
+  if path.stem in run:
+    want = emulate(program, [a.copy() for a in f.case.inputs], vals=f.case.vals, strict=False).buffers
+    got = Kernel(program, "TINYGRAD:CPU")(*[a.copy() for a in f.case.inputs], vals=f.case.vals)
+    out["ran"][path.stem] = all(bool(same_value(g, w).all()) for g, w in zip(got, want))
+print(json.dumps(out))
+'''
+# run on TINYGRAD:CPU: a variable's kernel, an accumulator's, integer division in vectors, and r_64_4, whose C sums
+# in another order than its kernel (tinygrad's C renderer strips the parens of a nested ADD: test_tinygrad14_import.py)
+EXPORT_RUN = {"E__n_4_2": True, "r_16_4_3": True, "E_16_4_31": True, "r_64_4": False}
+
+
+def test_every_cpu_corpus_kernel_exports_renders_and_runs_on_tinygrad_014s_cpu(python14, tmp_path):
+  """Every kernel of corpus/tinygrad-0.14.0/CPU: its record built as tinygrad 0.14 UOps (v0_14/uops.py) reads back as
+  the same record; its program exported (v0_14/exporter.py) renders with 0.14's ClangRenderer; four of them compile
+  and run on TINYGRAD:CPU and give what the emulator gives, except r_64_4, where tinygrad's C reassociates a sum
+  (a real failure of tinygrad's renderer, found by comparing with the spec)."""
+  _device_or_skip(python14, "CPU")
+  res = _run(python14, tmp_path, EXPORT_CORPUS, "script.py", str(ROOT / "corpus" / "tinygrad-0.14.0" / "CPU"),
+             ",".join(EXPORT_RUN))
+  assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+  out = json.loads(res.stdout.strip().splitlines()[-1])
+  assert out["kernels"] == 101 and out["records"] == out["rendered"] == out["kernels"], out
+  assert out["ran"] == EXPORT_RUN, out
+
+
+PLANTED = '''
+from tinygrad.renderer.cstyle import ClangRenderer
+from tinygrad.runtime.ops_cpu import CPUDevice
+from tinygrad.uop.ops import Ops
+
+
+class MinClangRenderer(ClangRenderer):
+  code_for_op = {**ClangRenderer.code_for_op, Ops.MAX: lambda a, b, dtype: f"(({a}<{b})?{a}:{b})"}  # a MIN
+
+
+class MaxIsMinDevice(CPUDevice):
+  """tinygrad 0.14's CPU device whose C renderer renders MAX as a MIN."""
+  def __init__(self, device: str = ""):
+    super().__init__(device)
+    self.renderers = [MinClangRenderer]
+'''
+SUITE_SLICE = ("ADD-i32", "IDIV-i32", "MAX-i32", "CAST-f32-to-i32", "MAX-f32")
+SUMMARY = re.compile(r"refimpl conformance of (\S+): (\d+) op cases: (\d+) pass, (\d+) FAIL")
+
+
+def test_the_op_suite_runs_on_tinygrad_014s_cpu_and_catches_a_planted_bug(python14, tmp_path):
+  """`python -m refimpl.conformance --backend TINYGRAD:CPU` under tinygrad 0.14 (a slice of the op suite, the sweeps):
+  ADD, IDIV, MAX on int32 and a float -> int CAST pass on tinygrad 0.14's CPU device; MAX on float32 fails, as on
+  0.10.1's CLANG: 0.14 renders MAX as (a<b)?b:a, which drops a NaN in b (a real failure of tinygrad, the spec's MAX
+  propagates NaN). A porter's device whose renderer renders MAX as a MIN (TINYGRAD:module:Class) fails MAX on both
+  dtypes and passes the rest."""
+  _device_or_skip(python14, "CPU")
+  (tmp_path / "planted_dev.py").write_text(PLANTED)
+  only = [a for case in SUITE_SLICE for a in ("--only", f"*sweep*-{case}]")]
+  res = _run(python14, tmp_path, "", "-m", "refimpl.conformance", "--backend", "TINYGRAD:CPU", "--backend",
+             "TINYGRAD:planted_dev:MaxIsMinDevice", "--quick", *only, "--report", str(tmp_path / "report.html"),
+             env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+  found = {m[0]: tuple(map(int, m[1:])) for m in SUMMARY.findall(res.stdout + res.stderr)}
+  assert found == {"TINYGRAD:CPU": (5, 4, 1), "TINYGRAD:planted_dev:MaxIsMinDevice": (5, 3, 2)}, res.stdout[-3000:]
+  failed = set(re.findall(r"FAILED \S+\[(\S+)\]", res.stdout))
+  assert failed == {"TINYGRAD:CPU-MAX-f32", "TINYGRAD:planted_dev:MaxIsMinDevice-MAX-f32",
+                    "TINYGRAD:planted_dev:MaxIsMinDevice-MAX-i32"}, res.stdout[-3000:]
+  assert res.returncode == 1
