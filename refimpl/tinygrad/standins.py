@@ -201,10 +201,14 @@ def hexagon(zig: list[str], src: str, flags: tuple[str, ...]) -> tuple[bytes | N
 
 
 class DSPCompiler:
-  """tinygrad's mock DSP compile by zig's clang, linked with musl for qemu-hexagon (module docstring)."""
-  cachekey = None
-
-  def __init__(self, zig: list[str]): self.zig = zig
+  """tinygrad's mock DSP compile by zig's clang, linked with musl for qemu-hexagon (module docstring). Its cachekey
+  (refimpl's disk cache) names the flags, the entry change and zig's version."""
+  def __init__(self, zig: list[str]):
+    import hashlib
+    self.zig = zig
+    version = subprocess.run([*zig[:-1], "version"], capture_output=True, text=True, timeout=60).stdout.strip()
+    what = " ".join([*HEXAGON_RUN_FLAGS, HOSTED_ENTRY, version])
+    self.cachekey = f"compile_dsp_qemu_{hashlib.sha256(what.encode()).hexdigest()[:16]}"
 
   def compile(self, src: str) -> bytes:
     from refimpl.errors import CompileError
