@@ -8,13 +8,15 @@ spaces are not built, 0.14 derives them from the srcs, as record_of read them. t
 its record index, so that two LOADs of one address around a STORE stay two loads; 0.14's renderers read no tag.
 
 With a renderer, each uop is first rewritten as 0.14's `full_rewrite_to_sink` finishes a kernel for that renderer, by
-0.14's own pattern matchers, in its order: the simplifying decompositions of ops the renderer's `code_for_op` lacks
-(`get_simplifying_rewrite_patterns`: MAX -> CMPLT + WHERE, THREEFRY), the late ones (`get_late_rewrite_patterns`:
-x*-1 -> NEG, x*2^k -> x << k, a CDIV by a constant -> a multiply-shift, a*b+c -> MULACC where the renderer has
-MULACC, ...), the transcendental ones (`get_transcendental_patterns`: xexp2, xlog2, xsin on CPU's C) and the
-renderer's `extra_matcher` (bfloat16 through float32 on CPU, ...), with the weak constants they make committed
-(pm_commit_weak, pm_cast_weak); then every literal is spelled CAST (CONST weak), as 0.14's `pm_casted_consts` spells
-it. 0.14's optimizing rewrites (symbolic, the expander) are not applied: the kernel is refimpl's, as written. New uops
+0.14's own pattern matchers, in its order (refimpl's MULACC first becomes MUL then ADD where the renderer has no
+MULACC: the spec allows either rounding, and 0.14 makes MULACC only for renderers that have it): the simplifying
+decompositions of ops the renderer's `code_for_op` lacks (`get_simplifying_rewrite_patterns`: MAX -> CMPLT + WHERE,
+THREEFRY), the late ones (`get_late_rewrite_patterns`: x*-1 -> NEG, x*2^k -> x << k, a CDIV by a constant -> a
+multiply-shift, a*b+c -> MULACC where the renderer has MULACC, ...), the transcendental ones
+(`get_transcendental_patterns`: xexp2, xlog2, xsin on CPU's C) and the renderer's `extra_matcher` (bfloat16 through
+float32 on CPU, ...), with the weak constants they make committed (pm_commit_weak, pm_cast_weak); then every literal
+is spelled CAST (CONST weak), as 0.14's `pm_casted_consts` spells it. 0.14's optimizing rewrites (symbolic, the
+expander) are not applied: the kernel is refimpl's, as written. New uops
 a rewrite makes are listed before the uop that uses them.
 """
 from __future__ import annotations
@@ -51,9 +53,12 @@ def lowering(renderer: Any) -> tuple[Any, Any]:
   from tinygrad.codegen.decomp.op import get_late_rewrite_patterns, get_simplifying_rewrite_patterns
   from tinygrad.codegen.decomp.transcendental import get_transcendental_patterns
   from tinygrad.helpers import DISABLE_FAST_IDIV, TRANSCENDENTAL
+  from tinygrad.uop.ops import Ops, PatternMatcher, UPat
   from tinygrad.uop.weak import pm_cast_weak, pm_commit_weak
   ops = tuple(renderer.code_for_op.keys())
-  pm = pm_commit_weak + pm_cast_weak + get_simplifying_rewrite_patterns(ops) + \
+  unfused = [] if Ops.MULACC in ops else [(UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))),
+                                           lambda a, b, c: a * b + c)]
+  pm = pm_commit_weak + pm_cast_weak + PatternMatcher(unfused) + get_simplifying_rewrite_patterns(ops) + \
     get_late_rewrite_patterns(ops, bool(DISABLE_FAST_IDIV)) + get_transcendental_patterns(ops, TRANSCENDENTAL >= 2)
   return (pm + renderer.extra_matcher if renderer.extra_matcher is not None else pm), pm_casted_consts
 
