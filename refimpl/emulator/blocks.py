@@ -27,7 +27,7 @@ from refimpl.emulator.access import plain_site
 from refimpl.emulator.certainty import EXACT, carry, join
 from refimpl.emulator.compute import set_register
 from refimpl.emulator.loops import ROW_STEPS_FROM, LaneLoop, Product, Scan, Step, fold, fold_outer, fold_ufunc, iterations
-from refimpl.emulator.memory import strided
+from refimpl.emulator.memory import Memory
 from refimpl.emulator.plan import Kind
 from refimpl.emulator.state import Control, Handler, Machine, control_level
 from refimpl.emulator.values import LAZY, Value, as_python, carried_levels, on_lane, ufunc_value, with_levels
@@ -118,13 +118,13 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
 
 def _memory_chunk(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) -> int:
   """The iterations per chunk of loop i over [s, e): where its tile folds from memory on the whole range
-  (`_memory_tile` on its grid, so on every chunk's), as many as LOOP_CHUNK_MEMORY holds of what the body still
+  (`_memory_sites` on its grid, so on every chunk's), as many as LOOP_CHUNK_MEMORY holds of what the body still
   computes then (Plan.tile_lane_bytes; the fold's own arrays do not grow with the chunk); else `per`."""
   if loop.outer is None or loop.outer.memory is None: return per
   outer, lanes = m.control, m.control.grid.lanes
   m.control = outer._replace(grid=outer.grid.extend(e - s, loop.iteration_major))
   m.axes[i] = (len(m.control.grid.sizes) - 1, s)
-  try: ready = _memory_tile(m, loop, lanes) is not None
+  try: ready = _memory_sites(m, loop, lanes) is not None
   finally:
     del m.axes[i]
     m.control = outer
@@ -200,24 +200,43 @@ def _tile_steps(m: Machine, loop: LaneLoop, terms: list[list[Value | Product] | 
     steps.append(Product(ts[0][s].fn, x, y))
   return steps
 
-def _memory_tile(m: Machine, loop: LaneLoop, lanes: int) -> list[Product] | None:
-  """The steps of loop.outer's tile for fold_outer read from memory itself (loops.MemoryOperands), over the grid's
-  axes (the loop's first), when it folds at once (`_tile_accumulators`) and every operand's LOAD is plain and in
-  bounds (access.plain_site) in a memory the program never stores to: exactly what those loads would read, and they
-  would find nothing, so the body skips them. None elsewhere (the body runs its loads). Called with the loop's grid."""
+def _memory_sites(m: Machine, loop: LaneLoop, lanes: int) -> dict[int, tuple[Memory, tuple[tuple[int, ...], int]]] | None:
+  """Where each LOAD of loop.outer's tile (loops.MemoryOperands) reads, as access.plain_site gives it, when the tile
+  folds at once (`_tile_accumulators`) and every one of them is plain and in bounds in a memory the program never
+  stores to: what those loads would read, and they would find nothing. None elsewhere. Called with the loop's grid."""
   tile = loop.outer
   if tile is None or tile.memory is None or _tile_accumulators(m, loop, lanes) is None: return None
-  grid, uops = m.control.grid, m.plan.uops
-  axis = grid.order.index(len(grid.sizes) - 1)
-  read = {}
-  for load in {load for step in tile.memory.sources for side in step for load, _ in side}:
+  sites = {}
+  for load in tile.memory.loads:
     site = plain_site(m, load)
     if site is None or site[0].mutable: return None
-    read[load] = np.moveaxis(strided(site[0].data, site[1], uops[load].dtype.count, grid), axis, 0)
+    sites[load] = site
+  return sites
+
+def _memory_tile(m: Machine, loop: LaneLoop, lanes: int) -> list[Product] | None:
+  """The steps of loop.outer's tile for fold_outer read from memory itself where `_memory_sites` finds its loads (the
+  body then skips them): each side of a step (n, k, *G) over the grid's axes, the loop's first; None elsewhere."""
+  sites = _memory_sites(m, loop, lanes)
+  if sites is None: return None
+  grid = m.control.grid
+  axis = grid.order.index(len(grid.sizes) - 1)
+  perm = (axis, *(d for d in range(len(grid.shape)) if d != axis))
+  shape = tuple(grid.shape[d] for d in perm)
+  def view(flat: np.ndarray, coef: tuple[int, ...], off: int) -> np.ndarray:
+    steps = grid.strides(coef)
+    return np.ndarray(shape, flat.dtype, flat, off * flat.itemsize, tuple(steps[d] * flat.itemsize for d in perm))
   def side(elements: tuple[tuple[int, int], ...]) -> np.ndarray:
-    return _side_by_side([read[load][..., k] if uops[load].dtype.count > 1 else read[load] for load, k in elements])
-  muls = [m.plan.ufuncs[step.term] for step in loop.scans[tile.scans[0]].steps]  # one rule across the tile
-  return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, tile.memory.sources)]
+    """Element k of each (LOAD, k) on every lane: one view where they are one memory's, one stride apart."""
+    at = [(sites[load][0].data, sites[load][1][0], sites[load][1][1] + k) for load, k in elements]
+    flat, coef, off = at[0]
+    gap = at[1][2] - off if len(at) > 1 else 0
+    if all(f is flat and c == coef and o == off + j * gap for j, (f, c, o) in enumerate(at)):
+      first = view(flat, coef, off)
+      return np.ndarray((shape[0], len(at)) + shape[1:], flat.dtype, flat, off * flat.itemsize,
+                        (first.strides[0], gap * flat.itemsize) + first.strides[1:])
+    return np.stack([view(*place) for place in at], axis=1)
+  muls = [m.plan.ufuncs[step.term] for step in loop.scans[loop.outer.scans[0]].steps]  # one rule across the tile
+  return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, loop.outer.memory.sources)]
 
 def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[int]:
   """The folds of loop.outer's tile at once (loops.fold_outer) over `steps` (`_tile_steps`, `_memory_tile`; None:

@@ -47,9 +47,11 @@ ROW_STEPS_FROM = 256
 TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 # the most elements of numpy's ufunc buffer while fold_outer runs (numpy's default, 8192): it takes the tile's inner runs,
 # where one operand is broadcast (stride 0), through its buffer when they are shorter than about half the buffer
-# (measured: numpy 2.4, a 256 x 256 outer-product multiply 2.5x slower), so fold_outer asks for twice its run
+# (measured: numpy 2.4, a 256 x 256 outer-product multiply 2.5x slower), so fold_outer asks for twice its run, and no
+# less than a sixteenth of it (far smaller buffers are slow too)
 TILE_BUFFER = 8192
 TILE_BLOCK = 1 << 16  # elements of a tile that fold_outer folds to the end at a time (with its products: 512 KB of float32)
+TILE_PRODUCTS = 1 << 20  # elements: the most a block's products made ahead of their steps may take (loops._stepped)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class MemoryOperands:
   and GEPs, which a fold that reads the operands from memory itself (blocks._memory_tile) lets the body skip."""
   sources: tuple[tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], ...]
   ops: frozenset[int]
+  loads: tuple[int, ...]
 
 @dataclass(frozen=True)
 class OuterProduct:
@@ -305,7 +308,7 @@ def _memory_operands(program: Program, i: int, end: int, ends: dict[int, int], u
   rows = len(tile.steps[0].rows)
   sources = tuple((tuple(pair(r * cols, s, True) for r in range(rows)), tuple(pair(c, s, False) for c in range(cols)))
                   for s in range(len(tile.steps)))
-  return MemoryOperands(sources, ops)
+  return MemoryOperands(sources, ops, tuple(sorted(loads)))
 
 
 def _select(uops, node: int, users: dict[int, list[int]]) -> tuple[int, int, int] | None:
@@ -410,29 +413,41 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
   """fold_ufunc of an OuterProduct tile at once: accs the tile's accumulators (L,) in (r, c) order; step s is
   Product(mul, x, y) with x (n, rows, *G) the rows' operands and y (n, cols, *G) the columns' (G: the outer lanes, as
   one axis of L or as the grid's axes, prod(G) = L), so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
-  step by step, iteration by iteration: each accumulator's own chain in its own order, two ufunc calls per step for
-  a block of the tile (mul and fn commute, as fold_ufunc's chains do). The tile is held in the axis order
-  `_tile_layout` picks, and folds block by block (`_blocks`: each one's chains run to the end while it stays in
-  cache); neither changes what an accumulator computes. The result is (rows * cols, L), in accs' order."""
+  step by step, iteration by iteration: each accumulator's own chain in its own order (mul and fn commute, as
+  fold_ufunc's chains do), two ufunc calls per step (`_stepped`). The tile is held in the axis order `_tile_layout`
+  picks, which does not change what an accumulator computes. The result is (rows * cols, L), in accs' order."""
   n, rows, cols = steps[0].a.shape[0], steps[0].a.shape[1], steps[0].b.shape[1]
   shape = (rows, cols) + steps[0].a.shape[2:]
-  order, run = _tile_layout(steps[0].a[0, :, None], steps[0].b[0, None])
+  a, b = steps[0].a, steps[0].b
+  order, run = _tile_layout(shape, (a.strides[1], 0) + a.strides[2:], (0, b.strides[1]) + b.strides[2:])
   lead = (0,) + tuple(d + 1 for d in order)
   sides = [(p.fn, p.a[:, :, None].transpose(lead), p.b[:, None].transpose(lead)) for p in steps]
   with np.errstate(all="ignore"):
-    np.setbufsize(min(TILE_BUFFER, 2 * run))  # until the errstate ends
+    np.setbufsize(min(TILE_BUFFER, max(TILE_BUFFER // 16, 2 * run)))  # until the errstate ends
     start = np.stack(accs).reshape(shape)
     out = np.empty(tuple(shape[d] for d in order), start.dtype)
     out[...] = start.transpose(order)
-    product = np.empty_like(out)
-    for block in _blocks(out.shape, TILE_BLOCK):
-      o, p, every = out[block], product[block], (slice(None), *block)
-      views = [(mul, x[every], y[every]) for mul, x, y in sides]
-      for it in range(n):
-        for mul, x, y in views: fn(o, mul(x[it], y[it], out=p), out=o)
+    _stepped(fn, out, sides, n)
   values = out.transpose(np.argsort(order)).reshape(rows * cols, -1)
   nan = np.isnan(values) if values.dtype.kind == "f" else None
   return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _stepped(fn: np.ufunc, out: np.ndarray, sides: list[tuple[np.ufunc, np.ndarray, np.ndarray]], n: int) -> None:
+  """fold_outer's fold in place on `out`: each step's product, then fn into the accumulators, block by block
+  (`_blocks`: each block's chains run to the end while it stays in cache). Where every product of a block fits in
+  TILE_PRODUCTS elements they are made first, one call per step for all iterations (fewer numpy calls)."""
+  for block in _blocks(out.shape, TILE_BLOCK):
+    o, every = out[block], (slice(None), *block)
+    views = [(mul, x[every], y[every]) for mul, x, y in sides]
+    if n * len(views) * o.size <= TILE_PRODUCTS:
+      products = np.empty((n * len(views),) + o.shape, o.dtype)
+      for s, (mul, x, y) in enumerate(views): mul(x, y, out=products[s::len(views)])
+      for p in products: fn(o, p, out=o)
+      continue
+    p = np.empty_like(o)
+    for it in range(n):
+      for mul, x, y in views: fn(o, mul(x[it], y[it], out=p), out=o)
 
 
 def _blocks(shape: tuple[int, ...], most: int) -> list[tuple]:
@@ -447,26 +462,24 @@ def _blocks(shape: tuple[int, ...], most: int) -> list[tuple]:
   return [(*idx, slice(a, a + k)) for idx in np.ndindex(*shape[:lead - 1]) for a in range(0, shape[lead - 1], k)]
 
 
-def _tile_layout(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], int]:
-  """The axis order (outermost first) in which fold_outer holds a tile of x's and y's broadcast shape, and the length
-  of that order's innermost run: the axes in three groups (those both operands or neither vary along, those only x
-  does, those only y does), each group's axes by decreasing stride, and of the six orders of the groups the one with
-  the longest innermost run that numpy's loops take in one stride for both operands (the tile itself is contiguous in
-  that order), of runs as long the one with the smaller strides."""
-  sx, sy = np.broadcast_arrays(x, y)
-  axes = list(range(sx.ndim))
-  def group(d: int) -> int: return 0 if bool(sx.strides[d]) == bool(sy.strides[d]) else 1 if sx.strides[d] else 2
-  def key(d: int) -> int: return -max(abs(sx.strides[d]), abs(sy.strides[d]))
-  groups = [sorted((d for d in axes if group(d) == g and sx.shape[d] > 1), key=key) for g in range(3)]
-  ones = [d for d in axes if sx.shape[d] == 1]
+@functools.lru_cache(maxsize=256)
+def _tile_layout(shape: tuple[int, ...], sx: tuple[int, ...], sy: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+  """The axis order (outermost first) in which fold_outer holds a tile of `shape` whose operands have strides sx and sy
+  (0 where one is broadcast), and the length of that order's innermost run: the axes in three groups (those both
+  operands or neither vary along, those only x does, those only y does), each group's axes by decreasing stride, and
+  of the six orders of the groups the one with the longest innermost run that numpy's loops take in one stride for
+  both operands (the tile itself is contiguous in that order), of runs as long the one with the smaller strides."""
+  def group(d: int) -> int: return 0 if bool(sx[d]) == bool(sy[d]) else 1 if sx[d] else 2
+  def key(d: int) -> int: return -max(abs(sx[d]), abs(sy[d]))
+  groups = [sorted((d for d in range(len(shape)) if group(d) == g and shape[d] > 1), key=key) for g in range(3)]
+  ones = [d for d in range(len(shape)) if shape[d] == 1]
   def run(order: tuple[int, ...]) -> tuple[int, int]:
     length, want = 1, None
-    inner = -abs(sx.strides[order[-1]]) - abs(sy.strides[order[-1]]) if order else 0
+    inner = -abs(sx[order[-1]]) - abs(sy[order[-1]]) if order else 0
     for d in reversed(order):
-      strides = (sx.strides[d], sy.strides[d])
-      if want is not None and strides != want: break
-      length *= sx.shape[d]
-      want = (strides[0] * sx.shape[d], strides[1] * sx.shape[d])
+      if want is not None and (sx[d], sy[d]) != want: break
+      length *= shape[d]
+      want = (sx[d] * shape[d], sy[d] * shape[d])
     return length, inner
   orders = [tuple(ones + [d for g in perm for d in groups[g]]) for perm in itertools.permutations(range(3))]
   best = max(orders, key=run)

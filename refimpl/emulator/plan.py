@@ -222,9 +222,9 @@ class Plan:
 
   def _tile_lane_bytes(self, i: int, loop: LaneLoop) -> int:
     """What one lane of loop i's body takes (as lane_bytes counts) when its tile folds from memory: the values of the
-    body's ops but the folded ones, the loads and GEPs the fold reads itself and the lazy forms."""
+    body's ops but the folded ones and the loads and GEPs the fold reads itself (lazy forms too: an op may need one)."""
     skip = loop.folded | loop.outer.memory.ops
-    body = [self.uops[j] for j in range(i + 1, self.block_end[i]) if j not in skip and self.kinds[j] is not Kind.LAZY]
+    body = [self.uops[j] for j in range(i + 1, self.block_end[i]) if j not in skip]
     return max(1, 2 * sum(u.dtype.itemsize for u in body if not isinstance(u.dtype, PtrDType)))
 
   def _plain_access(self, u: UOp) -> tuple | None:
