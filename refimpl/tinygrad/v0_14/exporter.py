@@ -11,11 +11,11 @@ that number (importer.py's docstring):
    4 param-var        DEFINE_VAR (name, min, max) is PARAM (STACK ()) in the ALU space, slot after the buffers
    5 local-buffer     DEFINE_LOCAL T.ptr(size, local=True) is BUFFER (size) in LOCAL memory
    6 reg-accumulator  DEFINE_ACC (init) is BUFFER (1) in REG memory (declared first) and a STORE of init to its element
-                      0; ASSIGN (acc, v) a STORE of v there (the ASSIGN reads as v); a read of the accumulator a LOAD of
-                      INDEX (AFTER (buffer, its last STORE), 0)
+                      0; ASSIGN (acc, v) a STORE of v there; a read of the accumulator (or of an ASSIGN: it reads as the
+                      register) a LOAD of INDEX (AFTER (buffer, its last STORE), 0)
    9 shrink-vector    a LOAD / STORE of T.vec(n) through INDEX (buffer, i) goes through SHRINK (buffer, i, n), made
                       at the INDEX where all its accesses have one width, else at each access
-  10 lane-index       GEP (k,) of a vector is INDEX (vector, k); GEP of several lanes a STACK of those
+  10 lane-index       GEP (k,) of a vector is INDEX (vector, k), of a STACK its src k; GEP of several lanes a STACK
   11 renamed-op       RECIP is RECIPROCAL, IDIV is CDIV, MOD is CMOD (both truncate), VECTORIZE is STACK
   13 range-start      RANGE (0, end) is RANGE (end), its axis id the loop id (the refimpl index where two loops share
                       an id); a RANGE (start, end) is RANGE (end - start) plus start; ENDRANGE is
@@ -24,6 +24,9 @@ that number (importer.py's docstring):
                       a gated STORE is IF (gate), STORE, ENDIF, as 0.14's linearizer spells it
   15 special-size     SPECIAL (name, size) is SPECIAL (size) named name
   16 function-name    the kernel is named by SINK's arg, last in the list
+  20 devectorized-alu an ALU op (CAST, BITCAST, WHERE, MULACC) of vectors T.vec(n) is n scalar ops of their lanes
+                      (INDEX (vector, k), rule 10) and a STACK of the n results: 0.14 hands its renderers scalar ALU
+                      only (its ew_devectorizer); vectors live in LOADs, STOREs and STACKs
 
 Other ops keep their name and srcs (the ALU ops, CAST, BITCAST, WHERE, MULACC, THREEFRY). What tinygrad 0.14 has no
 form for, or this exporter builds none for, raises ExportError naming the uop: WMMA (refimpl's one-thread form), fp8
@@ -81,6 +84,7 @@ class _Walk:
   indices: dict[int, tuple[int, int]] = field(default_factory=dict)  # INDEX -> (buffer, index) records
   acc_buffer: dict[int, int] = field(default_factory=dict)   # DEFINE_ACC index -> its REG BUFFER
   acc_last: dict[int, int] = field(default_factory=dict)     # DEFINE_ACC index -> its last STORE
+  assign_acc: dict[int, int] = field(default_factory=dict)   # ASSIGN index -> its DEFINE_ACC
   loop_stores: list[list[int]] = field(default_factory=list)
   since_barrier: list[int] = field(default_factory=list)
   ranges: dict[int, int] = field(default_factory=dict)       # RANGE index -> its RANGE record
@@ -116,6 +120,13 @@ class _Walk:
     shape = (u.dtype.count,) if u.dtype.count > 1 else ()
     return self.add(op, dtype_name(i, u, u.dtype), shape, "ALU", None, src)
 
+  def lane(self, vec: int, k: int) -> int:
+    """Lane k of vector record `vec`: INDEX (vec, k), or the STACK's own src k (as 0.14's UOp.index takes it: a STACK
+    of constants has no address space, and 0.14's C renders an INDEX of it as a pointer offset)."""
+    r = self.out[vec]
+    if r.op == "STACK": return r.src[k]
+    return self.add("INDEX", r.dtype, (), "ALU", None, (vec, self.const(k, "int")))
+
   def store(self, idx: int, value: int) -> int:
     """A STORE, remembered by the open loops (rule 13) and the next BARRIER (rule 14)."""
     r = self.out[idx]
@@ -127,6 +138,7 @@ class _Walk:
   def src(self, i: int, j: int) -> int:
     """The record index a src j of uop i reads (an accumulator: a LOAD of it after its last STORE, rule 6)."""
     if j in self.acc_buffer: return self.read_acc(j)
+    if j in self.assign_acc: return self.read_acc(self.assign_acc[j])
     if j not in self.to_rec: raise ExportError(i, self.program.uops[i].op, f"src {j} has no tinygrad 0.14 value here")
     return self.to_rec[j]
 
@@ -172,7 +184,7 @@ def rule_local_buffer(w: _Walk, i: int, u: UOp) -> int:
 
 def rule_reg_accumulator(w: _Walk, i: int, u: UOp) -> None:
   """Rule 6: DEFINE_ACC (init) is a REG BUFFER (1) and a STORE of init to its element 0; ASSIGN (acc, v) a STORE of v
-  there, reading as v."""
+  there (a read of it reads the register, `_Walk.src`)."""
   if u.dtype.count > 1: raise ExportError(i, u.op, "a vector accumulator (0.14's REG access is scalar here)")
   if u.op is Ops.ASSIGN:
     acc, value = u.src[0], w.src(i, u.src[1])
@@ -180,7 +192,8 @@ def rule_reg_accumulator(w: _Walk, i: int, u: UOp) -> None:
     idx = w.add("INDEX", w.out[buf].dtype, (), "REG", None, (w.add("AFTER", w.out[buf].dtype, (1,), "REG", None,
                                                                      (buf, w.acc_last[acc])), w.const(0, "int")))
     w.acc_last[acc] = w.store(idx, value)
-    return value
+    w.assign_acc[i] = acc
+    return None
   init, name = w.src(i, u.src[0]), dtype_name(i, u, u.dtype)
   arg = {"slot": sum(1 for r in w.out if r.op == "BUFFER"), "name": None, "min": None, "max": None}
   buf = w.add("BUFFER", name, (1,), "REG", arg, (w.const(1, "int"),))
@@ -225,17 +238,28 @@ def rule_store(w: _Walk, i: int, u: UOp) -> None:
 
 def rule_lane_index(w: _Walk, i: int, u: UOp) -> int:
   """Rule 10: GEP (k,) is INDEX (vector, k); GEP of several lanes a STACK of those."""
-  vec, name = w.src(i, u.src[0]), dtype_name(i, u, u.dtype)
-  lanes = tuple(w.add("INDEX", name, (), "ALU", None, (vec, w.const(k, "int"))) for k in u.arg)
+  vec = w.src(i, u.src[0])
+  lanes = tuple(w.lane(vec, k) for k in u.arg)
   return lanes[0] if len(lanes) == 1 else w.value(i, u, "STACK", lanes)
+
+def _alu(w: _Walk, i: int, u: UOp, op: str) -> int:
+  """An ALU op, CAST, BITCAST, WHERE or MULACC of u's srcs; one of vectors (T.vec(n)) is n of their lanes (INDEX
+  (vector, k)) and a STACK of those (rule 20, devectorized-alu: 0.14 hands its renderers scalar ALU only)."""
+  srcs = tuple(w.src(i, s) for s in u.src)
+  n = u.dtype.count
+  if n == 1: return w.value(i, u, op, srcs)
+  name = dtype_name(i, u, u.dtype)
+  lanes = tuple(w.add(op, name, (), "ALU", None, tuple(w.lane(s, k) for s in srcs)) for k in range(n))
+  return w.value(i, u, "STACK", lanes)
 
 def rule_renamed_op(w: _Walk, i: int, u: UOp) -> int:
   """Rule 11: RECIP is RECIPROCAL, IDIV is CDIV, MOD is CMOD, VECTORIZE is STACK."""
-  return w.value(i, u, RENAMED[u.op], tuple(w.src(i, s) for s in u.src))
+  if u.op is Ops.VECTORIZE: return w.value(i, u, "STACK", tuple(w.src(i, s) for s in u.src))
+  return _alu(w, i, u, RENAMED[u.op])
 
 def rule_same_op(w: _Walk, i: int, u: UOp) -> int:
-  """The ALU ops, CAST, BITCAST, WHERE, MULACC, THREEFRY: the same op and srcs."""
-  return w.value(i, u, u.op.name, tuple(w.src(i, s) for s in u.src))
+  """The ALU ops, CAST, BITCAST, WHERE, MULACC, THREEFRY: the same op and srcs (rule 20 for vectors)."""
+  return _alu(w, i, u, u.op.name)
 
 def rule_range_start(w: _Walk, i: int, u: UOp) -> int | None:
   """Rule 13: RANGE (0, end) is RANGE (end) axis i; RANGE (start, end) is RANGE (end - start) + start. ENDRANGE is

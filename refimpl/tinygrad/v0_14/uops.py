@@ -8,8 +8,10 @@ spaces are not built, 0.14 derives them from the srcs, as record_of read them. t
 its record index, so that two LOADs of one address around a STORE stay two loads; 0.14's renderers read no tag.
 
 With a renderer, each uop is first rewritten as 0.14's `full_rewrite_to_sink` finishes a kernel for that renderer, by
-0.14's own pattern matchers, in its order (refimpl's MULACC first becomes MUL then ADD where the renderer has no
-MULACC: the spec allows either rounding, and 0.14 makes MULACC only for renderers that have it): the simplifying
+0.14's own pattern matchers, in its order (first, a vector LOAD or STORE 0.14's memory_coalescing would not have made,
+of a dtype it does not fold or at an offset it cannot prove aligned, becomes n scalar ones; refimpl's MULACC becomes
+MUL then ADD where the renderer has no MULACC: the spec allows either rounding, and 0.14 makes MULACC only for
+renderers that have it): the simplifying
 decompositions of ops the renderer's `code_for_op` lacks (`get_simplifying_rewrite_patterns`: MAX -> CMPLT + WHERE,
 THREEFRY), the late ones (`get_late_rewrite_patterns`: x*-1 -> NEG, x*2^k -> x << k, a CDIV by a constant -> a
 multiply-shift, a*b+c -> MULACC where the renderer has MULACC, ...), the transcendental ones
@@ -45,6 +47,48 @@ def _arg(r: Rec, dtype: Any) -> Any:
   return None
 
 
+COALESCED = ("float", "half", "int", "uint")  # the buffer dtypes 0.14's memory_coalescing folds into vector access
+
+
+def _coalesced(renderer: Any, shrink: Any) -> bool:
+  """Whether 0.14's memory_coalescing could have made this SHRINK: a buffer of a COALESCED dtype, a renderer with
+  vector types (supports_float4), an offset tinygrad proves a multiple of the width (its vector types are aligned)."""
+  from tinygrad.dtype import dtypes as tdt
+  buf, off, n = shrink.src[0], shrink.src[1], int(shrink.shape[0])
+  ok = buf.dtype in tuple(getattr(tdt, d) for d in COALESCED) and bool(renderer.supports_float4)
+  return ok and off.divides(n) is not None
+
+
+def _lanes(x: Any, shrink: Any, op: str) -> list:
+  """The n scalar accesses of a vector LOAD / STORE through `shrink`, lane k at offset + k (tagged apart)."""
+  from tinygrad.uop.ops import Ops, UOp
+  buf, off, n = shrink.src[0], shrink.src[1], int(shrink.shape[0])
+  out = []
+  for k in range(n):
+    rest = tuple(a.index(k) if a.shape else a for a in x.src[1:])
+    out.append(UOp(Ops[op], x.dtype, (buf.index(off + k if k else off),) + rest, None, (x.tag, k)))
+  return out
+
+
+def _split_load(ctx: Any, x: Any, s: Any) -> Any:
+  from tinygrad.uop.ops import UOp
+  return None if _coalesced(ctx, s) else UOp.stack(*_lanes(x, s, "LOAD"))
+
+
+def _split_store(ctx: Any, x: Any, s: Any) -> Any:
+  from tinygrad.uop.ops import UOp
+  return None if _coalesced(ctx, s) else UOp.group(*_lanes(x, s, "STORE"))
+
+
+def split_unaligned() -> Any:
+  """A vector LOAD / STORE through a SHRINK 0.14 would not have made (_coalesced; ctx is the renderer) as n scalar ones
+  (a STACK of the loads, a GROUP of the stores): refimpl's vector access promises no alignment, 0.14's vector types
+  assume it."""
+  from tinygrad.uop.ops import Ops, PatternMatcher, UPat
+  return PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.SHRINK, name="s"),), allow_any_len=True, name="x"), _split_load),
+                         (UPat(Ops.STORE, src=(UPat(Ops.SHRINK, name="s"), UPat()), name="x"), _split_store)])
+
+
 def lowering(renderer: Any) -> tuple[Any, Any]:
   """0.14's final rewrites for `renderer` (module docstring), as two PatternMatchers applied in turn (their ctx is the
   renderer): the decompositions with weak constants committed (pm_commit_weak, pm_cast_weak), then every literal
@@ -58,7 +102,8 @@ def lowering(renderer: Any) -> tuple[Any, Any]:
   ops = tuple(renderer.code_for_op.keys())
   unfused = [] if Ops.MULACC in ops else [(UPat(Ops.MULACC, src=(UPat.var("a"), UPat.var("b"), UPat.var("c"))),
                                            lambda a, b, c: a * b + c)]
-  pm = pm_commit_weak + pm_cast_weak + PatternMatcher(unfused) + get_simplifying_rewrite_patterns(ops) + \
+  pm = pm_commit_weak + pm_cast_weak + split_unaligned() + PatternMatcher(unfused) + \
+    get_simplifying_rewrite_patterns(ops) + \
     get_late_rewrite_patterns(ops, bool(DISABLE_FAST_IDIV)) + get_transcendental_patterns(ops, TRANSCENDENTAL >= 2)
   return (pm + renderer.extra_matcher if renderer.extra_matcher is not None else pm), pm_casted_consts
 
