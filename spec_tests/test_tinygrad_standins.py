@@ -234,3 +234,15 @@ def test_replay_reproduces_a_render_or_compile_finding_and_runs_no_value_class(n
   else: assert bad is None and "not run" in detail, detail
   bad, detail = run_reproducer(CLASS_BY_ID["max-nan-f32"], device)
   assert bad is None and "not run" in detail
+
+
+@pytest.mark.parametrize("device", RAN)
+def test_a_full_sweep_of_65536_lanes_matches_the_spec(device):
+  """The suite's own launch size (256 KiB buffers): on DSP every buffer crosses qemu-hexagon whole (tinygrad's mock
+  reads each with one read(), which a pipe would cut at 64 KiB: the stand-in hands it files)."""
+  _need(device)
+  case = OpCase(Ops.ADD, F32)
+  h = OpHarness(device, case)
+  inputs = sweep_inputs(case)
+  verdict = h.check(inputs)
+  assert verdict.checked == 1 << 16 and verdict.ok, h.failure_report(inputs, verdict)

@@ -220,21 +220,27 @@ class DSPCompiler:
 
 def _dsp_runtime() -> Any:
   """tinygrad's MockDSPProgram without its docker: qemu-hexagon runs the ELF, the buffers (then the vals) on stdin,
-  the buffers back on stdout."""
+  the buffers back on stdout, both files (tinygrad's pipes cut a buffer over 64 KiB: its mock reads each with one
+  read())."""
   class QemuHexagonProgram:
     def __init__(self, name: str, lib: bytes): self.name, self.lib = name, lib
     def __call__(self, *bufs: Any, vals: Any = (), wait: bool = False):
       with tempfile.TemporaryDirectory() as d:
-        exe = Path(d) / "kernel.out"
+        exe, given, got = Path(d) / "kernel.out", Path(d) / "in", Path(d) / "out"
         exe.write_bytes(self.lib)
         exe.chmod(0o755)
-        stdin = b"".join([bytes(x) for x in bufs] + [struct.pack("I", v & 0xFFFFFFFF) for v in vals])
-        done = subprocess.run(["qemu-hexagon", str(exe)], input=stdin, capture_output=True, timeout=QEMU_TIMEOUT_S)
-      if done.returncode != 0:
-        raise RuntimeError(f"qemu-hexagon: {self.name} exited {done.returncode}: {done.stderr[-500:].decode(errors='replace')}")
+        # files, not pipes: the mock reads each buffer with one read(), which a pipe cuts at 64 KiB
+        given.write_bytes(b"".join([bytes(x) for x in bufs] + [struct.pack("I", v & 0xFFFFFFFF) for v in vals]))
+        with given.open("rb") as stdin, got.open("wb") as stdout:
+          done = subprocess.run(["qemu-hexagon", str(exe)], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                                timeout=QEMU_TIMEOUT_S)
+        out = got.read_bytes()
+      if done.returncode != 0 or len(out) != sum(len(x) for x in bufs):
+        raise RuntimeError(f"qemu-hexagon: {self.name} exited {done.returncode} with {len(out)} bytes out: "
+                           f"{done.stderr[-500:].decode(errors='replace')}")
       offset = 0
       for x in bufs:
-        x[:] = done.stdout[offset:offset + len(x)]
+        x[:] = out[offset:offset + len(x)]
         offset += len(x)
   return QemuHexagonProgram
 
