@@ -5,6 +5,9 @@ the table lists as findings)."""
 from __future__ import annotations
 
 import html.parser
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +73,51 @@ def test_a_failure_of_the_environment_is_shown_apart_and_the_page_has_totals_and
   (tmp_path / "tinygrad-selftest.html").unlink()
   rebuild_pages(tmp_path)
   assert (tmp_path / "tinygrad-selftest.html").read_text() == before
+
+
+CHECKOUT_TESTS = '''
+import numpy as np
+from tinygrad import Tensor
+
+def test_add():
+  assert (Tensor([1, 2, 3]) + 1).tolist() == [2, 3, 4]
+
+def test_divides_by_zero():
+  (Tensor(np.array([7], dtype=np.int32)) // Tensor(np.array([0], dtype=np.int32))).realize()
+'''
+
+
+def _checkout(root: Path, version: str) -> Path:
+  (root / "test").mkdir(parents=True)
+  (root / "test" / "test_mini.py").write_text(CHECKOUT_TESTS)
+  (root / "setup.py").write_text(f"from setuptools import setup\nsetup(name='tinygrad', version='{version}')\n")
+  return root
+
+
+def test_selftest_runs_the_tests_of_a_checkout_of_the_installed_version(tmp_path):
+  """`selftest --tests CHECKOUT` runs test/<file> of the user's tinygrad checkout on REFIMPL: its passing test passes,
+  and a test that divides an int by zero fails as undefined behaviour (the spec: IDIV by 0 is undefined), in the table."""
+  from refimpl.tinygrad.lines import installed
+  checkout = _checkout(tmp_path / "tinygrad", installed())
+  res = subprocess.run([sys.executable, "-m", "refimpl.tinygrad", "selftest", "--tests", str(checkout), "--files",
+                        "test_mini.py", "--devices", "REFIMPL", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert "test_mini.py on REFIMPL: 1 passed, 1 failed, 0 skipped" in res.stderr, res.stderr[-3000:]
+  md = (tmp_path / "out" / "tinygrad-selftest.md").read_text()
+  assert "test_divides_by_zero | undefined behaviour" in md and "--tests tinygrad" in md, md
+
+
+@pytest.mark.parametrize("make, says", [
+  (lambda root: _checkout(root, "0.9.0"), "is tinygrad 0.9.0; the installed tinygrad is"),
+  (lambda root: root.mkdir() or root, "has no test/ folder"),
+  (lambda root: _checkout(root, "0.10.1") and root, "no such test file"),
+])
+def test_selftest_refuses_a_folder_that_is_not_a_checkout_of_the_installed_version(tmp_path, make, says):
+  """A --tests folder without test/, of another tinygrad version, or without the named file is a usage error (exit 2)
+  that says which, before anything runs."""
+  checkout = make(tmp_path / "tinygrad")
+  files = "test_absent.py" if says == "no such test file" else "test_mini.py"
+  res = subprocess.run([sys.executable, "-m", "refimpl.tinygrad", "selftest", "--tests", str(checkout), "--files", files,
+                        "--devices", "REFIMPL", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+  assert res.returncode == 2 and says in res.stderr, res.stderr[-2000:]

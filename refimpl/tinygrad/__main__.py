@@ -15,7 +15,9 @@
       writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers over the saved .json;
       --merge reports the named backends into the saved .json, keeping the others
   python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out docs/conformance]
-      tinygrad's own tests (its sdist, fetched into a cache) on each device, and the compatibility table
+                                      [--tests CHECKOUT]
+      tinygrad's own tests (its sdist, fetched into a cache, or a checkout of the installed version) on each device, and
+      the compatibility table
       tinygrad-selftest.md / .html (refimpl.tinygrad.selftest)
 
 Under tinygrad 0.14, `run`, `run --check DEVICE` and `capture --device DEVICE` serve it (refimpl.tinygrad.v0_14: its
@@ -60,14 +62,21 @@ def _parser() -> argparse.ArgumentParser:
   st.add_argument("--devices", default="REFIMPL,CLANG,PYTHON", help="comma-separated (default REFIMPL,CLANG,PYTHON)")
   st.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
   st.add_argument("--timeout", type=float, default=1200, help="seconds per test file and device (default 1200)")
+  st.add_argument("--tests", type=Path, metavar="CHECKOUT",
+                  help="run the tests of this tinygrad checkout (of the installed version) instead of its sdist's")
   return ap
 
 
 def selftest_main(args: argparse.Namespace) -> int:
-  from refimpl.tinygrad.selftest import FILES, line, page_name, refimpl_only, selftest
+  from refimpl.tinygrad.selftest import FILES, CheckoutError, line, page_name, refimpl_only, selftest
   files = [f.strip() for f in args.files.split(",")] if args.files else list(FILES)
   devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()]
-  runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True), timeout=args.timeout)
+  try:
+    runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True), timeout=args.timeout,
+                    checkout=args.tests)
+  except CheckoutError as e:
+    print(f"refimpl.tinygrad selftest: {e}", file=sys.stderr)
+    return 2
   print(f"wrote {args.out / (page_name(line()) + '.md')} and .html; {len(refimpl_only(runs))} tests fail on REFIMPL only",
         file=sys.stderr)
   return 0

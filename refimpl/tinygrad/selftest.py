@@ -1,6 +1,7 @@
 """tinygrad's own tests on the reference: `python -m refimpl.tinygrad selftest`, a compatibility table.
 
     python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out DIR]
+                                        [--tests CHECKOUT]
 
 1. fetches tinygrad 0.10.1's source distribution into a cache (CACHE, or $REFIMPL_CACHE/tinygrad-0.10.1: `pip download
    --no-deps --no-binary :all: tinygrad==0.10.1`, unpacked once; never copied into the repository);
@@ -17,6 +18,11 @@
    `rebuild_pages(DIR)` makes the pages again; each page names its commit, date, toolchains and command and links the
    undefined-behaviour reproducers it mentions.
 FILES are the test files that need neither torch nor tinygrad's `extra/` (which the sdist lacks).
+
+`--tests CHECKOUT` runs the tests of a tinygrad checkout the user has (its test/ folder, any file under it:
+`--files backend/test_dtype_alu.py` in 0.14's layout) instead of the sdist's: tinygrad 0.14's sdist ships only
+test_tiny.py, its emulator test set lives in its repository. The checkout must be of the installed line (its setup.py
+`version=`; `checkout_root` refuses another, since its tests run in its folder and import its tinygrad package).
 """
 from __future__ import annotations
 
@@ -74,6 +80,29 @@ def fetch_sdist(cache: Path | None = None, version: str = VERSION) -> Path:
     if hasattr(tarfile, "data_filter"): tar.extractall(cache, filter="data")
     else: tar.extractall(cache)  # Python < 3.10.12 has no extraction filters; the archive is PyPI's
   return root
+
+
+class CheckoutError(ValueError):
+  """A --tests folder that is not a tinygrad checkout of the installed line: the message says what is wrong."""
+
+
+SETUP_VERSION = re.compile(r"""version\s*=\s*['"]([^'"]+)['"]""")
+
+
+def checkout_root(folder: Path, version: str, files: list[str]) -> Path:
+  """`folder` when it is a tinygrad checkout of `version` (a test/ folder holding `files`, and setup.py or
+  pyproject.toml naming that version), else CheckoutError saying what is wrong."""
+  folder = folder.resolve()
+  if not (folder / "test").is_dir(): raise CheckoutError(f"{folder} has no test/ folder: give the root of a tinygrad checkout")
+  setup = next((folder / n for n in ("setup.py", "pyproject.toml") if (folder / n).is_file()), None)
+  found = SETUP_VERSION.search(setup.read_text()) if setup is not None else None
+  if found is None: raise CheckoutError(f"{folder}: no setup.py or pyproject.toml with tinygrad's version")
+  if found.group(1) != version:
+    raise CheckoutError(f"{folder} is tinygrad {found.group(1)}; the installed tinygrad is {version}: check out v{version} "
+                        f"(its tests run in the checkout and import its tinygrad package)")
+  missing = [f for f in files if not (folder / "test" / f).is_file()]
+  if missing: raise CheckoutError(f"no such test file in {folder / 'test'}: {', '.join(missing)}")
+  return folder
 
 
 # ***** the pytest plugin (-p refimpl.tinygrad.selftest) *****
@@ -282,11 +311,13 @@ def rebuild_pages(out: Path, version: str = VERSION) -> None:
   write_pages(out, doc["version"], [FileRun(**r) for r in doc["runs"]], doc["devices"], doc["provenance"])
 
 
-def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200) -> list[FileRun]:
-  """Fetch, run every (file, device) (each for at most `timeout` seconds: then its cell says so), write the table to
-  out; returns the runs."""
+def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout: float = 1200,
+             checkout: Path | None = None) -> list[FileRun]:
+  """Fetch (or take the tinygrad `checkout`, checkout_root), run every (file, device) (each for at most `timeout`
+  seconds: then its cell says so), write the table to out; returns the runs."""
   version = line()
-  root, out = fetch_sdist(version=version), out.resolve()  # the test processes run in the sdist's folder
+  root = fetch_sdist(version=version) if checkout is None else checkout_root(checkout, version, files)
+  out = out.resolve()  # the test processes run in the tests' root
   out.mkdir(parents=True, exist_ok=True)
   runs = []
   for f in files:
@@ -299,7 +330,7 @@ def selftest(files: list[str], devices: list[str], out: Path, log=print, timeout
           f"({run.seconds:.0f} s){' ' + run.crashed if run.crashed else ''}")
       runs.append(run)
   command = (f"python -m refimpl.tinygrad selftest --files {','.join(files)} --devices {','.join(devices)} "
-             f"--timeout {timeout:.0f}")
+             f"--timeout {timeout:.0f}{'' if checkout is None else f' --tests {checkout.name}'}")
   from refimpl.testing.provenance import provenance
   prov = provenance(command)
   save_runs(out, version, runs, devices, prov)
