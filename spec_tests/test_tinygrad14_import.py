@@ -336,3 +336,39 @@ def test_what_tinygrad_014_has_no_form_for_is_an_export_error_naming_the_uop():
   i = b.gidx(0, 4)
   b.store(out, i, b.load(x, i))
   with pytest.raises(ExportError, match=r"uop \d+ DEFINE_GLOBAL.*saturates fp8"): to_record(b.build())
+
+
+def _cast_kernel(src: str, fp8: str, n: int) -> KernelRecord:
+  """out[i] = float(fp8(in[i])): in of dtype `src`, through a CAST to `fp8` and back to float32."""
+  k = Kernel14()
+  size = k.const(n)
+  out = k.add("PARAM", "float", (n,), "GLOBAL", {"slot": 0, "name": None, "min": None, "max": None}, [size])
+  inp = k.add("PARAM", src, (n,), "GLOBAL", {"slot": 1, "name": None, "min": None, "max": None}, [size])
+  gid = k.add("SPECIAL", "int", (), "ALU", "gidx0", [size])
+  x = k.add("LOAD", src, (), "ALU", None, [k.add("INDEX", src, (), "GLOBAL", None, [inp, gid])])
+  back = k.add("CAST", "float", (), "ALU", None, [k.add("CAST", fp8, (), "ALU", None, [x])])
+  k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, gid]), back])
+  return k.record(global_size=(n, 1, 1))
+
+
+INF, NAN = float("inf"), float("nan")
+FLOATS = [1.0, 300.0, 460.0, 470.0, 1000.0, -1e6, INF, -INF, NAN, 3.3]
+
+
+@pytest.mark.parametrize("src, fp8, xs, want", [
+  ("float", "fp8e4m3", FLOATS, [1.0, 288.0, 448.0, 448.0, 448.0, -448.0, NAN, NAN, NAN, 3.25]),
+  ("float", "fp8e5m2", FLOATS, [1.0, 320.0, 448.0, 448.0, 1024.0, -57344.0, INF, -INF, NAN, 3.5]),
+  ("int", "fp8e4m3", [1000, -100000, 7, 449], [448.0, -448.0, 7.0, 448.0]),
+  ("int", "fp8e5m2", [100000, -61440, 57344], [57344.0, -57344.0, 57344.0]),
+  ("char", "fp8e4m3", [127, -128], [128.0, -128.0]),
+])
+def test_a_cast_to_fp8_saturates_as_tinygrad_014_converts(src, fp8, xs, want):
+  """Rule 21: CAST to fp8 saturates: a finite value beyond the largest finite L (fp8e4m3 448, fp8e5m2 57344) is +-L;
+  within range it is refimpl's CAST (one rounding to nearest even: 300 -> 288 in e4m3, 320 in e5m2); an infinity
+  stays one (fp8e4m3 has none: NaN), NaN stays NaN. The values are tinygrad 0.14's float_to_fp8 rule's."""
+  n = len(xs)
+  np_src = {"float": np.float32, "int": np.int32, "char": np.int8}[src]
+  tr = translate(_cast_kernel(src, fp8, n))
+  assert "fp8-saturate" in tr.fired
+  got = emulate(tr.program, [np.zeros(n, np.float32), np.array(xs, np_src)]).buffers[0]
+  assert same_value(got, np.array(want, np.float32)).all(), got.tolist()

@@ -30,6 +30,11 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
   19 core-id          PARAM core_id in the ALU space (0.14's CPU threads: its runtime calls the kernel once per
                       core_id in range(global_size[0]), passing no value for it) is SPECIAL ("gidx0", max + 1): a grid
                       of that many lanes, as the CPU runs it
+  21 fp8-saturate     CAST x to an fp8 dtype saturates, as tinygrad 0.14 converts (its dtype.float_to_fp8): a finite x
+                      beyond the format's largest finite value L (fp8e4m3 448, fp8e5m2 57344) is first made +-L with
+                      refimpl's ops, then CAST (refimpl's rule: one rounding; an infinity stays one, so fp8e4m3's NaN and
+                      fp8e5m2's inf; NaN stays NaN). The program so spells the saturating rule it chooses; refimpl's
+                      CAST alone overflows to inf (fp8e4m3: NaN), tinygrad 0.10.1's rule
 
 DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
 
@@ -218,6 +223,35 @@ def rule_trunc_lowered(c: _Ctx, i: int, r: Rec) -> None:
   truncated = c.emit(i, Ops.WHERE, dt, (nonzero, whole, signed_zero))
   c.emit(i, Ops.WHERE, dt, (fractional, truncated, x))
 
+FP8_LARGEST = {dtypes.fp8e4m3: 448.0, dtypes.fp8e5m2: 57344.0}  # the largest finite value of each fp8 format
+
+def _clamp(c: _Ctx, i: int, x: int, dt: DType, bound: float | int, above: bool) -> int:
+  """x, with every finite lane beyond `bound` (above it, or below it) made `bound`; NaN and infinities stay x."""
+  flags = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
+  limit = _splat(c, i, bound, dt)
+  beyond = c.emit(i, Ops.CMPLT, flags, (limit, x) if above else (x, limit))
+  if dtypes.is_float(dt.scalar()):
+    finite = c.emit(i, Ops.CMPNE, flags, (x, _splat(c, i, math.inf if above else -math.inf, dt)))
+    beyond = c.emit(i, Ops.AND, flags, (beyond, finite))
+  return c.emit(i, Ops.WHERE, dt, (beyond, limit, x))
+
+def rule_fp8_saturate(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 21: CAST x to fp8 saturates (tinygrad 0.14's float_to_fp8): a finite x beyond the largest finite value L
+  becomes +-L, then refimpl's CAST rounds it (an infinity stays one, NaN stays NaN). An fp8 x is CAST to float32 first
+  (exact: fp8 is storage and casts only); a bool or an int whose range lies within +-L needs no clamp."""
+  dt, x = _value_dtype(i, r), c.ref(i, r.src[0])
+  src = c.out[x].dtype
+  if src.scalar() in FP8_LARGEST:
+    src = dtypes.float32.vec(src.count) if src.count > 1 else dtypes.float32
+    x = c.emit(i, Ops.CAST, src, (x,))
+  largest = FP8_LARGEST[dt.scalar()]
+  if dtypes.is_float(src.scalar()):
+    x = _clamp(c, i, _clamp(c, i, x, src, largest, True), src, -largest, False)
+  elif dtypes.is_int(src.scalar()):
+    if dtypes.max(src.scalar()) > largest: x = _clamp(c, i, x, src, int(largest), True)
+    if dtypes.min(src.scalar()) < -largest: x = _clamp(c, i, x, src, -int(largest), False)
+  c.emit(i, Ops.CAST, dt, (x,))
+
 def rule_range_start(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 13: RANGE (end) is RANGE (0, end), its id the axis id; END (x, RANGE) is ENDRANGE (RANGE)."""
   if r.op == "END":
@@ -244,7 +278,7 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
   "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered,
-  "concrete-const": rule_concrete_const, "core-id": rule_core_id}
+  "concrete-const": rule_concrete_const, "core-id": rule_core_id, "fp8-saturate": rule_fp8_saturate}
 
 
 # ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
@@ -288,6 +322,7 @@ def _rule_of(c: _Ctx, r: Rec) -> str | None:
   op, space = r.op, r.addrspace
   if op == "CONST": return "weak-const" if r.dtype in WEAK else "concrete-const"
   if op == "CAST" and r.src and r.src[0] in c.weak: return "typed-const"
+  if op == "CAST" and getattr(dtypes, r.dtype, None) in FP8_LARGEST: return "fp8-saturate"
   if op == "PARAM" and space == "ALU": return "core-id" if r.arg.get("name") == "core_id" else "param-var"
   if op == "PARAM": return "param-buffer"
   if op == "BUFFER": return {"LOCAL": "local-buffer", "REG": "reg-accumulator"}.get(space or "")
