@@ -147,7 +147,20 @@ def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
         listed.add(x)
         out.append(x)
     live.append(u)
+  if renderer is not None: _check_renderable(out, renderer)
   return out
+
+
+def _check_renderable(uops: list[Any], renderer: Any) -> None:
+  """ExportError for an ALU op left that the renderer has no code for (`code_for_op`) and 0.14 lowers to nothing
+  (FDIV on CL's OpenCL C: 0.14 divides as x * RECIPROCAL(y) before its kernels, so its form has no FDIV there)."""
+  from tinygrad.uop.ops import GroupOp
+
+  from refimpl.tinygrad.v0_14.exporter import ExportError
+  for u in uops:
+    if u.op in GroupOp.ALU and u.op not in renderer.code_for_op:
+      raise ExportError(None, None, f"{u.op.name} (record uop {u.tag}) has no form for tinygrad 0.14's "
+                                    f"{type(renderer).__name__}: its code_for_op has none and 0.14 lowers it to nothing")
 
 
 def elf_signature(uops: list[Any]) -> tuple:
