@@ -11,7 +11,11 @@
   disagreement and saved as a reproducer (exit status 1), the same sum on values where the orders agree is not;
   `run --check CL` (pyopencl's OpenCL loader and PoCL) reports a multiply-add exactly when the device fused it;
 - the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves;
-- tinygrad 0.14's own test_tiny passes on the reference.
+- tinygrad 0.14's own test_tiny passes on the reference;
+- `--backend TINYGRAD:CPU` under 0.14 (refimpl.tinygrad.v0_14.backend: refimpl's programs exported to 0.14's kernel form,
+  rendered, compiled and run by 0.14's CPU device): every CPU corpus kernel exports and renders, the ones run give the
+  emulator's results but where tinygrad's C reassociates; a slice of the op suite passes but MAX-f32 (0.14 drops a
+  NaN), and catches a planted MAX-as-MIN renderer; vector access and accumulators render right.
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
