@@ -420,8 +420,9 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
   shape = (rows, cols) + steps[0].a.shape[2:]
   a, b = steps[0].a, steps[0].b
   order, run = _tile_layout(shape, (a.strides[1], 0) + a.strides[2:], (0, b.strides[1]) + b.strides[2:])
-  lead = (0,) + tuple(d + 1 for d in order)
-  sides = [(p.fn, p.a[:, :, None].transpose(lead), p.b[:, None].transpose(lead)) for p in steps]
+  lead, full = (0,) + tuple(d + 1 for d in order), (n,) + tuple(shape[d] for d in order)
+  sides = [(p.fn, np.broadcast_to(p.a[:, :, None].transpose(lead), full), np.broadcast_to(p.b[:, None].transpose(lead), full))
+           for p in steps]  # as views of the whole tile, so that a block of it is a block of each
   with np.errstate(all="ignore"):
     np.setbufsize(min(TILE_BUFFER, max(TILE_BUFFER // 16, 2 * run)))  # until the errstate ends
     start = np.stack(accs).reshape(shape)
