@@ -15,7 +15,8 @@ and what differs between devices is read from the device: a renderer without a g
 a dimension of 0: 0.14's CPU runs threads by a core_id parameter, not a grid) gets programs in grid form and
 `refimpl.lower.lower_for` lowers them to loops before export; has_local / has_shared / global_max / local_max are the
 renderer's; the supported dtypes are the renderer's `supported_dtypes()` (fp8 aside: the exporter refuses it); vector
-widths 1 (the exporter's vector access, SHRINK, is checked on the corpus, not yet under the suite).
+widths 1 (the suite's op programs stay scalar; vector programs, which the fuzzer and the corpus bring, export too:
+v0_14/uops.py's split of the vector accesses 0.14 would not have made).
 
 The two guarantees of the 0.10.1 devices (refimpl/tinygrad/backend.py) hold: every launch first runs the program on
 refimpl's emulator, strict, on the same buffers and raises UndefinedBehavior instead of launching when a lane is
