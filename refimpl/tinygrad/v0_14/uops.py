@@ -80,13 +80,21 @@ def _split_store(ctx: Any, x: Any, s: Any) -> Any:
   return None if _coalesced(ctx, s) else UOp.group(*_lanes(x, s, "STORE"))
 
 
+def _stack_lane(v: Any, c: Any) -> Any:
+  """INDEX (STACK, k) is the STACK's src k (0.14's UOp.index takes it so)."""
+  return v.src[int(c.arg)] if 0 <= int(c.arg) < len(v.src) else None
+
+
 def split_unaligned() -> Any:
   """A vector LOAD / STORE through a SHRINK 0.14 would not have made (_coalesced; ctx is the renderer) as n scalar ones
   (a STACK of the loads, a GROUP of the stores): refimpl's vector access promises no alignment, 0.14's vector types
   assume it."""
   from tinygrad.uop.ops import Ops, PatternMatcher, UPat
+  lane = UPat(Ops.CONST, name="c")
   return PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.SHRINK, name="s"),), allow_any_len=True, name="x"), _split_load),
-                         (UPat(Ops.STORE, src=(UPat(Ops.SHRINK, name="s"), UPat()), name="x"), _split_store)])
+                         (UPat(Ops.STORE, src=(UPat(Ops.SHRINK, name="s"), UPat()), name="x"), _split_store),
+                         (UPat(Ops.INDEX, src=(UPat(Ops.STACK, name="v"), lane)), _stack_lane),
+                         (UPat(Ops.INDEX, src=(UPat(Ops.STACK, name="v"), UPat(Ops.CAST, src=(lane,)))), _stack_lane)])
 
 
 def lowering(renderer: Any) -> tuple[Any, Any]:
@@ -147,8 +155,20 @@ def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
         listed.add(x)
         out.append(x)
     live.append(u)
-  if renderer is not None: _check_renderable(out, renderer)
+  if renderer is None: return out
+  out = _reachable(out)
+  _check_renderable(out, renderer)
   return out
+
+
+def _reachable(uops: list[Any]) -> list[Any]:
+  """The uops a kernel's effects reach (STOREs, loop ENDs, IFs, BARRIERs) and its PARAMs, in list order: 0.14's
+  linearized kernels hold only what its SINK reaches, and its C would declare a value no one reads (an OpenCL bool4
+  that OpenCL C does not have, when every lane of a bool vector is read alone)."""
+  roots = [u for u in uops if u.op.name in ("STORE", "END", "IF", "ENDIF", "BARRIER", "SINK", "PARAM")]
+  live: set = set()
+  for r in roots: live.update(r.toposort())
+  return [u for u in uops if u in live]
 
 
 def _check_renderable(uops: list[Any], renderer: Any) -> None:
