@@ -9,7 +9,7 @@ import pytest
 from generated import both_forms, scaled
 
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator import loops, settings
+from refimpl.emulator import blocks, loops, settings
 from refimpl.emulator.machine import emulate
 from refimpl.emulator.plan import Plan
 from refimpl.errors import UndefinedBehavior
@@ -296,6 +296,25 @@ def test_range_rule_tile_folds_in_blocks_as_the_rule(products, monkeypatch):
   monkeypatch.setattr(loops, "TILE_PRODUCTS", products)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   lanes = emulation_outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+def test_range_rule_tile_from_memory_in_chunks_as_the_rule(monkeypatch):
+  """A tile that folds from memory runs in chunks of what its body still computes; once its accumulators have levels
+  (a NaN product: NAN_PAYLOAD) it folds from its loads' values, in the smaller chunks those need. Either way the
+  sequential rule's buffers and levels, bit for bit."""
+  p = _matmul_tile(F32, 512, 32)
+  plan = Plan.of(p, ())
+  (i,) = plan.tile_lane_bytes
+  rng = np.random.default_rng(3)
+  inputs = [np.zeros(4 * 512, np.float32), _specials(F32, 64 * 512, rng), _specials(F32, 64 * 512, rng)]
+  monkeypatch.setattr(settings, "LOOP_CHUNK_MEMORY", 4 * 512 * plan.tile_lane_bytes[i])
+  sizes, run = [], blocks._run_as_lanes
+  monkeypatch.setattr(blocks, "_run_as_lanes", lambda m, i, loop, start, n: (sizes.append(n), run(m, i, loop, start, n)))
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  assert sizes[0] == 4 and set(sizes[1:]) == {2}, sizes
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 

@@ -10,7 +10,9 @@ for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still r
 the loop is repeated for the loop's lanes; the body's values die with the loop. A scan's chains are not run in the
 body: loops.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
 by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product);
-the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together.
+the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together, reading their
+operands from memory itself, and skipping the loads that would read them, where those loads are plain and in bounds in
+memory the program never stores to (loops.MemoryOperands, `_memory_tile`; their own check decides).
 What the sequential rule would report is reported unchanged: every finding is keyed by its place in the sequential
 order ((loop, counter) of each RANGE around it, the uop, the thread), a permissive run lists its events in that order
 and describes each by its first lane in it, and strict mode raises, when the loop ends, the first finding, with the
@@ -57,8 +59,7 @@ def _range(m: Machine, i: int, u: UOp) -> int:
     per = settings.LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
     if per >= 2:
       per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)))
-      per = _memory_chunk(m, i, loop, int(s.v[0]), int(e.v[0]), per)
-      for start in range(int(s.v[0]), int(e.v[0]), per): _run_as_lanes(m, i, loop, start, min(per, int(e.v[0]) - start))
+      _run_in_chunks(m, i, loop, int(s.v[0]), int(e.v[0]), per)
       return end + 1
   ctl = join(control_level(s, m.control.active), control_level(e, m.control.active))
   m.spoil(i, ctl)
@@ -115,6 +116,17 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
       if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
   if m.strict and not m.regions and not m.chunked: m.raise_first()
+
+def _run_in_chunks(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) -> None:
+  """Iterations s .. e-1 of loop i as lanes, `per` at a time, or more (`_memory_chunk`) while its tile folds from
+  memory: of what that needs, only the accumulators' levels can change from one chunk to the next (the loads' memory
+  is never stored to, and they are in bounds on the whole range), so a chunk after which they have levels is followed
+  by chunks of `per`."""
+  big, start = _memory_chunk(m, i, loop, s, e, per), s
+  while start < e:
+    n = min(big if big == per or _tile_accumulators(m, loop, m.control.grid.lanes) is not None else per, e - start)
+    _run_as_lanes(m, i, loop, start, n)
+    start += n
 
 def _memory_chunk(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) -> int:
   """The iterations per chunk of loop i over [s, e): where its tile folds from memory on the whole range
