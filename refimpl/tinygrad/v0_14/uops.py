@@ -150,6 +150,7 @@ def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
     dtype = getattr(tdt, r.dtype)
     u = TUOp(TOps[r.op], dtype, tuple(live[s] for s in r.src), _arg(r, dtype), i)
     for lower in lowerers: u = lower(u)
+    if lowerers: u = _own(u, i, listed, {})
     for x in u.toposort():
       if x not in listed:
         listed.add(x)
@@ -159,6 +160,18 @@ def uops_of(k: KernelRecord, renderer: Any = None) -> list[Any]:
   out = _reachable(out)
   _check_renderable(out, renderer)
   return out
+
+
+def _own(u: Any, i: int, listed: set, memo: dict) -> Any:
+  """u with every new uop a rewrite made for record uop i (untagged, not listed yet) tagged ("lowered", i): one that a
+  rewrite makes for two record uops (a bfloat16 value's CAST to float) is then two uops, each listed where its own
+  user is, never one declared inside an IF or loop and read after it."""
+  if u in listed: return u
+  if u in memo: return memo[u]
+  src = tuple(_own(s, i, listed, memo) for s in u.src)
+  tag = ("lowered", i) if u.tag is None else u.tag
+  memo[u] = u if (src == u.src and tag == u.tag) else u.replace(src=src, tag=tag)
+  return memo[u]
 
 
 def _reachable(uops: list[Any]) -> list[Any]:
