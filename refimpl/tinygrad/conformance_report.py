@@ -217,6 +217,12 @@ def _classes(results: dict) -> None:
   results["_refimpl"] = {c.id: passes_on_refimpl(c) for c in CLASSES}
 
 
+def superseded(history: list[dict], backends: list[str]) -> list[dict]:
+  """The --merge history without the backends reported again now (their rows are replaced); runs left empty dropped."""
+  kept = [{**m, "backends": [b for b in m["backends"] if b not in backends]} for m in history]
+  return [m for m in kept if m["backends"]]
+
+
 def load(out: Path) -> dict:
   return json.loads((out / DATA).read_text())
 
@@ -278,7 +284,8 @@ def main(out: Path, backends: list[str], fuzz_seconds: float, command: str, keep
   results["_reliance"] = saved["_reliance"] if merge and "_reliance" in saved else reliance_results(out)
   doc = {"provenance": provenance(command), "fuzz_seconds": fuzz_seconds, "results": results}
   if merge and saved_doc.get("provenance"):
-    doc = {**saved_doc, "results": results, "merged": [*saved_doc.get("merged", []), {"backends": backends,
-           "fuzz_seconds": fuzz_seconds, "provenance": provenance(command)}]}
+    history = [*superseded(saved_doc.get("merged", []), backends), {"backends": backends, "fuzz_seconds": fuzz_seconds,
+                                                                    "provenance": provenance(command)}]
+    doc = {**saved_doc, "results": results, "merged": history}
   save(out, doc)
   return 0

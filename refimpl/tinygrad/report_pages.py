@@ -306,7 +306,8 @@ def verdict_lines(b: str, r: dict) -> list[str]:
   judged = "" if v["level"] == "ran" and not r.get("level", {}).get("hardware") else f" (judged at {level_text(r)})"
   what = "pass" if v["level"] == "ran" else f"reach {v['level']}"
   out = [f"TINYGRAD:{b}{judged}: {v['rate']} of the cases it supports {what}. "
-         f"{'Safe' if v['level'] == 'ran' else f'Every case {what}s'}: {', '.join(v['safe']) or 'no op family'}."]
+         f"{'Safe' if v['level'] == 'ran' else 'Every case reaches ' + v['level'] + ' in'}: "
+         f"{', '.join(v['safe']) or 'no op family'}."]
   out += [f"Not safe, {u}." for u in v["unsafe"]]
   if v["classes"]: out.append(f"In whole programs it breaks: {', '.join(v['classes'])}.")
   if v["unsupported"]: out.append(f"n/a (declared unsupported): {', '.join(v['unsupported'])}.")
