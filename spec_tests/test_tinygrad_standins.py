@@ -136,12 +136,20 @@ OP_CASES = {"MAX-f32": OpCase(Ops.MAX, F32), "ADD-f32": OpCase(Ops.ADD, F32), "M
             "IDIV-i32": OpCase(Ops.IDIV, dtypes.int32), "CMPLT-f32": OpCase(Ops.CMPLT, F32),
             "CAST-f32-to-i32": OpCase(Ops.CAST, F32, dtypes.int32), "SQRT-f32": OpCase(Ops.SQRT, F32)}
 KNOWN_BAD_OPS = {"MAX-f32": KNOWN_BAD["max-nan-f32"]}
+# half on the DSP (QCOM's half kernels depend on the PoCL: one without cl_khr_fp16 does not compile them, as on GPU)
+DSP_OP_CASES = {"CAST-i16-to-f16": OpCase(Ops.CAST, dtypes.int16, dtypes.float16),
+                "CAST-f16-to-bool": OpCase(Ops.CAST, dtypes.float16, dtypes.bool),
+                "CAST-f16-to-f32": OpCase(Ops.CAST, dtypes.float16, F32)}
+KNOWN_BAD_DSP = {"CAST-i16-to-f16": "int16 -> half gives the integer's bits (1 -> 0x0001) in the Hexagon build",
+                 "CAST-f16-to-bool": "Hexagon's LLVM backend cannot select the setcc of a half compared with 0"}
 
 
 def _op_params():
   for device in RAN:
-    for c in OP_CASES:
-      marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BAD_OPS[c])] if c in KNOWN_BAD_OPS else []
+    cases = {**OP_CASES, **(DSP_OP_CASES if device == "TINYGRAD:DSP" else {})}
+    for c in cases:
+      why = KNOWN_BAD_OPS.get(c) or (KNOWN_BAD_DSP.get(c) if device == "TINYGRAD:DSP" else None)
+      marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
       yield pytest.param(device, c, marks=marks, id=f"{device}-{c}")
 
 
@@ -149,7 +157,7 @@ def _op_params():
 def test_op_sweep(device, case_id):
   """The op suite's own sweep (edge values and pairs, then random values; undefined lanes never sent), 4096 lanes."""
   _need(device)
-  case = OP_CASES[case_id]
+  case = {**OP_CASES, **DSP_OP_CASES}[case_id]
   h = OpHarness(device, case, lanes=1 << 12)
   inputs = [x[: 1 << 12] for x in sweep_inputs(case, lanes=1 << 12)]
   verdict = h.check(inputs)
@@ -246,3 +254,13 @@ def test_a_full_sweep_of_65536_lanes_matches_the_spec(device):
   inputs = sweep_inputs(case)
   verdict = h.check(inputs)
   assert verdict.checked == 1 << 16 and verdict.ok, h.failure_report(inputs, verdict)
+
+
+@pytest.mark.parametrize("device", RAN)
+def test_replay_reproduces_the_classes_the_report_gives_them(device):
+  """replay(class, device) on QCOM and DSP: the four classes they share with CLANG and GPU break the rule there, and
+  the classes of other renderers (LLVM's CMPLT, WGSL's casts) keep it."""
+  _need(device)
+  for c in CLASS_BY_ID.values():
+    bad, detail = run_reproducer(c, device)
+    assert bad is (c.id in KNOWN_BAD), (c.id, detail)
