@@ -6,7 +6,8 @@ NV, AMD, METAL, ... (`in_tree_devices()`). `TINYGRAD:<module>:<Class>` is a port
 tinygrad's `Compiled` importable as `module:Class` (e.g. `TINYGRAD:my_pkg.ops_mydev:MyDevice`): refimpl imports it by
 that name in every process (spawned fuzzer workers, pytest-xdist workers), so its package only has to be importable
 (installed, or on PYTHONPATH). A device whose runtime is missing here (no wgpu, no libcuda, not macOS) raises
-DeviceUnavailable with tinygrad's error and what to install.
+DeviceUnavailable with tinygrad's error and what to install, except tinygrad's QCOM, DSP, NV, CUDA, AMD and METAL, which
+then open as their stand-ins (refimpl.tinygrad.standins: ran on a stand-in runtime, compiled, or rendered; `level`).
 
 Everything that turns a kernel into results is the tinygrad device's own:
 
