@@ -52,7 +52,6 @@ import importlib
 import importlib.metadata
 import inspect
 import pkgutil
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +63,7 @@ from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
 from refimpl.renderer import Renderer
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
+from refimpl.tinygrad.names import kernel_name
 
 KIND = "TINYGRAD"
 NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # a loop device: any grid, lowered to loops here
@@ -83,12 +83,6 @@ INSTALL = {
   "DSP": "a Qualcomm Hexagon DSP (/dev/adsprpc-smd)",
   "CLOUD": "a running tinygrad cloud server (CLOUDDEV=host:port)",
 }
-
-
-def kernel_name(name: str) -> str:
-  """A C / OpenCL / LLVM / WGSL identifier for a refimpl program name."""
-  s = re.sub(r"[^A-Za-z0-9_]", "_", name)
-  return s if s and not s[0].isdigit() else f"k_{s}"
 
 
 def in_tree_devices() -> list[str]:

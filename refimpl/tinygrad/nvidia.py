@@ -88,8 +88,8 @@ def capabilities(kind: str, tg_renderer: Any) -> Renderer:
 def render(program: Program, kind: str, tg_renderer: Any, name: str) -> str:
   """The source tinygrad renders for `program` as kernel `name` (ExportError for what tinygrad has no form for,
   ProgramError for what is beyond its limits)."""
-  from refimpl.tinygrad.backend import kernel_name
   from refimpl.tinygrad.exporter import to_tinygrad
+  from refimpl.tinygrad.names import kernel_name
   lowered = lower_for(program, capabilities(kind, tg_renderer))
   return tg_renderer.render(kernel_name(name), to_tinygrad(lowered, tg_renderer))
 
