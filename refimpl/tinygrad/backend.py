@@ -223,7 +223,8 @@ class TinygradCompiler(Compiler):
   def compile(self, src: str) -> bytes:
     try: return self.tg.compile(src)
     except Exception as e:  # tinygrad's CompileError, subprocess errors, LLVM's RuntimeError
-      raise CompileError(f"{self.device}: tinygrad's compiler failed: {type(e).__name__}: {e}\n--- source ---\n{src}") from e
+      why = str(e).replace("\x00", "")  # NVRTC's log ends in NUL bytes
+      raise CompileError(f"{self.device}: tinygrad's compiler failed: {type(e).__name__}: {why}\n--- source ---\n{src}") from e
 
   def compile_cached(self, src: str) -> bytes:
     lib = super().compile_cached(src)
