@@ -158,3 +158,9 @@ def test_no_published_file_names_a_path_of_the_machine_that_made_it():
   files = [*DOCS.glob("*.json"), *DOCS.glob("*.md"), *FINDINGS, *DOCS.glob("tinygrad-selftest-undefined/*.json")]
   bad = [f"{p.relative_to(DOCS)}: {m.group(0)}" for p in files for m in [MACHINE_PATH.search(p.read_text())] if m]
   assert files and not bad, bad
+
+
+def test_no_published_page_holds_a_nul_byte():
+  """A compiler log's NUL bytes (NVRTC ends its log with them) never reach a page or its data."""
+  files = [*DOCS.glob("*.html"), *DOCS.glob("*.json"), *DOCS.glob("*.md")]
+  assert files and not [p.name for p in files if b"\x00" in p.read_bytes()]
