@@ -85,13 +85,22 @@ def _stack_lane(v: Any, c: Any) -> Any:
   return v.src[int(c.arg)] if 0 <= int(c.arg) < len(v.src) else None
 
 
+def _fold_weak(a: Any) -> Any:
+  """A weak-typed ALU op of constants (only 0.14's decompositions make weak ops: refimpl's are all typed) folded as
+  0.14's symbolic folds it (fold_const_alu), which its final rewrite has and this lowering otherwise leaves out."""
+  from tinygrad.uop.symbolic import fold_const_alu
+  return fold_const_alu(a)
+
+
 def split_unaligned() -> Any:
   """A vector LOAD / STORE through a SHRINK 0.14 would not have made (_coalesced; ctx is the renderer) as n scalar ones
   (a STACK of the loads, a GROUP of the stores): refimpl's vector access promises no alignment, 0.14's vector types
   assume it."""
-  from tinygrad.uop.ops import Ops, PatternMatcher, UPat
+  from tinygrad.dtype import dtypes as tdt
+  from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UPat
   lane = UPat(Ops.CONST, name="c")
-  return PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.SHRINK, name="s"),), allow_any_len=True, name="x"), _split_load),
+  return PatternMatcher([(UPat(GroupOp.ALU, dtype=tdt.weaks, name="a"), _fold_weak),
+                         (UPat(Ops.LOAD, src=(UPat(Ops.SHRINK, name="s"),), allow_any_len=True, name="x"), _split_load),
                          (UPat(Ops.STORE, src=(UPat(Ops.SHRINK, name="s"), UPat()), name="x"), _split_store),
                          (UPat(Ops.INDEX, src=(UPat(Ops.STACK, name="v"), lane)), _stack_lane),
                          (UPat(Ops.INDEX, src=(UPat(Ops.STACK, name="v"), UPat(Ops.CAST, src=(lane,)))), _stack_lane)])
