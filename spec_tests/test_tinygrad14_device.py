@@ -498,3 +498,16 @@ def test_vector_access_and_accumulators_export_to_what_tinygrad_014_renders_righ
   assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
   out = json.loads(res.stdout.strip().splitlines()[-1])
   assert out == {name: True for name in out} and len(out) == 4, out
+
+
+def test_the_op_suite_runs_on_tinygrad_014s_cl(python14, tmp_path):
+  """`--backend TINYGRAD:CL` (pyopencl's PoCL): a grid device (SPECIALs, not loops). ADD-i32 and EXP2-f32 (CL's own
+  exp2) pass, MAX-f32 fails as on CPU (the NaN), and FDIV-f32 is not tested: OpenCL C's renderer has no FDIV and 0.14
+  divides as x * RECIPROCAL(y) before its kernels, so refimpl's FDIV has no 0.14 form there (an ExportError)."""
+  _device_or_skip(python14, "CL")
+  only = [a for case in ("ADD-i32", "EXP2-f32", "MAX-f32", "FDIV-f32") for a in ("--only", f"*sweep*-{case}]")]
+  res = _run(python14, tmp_path, "", "-m", "refimpl.conformance", "--backend", "TINYGRAD:CL", "--quick", *only,
+             "--report", str(tmp_path / "report.html"))
+  assert "refimpl conformance of TINYGRAD:CL: 4 op cases: 2 pass, 1 FAIL, 0 n/a, 0 relaxed, 1 not tested" in res.stdout, \
+    res.stdout[-3000:] + res.stderr[-2000:]
+  assert set(re.findall(r"FAILED \S+\[(\S+)\]", res.stdout)) == {"TINYGRAD:CL-MAX-f32"}, res.stdout[-3000:]
