@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
   if why is not None:
     print(f"refimpl.tinygrad.v0_14.capture: cannot use tinygrad's {args.device}: {why}", file=sys.stderr)
     return 2
-  from tinygrad.helpers import DEV
-  device = DEV.value  # the name it opened by (a porter's module:Class is registered under its own)
+  from tinygrad.device import Device
+  device = Device.DEFAULT  # the name it opened by (a porter's module:Class is registered under its own)
   args.out.mkdir(parents=True, exist_ok=True)
   sys.argv = script
   status = 0
