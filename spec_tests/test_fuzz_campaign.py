@@ -237,7 +237,7 @@ def test_summary_ends_with_rate_time_split_coverage_and_findings(tmp_path):
 def test_gpu_findings_reduce_to_ten_uops_within_the_candidate_budget(tmp_path):
   """Rule: on the GPU, whose kernels cost PoCL a compile at first launch, findings of a planted contraction reduce to at
   most 10 uops with no unused declaration, within the default --reduce-candidates (a count: no clock decides it)."""
-  s = run_campaign(Config(seed=0, iterations=32, backends=[PLANTED + "ContractGPU"], jobs=2, out=tmp_path, quiet=True,
+  s = run_campaign(Config(seed=0, iterations=8, backends=[PLANTED + "ContractGPU"], jobs=2, out=tmp_path, quiet=True,
                           reduce_time=None))
   found = [r for r in s.findings if r.finding.signature.backend == "CONTRACTGPU"]
   assert found, s.render()

@@ -22,6 +22,7 @@ The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets
   python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -119,6 +120,7 @@ def _losses(stdout: str) -> list[float]:
   return [float(x) for x in LOSS.findall(stdout)]
 
 
+@functools.cache  # once per test process: a probe compiles a kernel
 def _device_problem(python: str, device: str) -> str | None:
   """Why tinygrad 0.14's `device` (CPU, CL) cannot run here, with the toolchain's reason (what to install); None when
   it runs."""
@@ -318,15 +320,11 @@ print((a.maximum(Tensor(np.zeros(16, dtype=np.float32))) * 2).numpy())
 @pytest.mark.parametrize("device, status, says", [
   ("porter_dev:FaithfulDevice", 0, "0 disagreements, 0 with undefined behaviour"),
   ("porter_dev:MaxIsMinDevice", 1, "1 disagreements"),
-  ("porter_dev:NoSuchDevice", 2, "porter_dev:NoSuchDevice: module porter_dev has no NoSuchDevice"),
-  ("porter_dev:NotADevice", 2, "NotADevice is not a subclass of tinygrad's Compiled"),
-  ("porter_devv:FaithfulDevice", 2, "module porter_devv does not import"),
 ])
 def test_run_check_judges_a_porters_014_device_named_module_class(python14, tmp_path, device, status, says):
   """`run --check module:Class` under 0.14 registers a porter's device class (refimpl.tinygrad.v0_14.porter) and checks
   every kernel it runs against the emulator: MAX is the larger operand (the spec's MAX), so a renderer rendering a MIN
-  is a disagreement saved as a reproducer, an unchanged CPU device has none, and a name that does not resolve to a
-  tinygrad Compiled class is a usage error (exit 2) saying what is wrong, never a run that checks nothing."""
+  is a disagreement saved as a reproducer, and an unchanged CPU device has none."""
   _device_or_skip(python14, "CPU")
   (tmp_path / "porter_dev.py").write_text(PORTER)
   res = _run(python14, tmp_path, MAXIMUM, "-m", "refimpl.tinygrad", "run", "--check", device, "--out", "found", "--",
@@ -334,6 +332,29 @@ def test_run_check_judges_a_porters_014_device_named_module_class(python14, tmp_
   assert res.returncode == status and says in res.stderr, res.stdout[-2000:] + res.stderr[-3000:]
   saved = sorted((tmp_path / "found" / "disagreements").glob("*.json"))
   assert len(saved) == (1 if status == 1 else 0), saved
+
+
+NOT_A_DEVICE = {"porter_dev:NoSuchDevice": "porter_dev:NoSuchDevice: module porter_dev has no NoSuchDevice",
+                "porter_dev:NotADevice": "NotADevice is not a subclass of tinygrad's Compiled",
+                "porter_devv:FaithfulDevice": "module porter_devv does not import",
+                "my_pkg:CPUDevice": "its name CPU is tinygrad's own device CPU; rename the class"}
+
+
+def test_a_name_that_is_no_porters_014_device_is_refused_saying_what_is_wrong(python14, tmp_path):
+  """use_device (what `run --check` and `capture --device` call) refuses a module:Class that does not import, names
+  nothing, is not a subclass of tinygrad's Compiled, or takes a tinygrad device's name, saying which: `run --check`
+  then exits 2 before running anything, never a run that checks nothing."""
+  (tmp_path / "porter_dev.py").write_text(PORTER)
+  (tmp_path / "my_pkg.py").write_text("from tinygrad.runtime import ops_cpu\nclass CPUDevice(ops_cpu.CPUDevice): pass\n")
+  probe = ("from refimpl.tinygrad.v0_14.toolchain import use_device\n"
+           f"for name in {list(NOT_A_DEVICE)!r}: print(name, '=>', use_device(name))\n")
+  res = _run(python14, tmp_path, probe, "script.py", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+  assert res.returncode == 0, res.stderr[-3000:]
+  said = dict(line.split(" => ", 1) for line in res.stdout.splitlines())
+  for name, why in NOT_A_DEVICE.items(): assert why in said[name], (name, said[name])
+  res = _run(python14, tmp_path, MAXIMUM, "-m", "refimpl.tinygrad", "run", "--check", "porter_dev:NotADevice", "--",
+             "script.py", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+  assert res.returncode == 2 and NOT_A_DEVICE["porter_dev:NotADevice"] in res.stderr, res.stderr[-2000:]
 
 
 # ***** TINYGRAD:<NAME> on tinygrad 0.14: refimpl's suite on tinygrad 0.14's devices (refimpl/tinygrad/v0_14/backend.py) *****
