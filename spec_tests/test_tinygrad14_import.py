@@ -372,3 +372,14 @@ def test_a_cast_to_fp8_saturates_as_tinygrad_014_converts(src, fp8, xs, want):
   assert "fp8-saturate" in tr.fired
   got = emulate(tr.program, [np.zeros(n, np.float32), np.array(xs, np_src)]).buffers[0]
   assert same_value(got, np.array(want, np.float32)).all(), got.tolist()
+
+
+def test_an_int64_index_is_refused_naming_the_uop():
+  """refimpl's INDEX takes an int32 index (the IR's index-dtype rule); 0.14 indexes with int64 only where int32 would
+  overflow (buffers past 2^31 elements): such a kernel is a TranslationError naming the tinygrad uop, never a wrap."""
+  k = Kernel14()
+  size = k.const(4)
+  out = k.param(0, 4, size)
+  gid = k.add("CAST", "long", (), "ALU", None, [k.add("SPECIAL", "int", (), "ALU", "gidx0", [size])])
+  k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, gid]), k.const(1.0, "float")])
+  with pytest.raises(TranslationError, match="INDEX.*int32"): translate(k.record(global_size=(4, 1, 1)))
