@@ -131,3 +131,14 @@ def test_refimpls_own_error_is_never_published_as_a_backends_finding(tmp_path):
   got = publish_findings("CLANG", tmp_path)
   assert got["findings"] == [] and not harness.exists()
   assert [d["why"] for d in got["dropped"]] == ["a harness error (refimpl's own UndefinedBehavior), not the backend's"]
+
+
+def test_the_index_names_every_run_merged_into_the_data(tmp_path):
+  """A row reported later with --merge carries its own provenance: the index says which backends, when, from which
+  commit and by what command, beside the first run's header (no page claims one run made what several did)."""
+  doc = _doc(tmp_path)
+  doc["merged"] = [{"backends": ["QCOM"], "fuzz_seconds": 0,
+                    "provenance": {"date": "2026-12-06 23:52 UTC", "commit": "14d601fd66f0", "command": "report --merge"}}]
+  write(tmp_path, doc)
+  index = (tmp_path / "index.html").read_text()
+  assert "TINYGRAD:QCOM: reported into this page on 2026-12-06 23:52 UTC from refimpl commit 14d601fd66f0" in index

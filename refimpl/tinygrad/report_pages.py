@@ -372,6 +372,7 @@ def index_page(out: Path, doc: dict) -> str:
   links = "".join(f"<li><a href='{rh.esc(f)}'>{rh.esc(f)}</a></li>" for f in findings)
   return rh.page("refimpl conformance pages", "\n".join([
     rh.provenance_html(_provenance(doc)),
+    *[f"<p class=muted>{rh.esc(m)}</p>" for m in merged(doc)],  # the rows reported later, each with its own provenance
     "<h1>refimpl conformance pages</h1>",
     "<p>refimpl is an executable specification of tinygrad 0.10.1's kernel language; these pages hold real backends "
     "to it. <b>Two kinds of backend</b> appear: tinygrad's own (TINYGRAD:CLANG, :LLVM, :GPU, :WEBGPU: tinygrad's renderer, "
