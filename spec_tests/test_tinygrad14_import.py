@@ -382,4 +382,4 @@ def test_an_int64_index_is_refused_naming_the_uop():
   out = k.param(0, 4, size)
   gid = k.add("CAST", "long", (), "ALU", None, [k.add("SPECIAL", "int", (), "ALU", "gidx0", [size])])
   k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, gid]), k.const(1.0, "float")])
-  with pytest.raises(TranslationError, match="INDEX.*int32"): translate(k.record(global_size=(4, 1, 1)))
+  with pytest.raises(TranslationError, match=r"INDEX.*int32"): translate(k.record(global_size=(4, 1, 1)))

@@ -43,15 +43,10 @@ KIND = "TINYGRAD"
 def open_tinygrad(device: str) -> tuple[str, Any]:
   """(tinygrad's device name, tinygrad 0.14's device) for "TINYGRAD:<rest>": CPU's clang and CL's OpenCL prepared
   first (v0_14.toolchain), a porter's module:Class registered (v0_14.porter). DeviceUnavailable saying why not."""
-  from refimpl.tinygrad.v0_14 import porter
-  from refimpl.tinygrad.v0_14.toolchain import prepare_cl, prepare_cpu
+  from refimpl.tinygrad.v0_14.toolchain import prepare_device
   kind, _, rest = device.partition(":")
   if kind.upper() != KIND or not rest: raise DeviceUnavailable(f"{device}: name a tinygrad device, {KIND}:<NAME>")
-  try:
-    if porter.names_a_class(rest): name, prepare = porter.register(rest), prepare_cpu
-    else: name, prepare = rest.upper(), {"CPU": prepare_cpu, "CL": prepare_cl}.get(rest.upper().split(":")[0])
-  except porter.PorterDeviceError as e: raise DeviceUnavailable(f"{device}: {e}") from None
-  why = prepare() if prepare is not None else None
+  name, why = prepare_device(rest)
   if why is not None: raise DeviceUnavailable(f"{device}: {why}")
   from tinygrad.device import Device
   try: tg = Device[name]

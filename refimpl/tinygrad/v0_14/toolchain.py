@@ -5,6 +5,8 @@ clang of pip's ziglang package, refimpl[clang]), without root and without changi
                  works here, else one line saying why not and what to install.
   prepare_cl()   idempotent; makes tinygrad 0.14's CL device load the OpenCL ICD loader pyopencl ships (with its PoCL)
                  where it finds none of its own. None when the device opens, else why not and what to install.
+  prepare_device(d)  (the name tinygrad 0.14 opens `d` by, None or why not): CPU's clang or CL's OpenCL prepared, a
+                 porter's module:Class registered (refimpl.tinygrad.v0_14.porter).
   use_device(d)  makes tinygrad 0.14's device `d` (CPU, CL, ..., or a porter's module:Class) the default (DEV),
                  preparing CPU's clang or CL's OpenCL first; None, or why not.
 
@@ -113,21 +115,24 @@ def prepare_cl() -> str | None:
   return None
 
 
-def use_device(device: str) -> str | None:
-  """Makes tinygrad 0.14's `device` the default one (DEV, also for its compile workers), after prepare_cpu for CPU and
-  prepare_cl for CL; None when the device opens, else one line saying why not. A porter's `module:Class` is registered
-  first (refimpl.tinygrad.v0_14.porter), with tinygrad's clang prepared as for CPU, which a C device may compile with."""
+def prepare_device(device: str) -> tuple[str, str | None]:
+  """(the name tinygrad 0.14 opens `device` by, None or why it cannot run here): a porter's `module:Class` registered
+  first (refimpl.tinygrad.v0_14.porter) with tinygrad's clang prepared as for CPU, which a C device may compile with;
+  tinygrad's CPU with prepare_cpu, its CL with prepare_cl, any other device as it is."""
   from refimpl.tinygrad.v0_14 import porter
   if porter.names_a_class(device):
-    try: device = porter.register(device)
-    except porter.PorterDeviceError as e: return str(e)
-    prepare = prepare_cpu
-  else:
-    device = device.upper()
-    prepare = {"CPU": prepare_cpu, "CL": prepare_cl}.get(device.split(":")[0])
-  if prepare is not None:
-    why = prepare()
-    if why is not None: return why
+    try: return porter.register(device), prepare_cpu()
+    except porter.PorterDeviceError as e: return device, str(e)
+  name = device.upper()
+  prepare = {"CPU": prepare_cpu, "CL": prepare_cl}.get(name.split(":")[0])
+  return name, prepare() if prepare is not None else None
+
+
+def use_device(device: str) -> str | None:
+  """Makes tinygrad 0.14's `device` (prepare_device) the default one (DEV, also for its compile workers); None when the
+  device opens, else one line saying why not."""
+  device, why = prepare_device(device)
+  if why is not None: return why
   from tinygrad.device import Device
   from tinygrad.helpers import DEV
   try: Device[device]
