@@ -20,6 +20,8 @@ from refimpl.testing.compare import same_value
 from refimpl.testing.differential import OpCase, OpHarness, supported, sweep_inputs
 
 pytest.importorskip("tinygrad")
+from test_tinygrad_backends import _add_plain, _sum_loop  # the control programs CLANG and GPU run too
+
 from refimpl.tinygrad import standins
 from refimpl.tinygrad.report_classes import CLASS_BY_ID, run_reproducer
 
@@ -74,24 +76,6 @@ def test_a_stand_in_that_cannot_be_built_says_why_and_what_to_install(monkeypatc
 
 
 # ***** QCOM and DSP: ran on their stand-ins, held to the spec *****
-
-def _add_plain():
-  b = ProgramBuilder("add_plain")
-  out, x, y = (b.global_buf(F32, 4) for _ in range(3))
-  i = b.gidx(0, 4)
-  b.store(out, i, b.alu(Ops.ADD, b.load(x, i), b.load(y, i)))
-  return b.build(), [np.zeros(4, np.float32), np.array([1, 2.5, -3, 1e30], np.float32), np.array([2, 0.25, 3, 1e30], np.float32)]
-
-
-def _sum_loop():
-  b = ProgramBuilder("sum_loop")
-  out, x = b.global_buf(dtypes.int32, 1), b.global_buf(dtypes.int32, 8)
-  zero = b.const(0, dtypes.int32)
-  acc = b.acc(zero)
-  with b.loop(8) as r: b.assign(acc, b.alu(Ops.ADD, acc, b.load(x, r)))
-  b.store(out, zero, acc)
-  return b.build(), [np.zeros(1, np.int32), np.array([1, 2, 3, 2**31 - 1, -5, 6, 7, 8], np.int32)]
-
 
 def _div_i32():
   """int32 IDIV truncates towards zero (on the DSP a call to __hexagon_divsi3)."""

@@ -234,6 +234,18 @@ class TinygradCompiler(Compiler):
     return lib
 
 
+def refuse_undefined(program: Program, allocator: Any, bufs: tuple, vals: tuple) -> None:
+  """Runs `program` on refimpl's emulator, strict, on copies of the tinygrad buffers `bufs` (read through tinygrad's
+  `allocator`) and `vals`: raises UndefinedBehavior when a lane is undefined, so that nothing undefined is launched."""
+  from refimpl.emulator.machine import emulate
+  arrays = []
+  for b, k in zip(bufs, sorted(program.buffers)):
+    ptr = program.buffers[k]
+    raw = bytearray(ptr.size * ptr.base.itemsize)
+    allocator._copyout(memoryview(raw), b)
+    arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
+  emulate(program, arrays, vals=tuple(vals), strict=True)
+
 class TinygradAllocator(Allocator):
   """refimpl's allocator interface over the tinygrad device's own allocator (opaques are tinygrad's)."""
   def __init__(self, tg: Any): self.tg = tg
@@ -262,18 +274,10 @@ class CheckedProgram:
     self.grid = takes_grid(self.prg)
 
   def __call__(self, *bufs: Any, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
-    from refimpl.emulator.machine import emulate
     if self.program is None:
       raise RuntimeError(f"{self.device.device}: {self.name}: unknown binary (not compiled by this device), "
                          "so its inputs cannot be checked for undefined behaviour")
-    p = self.program
-    arrays = []
-    for b, k in zip(bufs, sorted(p.buffers)):
-      ptr = p.buffers[k]
-      raw = bytearray(ptr.size * ptr.base.itemsize)
-      self.device.allocator._copyout(memoryview(raw), b)
-      arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
-    emulate(p, arrays, vals=tuple(vals), strict=True)  # raises UndefinedBehavior: nothing is launched
+    refuse_undefined(self.program, self.device.allocator, bufs, vals)
     if not self.grid: return self.prg(*bufs, vals=tuple(vals), wait=wait)
     return self.prg(*bufs, global_size=tuple(global_size), local_size=tuple(local_size), vals=tuple(vals), wait=wait)
 

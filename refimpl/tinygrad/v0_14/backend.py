@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable
-from refimpl.dtype import INVERSE_DTYPES_DICT, DType, ImageDType, PtrDType, dtypes, to_np
+from refimpl.dtype import INVERSE_DTYPES_DICT, DType, ImageDType, PtrDType, dtypes
 from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
-from refimpl.tinygrad.backend import NATIVE_GRID, TinygradAllocator, TinygradRenderer, kernel_name
+from refimpl.tinygrad.backend import NATIVE_GRID, TinygradAllocator, TinygradRenderer, kernel_name, refuse_undefined
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
 from refimpl.tinygrad.v0_14.exporter import FP8
 
@@ -109,15 +109,7 @@ class CheckedProgram:
     self.prg = device.tg.runtime(TinyELF(lib, kernel_name(name), device.tgr.target, signature))
 
   def __call__(self, *bufs: Any, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
-    from refimpl.emulator.machine import emulate
-    p = self.program
-    arrays = []
-    for b, k in zip(bufs, sorted(p.buffers)):
-      ptr = p.buffers[k]
-      raw = bytearray(ptr.size * ptr.base.itemsize)
-      self.device.allocator._copyout(memoryview(raw), b)
-      arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
-    emulate(p, arrays, vals=tuple(vals), strict=True)  # raises UndefinedBehavior: nothing is launched
+    refuse_undefined(self.program, self.device.allocator, bufs, vals)
     if self.device.renderer.loops: global_size, local_size = (1, 1, 1), (1, 1, 1)  # the grid is loops (CPU: 1 thread)
     return self.prg(*bufs, global_size=tuple(global_size), local_size=tuple(local_size), vals=tuple(vals), wait=wait)
 
