@@ -85,3 +85,14 @@ def test_the_pages_rebuild_from_the_json_as_they_were():
   c.provenance, c.up = {"command": "cmd", "commit": "abc", "date": "today"}, "index.html"
   again = Conformance.from_json(json.loads(json.dumps(c.to_json())))
   assert (again.html(), again.markdown()) == (c.html(), c.markdown())
+
+
+def test_a_failing_tests_kind_reads_a_failed_assert_as_a_wrong_result_not_a_refused_render():
+  """A failing test's kind (the pages group failures by it): a kernel the op suite says did not run is the kind its
+  error gives (a renderer's AssertionError: does not render); a test's own failed assert is a wrong result, never a
+  renderer's refusal; a compile error is one wherever it is raised."""
+  from refimpl.testing.pytest_plugin import test_kind
+  from refimpl.testing.report_html import KIND_MEANING
+  assert test_kind("DEV: MAX-f32 does not run: AssertionError: no code for MAX") == KIND_MEANING["render-error"]
+  assert test_kind("AssertionError: 64310 of 65536 defined lanes differ from the spec").startswith("a wrong result")
+  assert test_kind("CompileError: <source>:3: error: expected ';'") == KIND_MEANING["compile-error"]

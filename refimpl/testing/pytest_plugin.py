@@ -343,9 +343,13 @@ def shape(message: str) -> str:
 
 
 def test_kind(message: str) -> str:
-  """A failing test's kind, in words: a kernel that never ran says why (failure_kind), else a wrong result."""
+  """A failing test's kind, in words: a kernel that never ran says why (failure_kind), else a wrong result. A test's
+  own failed assert (an AssertionError) is never read as a renderer's refusal, which failure_kind takes AssertionError
+  for only where the op suite says the kernel did not run."""
   if "does not run:" in message: return rh.KIND_MEANING[rh.failure_kind(message)]
+  own_assert = message.lstrip().startswith("AssertionError")
   for kind in ("compile-error", "render-error", "crash"):
+    if kind == "render-error" and own_assert: continue
     if rh.failure_kind(f"does not run: {message}") == kind: return rh.KIND_MEANING[kind]
   return "a wrong result or a broken rule (the message says which)"
 
