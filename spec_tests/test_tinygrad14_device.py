@@ -19,7 +19,7 @@
 
 The environment: $REFIMPL_TINYGRAD14_PYTHON (`.ci/run` makes .ci/venv14 and sets it; then it must work), else
 .venv14/bin/python in the checkout; with neither the tests are skipped, saying how to make one:
-  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"""
+  python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e '.[clang,gpu,conformance]'"""
 from __future__ import annotations
 
 import functools
@@ -38,7 +38,7 @@ from refimpl.testing.compare import same_value
 from refimpl.tinygrad.selftest import fetch_sdist
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 pytest -e '.[clang,gpu]'"
+MAKE_ONE = "python3.11 -m venv .venv14 && .venv14/bin/pip install tinygrad==0.14.0 -e '.[clang,gpu,conformance]'"
 HANG_GUARD = 900  # seconds a subprocess may take before the test stops it as hung: a guard, never a measurement
 
 
