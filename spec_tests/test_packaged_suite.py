@@ -103,3 +103,14 @@ def test_a_devices_own_known_failures_are_marked_xfail_with_their_reason(monkeyp
   plugin.pytest_collection_modifyitems(config, items)
   assert [[m.kwargs.get("reason") for m in it.markers] for it in items] == [["why"], [], []]
   assert [dict(it.user_properties).get(plugin._BACKEND) for it in items] == ["KNOWN", "KNOWN", "OTHER"]
+
+
+def test_without_hypothesis_the_runner_names_the_extra_to_install(tmp_path):
+  """`python -m refimpl.conformance` where hypothesis does not import exits 2 naming what to install, before pytest
+  starts (a collection error would end in "no test selected", which hides the cause)."""
+  (tmp_path / "hypothesis.py").write_text("raise ImportError('no module named hypothesis (blocked by the test)')\n")
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+  res = subprocess.run([sys.executable, "-m", "refimpl.conformance", "--backend", "PYTHON"], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path, env=env)
+  assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+  assert "needs hypothesis: pip install 'refimpl[conformance]'" in res.stderr

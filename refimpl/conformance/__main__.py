@@ -18,7 +18,8 @@ differences.
 
 Exit status: 0 when everything passed (or was declared a known failure with --xfail, or fails as on the baseline); 1
 when a test failed; 2 when a named backend or the baseline does not open (a missing module, a compiler that cannot
-run) or a named backend had nothing checked (every test deselected or skipped), with the cause.
+run) or a named backend had nothing checked (every test deselected or skipped), with the cause; and when pytest or
+hypothesis is not installed (pip install 'refimpl[conformance]').
 """
 from __future__ import annotations
 
@@ -60,11 +61,25 @@ def pytest_arguments(args: argparse.Namespace, argv: list[str] | None = None) ->
   return out + extra
 
 
+def _missing_requirements() -> list[str]:
+  """The modules the packaged suite runs on (refimpl[conformance]) that do not import here."""
+  missing = []
+  for name in ("pytest", "hypothesis"):
+    try: __import__(name)
+    except ImportError: missing.append(name)
+  return missing
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
   """Becomes `python -m pytest` with the packaged suite's arguments (exec: pytest's exit status, Ctrl-C and output are
   the command's own). A fresh interpreter is what lets pytest rewrite the asserts of refimpl's plugin, which this
   process has already imported."""
   args = parser().parse_args(argv)
+  missing = _missing_requirements()
+  if missing:
+    print(f"refimpl.conformance: the suite needs {' and '.join(missing)}: pip install 'refimpl[conformance]'",
+          file=sys.stderr)
+    sys.exit(2)
   env = {**os.environ, "REFIMPL_HYPOTHESIS_PROFILE": "dev"} if args.quick else dict(os.environ)
   command = [sys.executable, "-m", "pytest", *pytest_arguments(args, argv)]
   sys.stdout.flush()
