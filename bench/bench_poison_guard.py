@@ -49,7 +49,7 @@ def tinygrad_kernels(n: int) -> dict[str, Program]:
   from tinygrad import Tensor
 
   from refimpl.tinygrad import capture
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad()["CLANG"]
   if why is not None: raise SystemExit(f"tinygrad's CLANG does not run here: {why}")
   out = {}

@@ -7,13 +7,13 @@ Kernels:
   - bench/kernels/*.json, six kernels tinygrad 0.10.1 generated for large shapes, in the two forms (loop: CLANG, one
     thread; grid: GPU): elementwise a*b+1 over 2^20 float32, a 1024x1024 row sum, a 128^3 matmul (loop form), and
     elementwise 2^20, a 2^20 sum, a 256^3 matmul (grid form). Inputs: standard normal float32 (seed 0).
-    `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.toolchain`).
+    `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.v0_10.toolchain`).
 Times (best of --repeat after WARMUP untimed runs, buffers already on the device): the PYTHON device (the emulator,
 in place, strict) and CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric
 mean per group.
 `--tinygrad`: also tinygrad's own emulator (its PYTHON device's PythonProgram), one run per kernel: on the uops tinygrad
 generated for the six (recaptured, so it implies --capture; zeroed buffers), and on each corpus kernel exported to
-tinygrad's uops (refimpl.tinygrad.exporter, for tinygrad's PYTHON renderer; the case's inputs). Printed: its time, the
+tinygrad's uops (refimpl.tinygrad.v0_10.exporter, for tinygrad's PYTHON renderer; the case's inputs). Printed: its time, the
 speedup of refimpl's emulator over it, and a summary line (slowest speedup overall and on kernels of 64K elements or
 more); a kernel tinygrad's emulator fails on shows its error instead.
 Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
@@ -76,7 +76,7 @@ def capture_six() -> dict[str, list]:
   from tinygrad import Tensor
 
   from refimpl.tinygrad import capture
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   ready = prepare_tinygrad()
   KERNELS.mkdir(exist_ok=True)
   specs = {}
@@ -188,7 +188,7 @@ def tinygrad_export_seconds(program: Program, bufs: list[np.ndarray], vals: tupl
   """One run of tinygrad's own emulator on a refimpl program exported to tinygrad's uops; its error when it fails."""
   from tinygrad.runtime.ops_python import PythonCompiler, PythonProgram, PythonRenderer
 
-  from refimpl.tinygrad.exporter import to_tinygrad
+  from refimpl.tinygrad.v0_10.exporter import to_tinygrad
   renderer = PythonRenderer()
   try:
     lib = PythonCompiler().compile(renderer.render(program.name, to_tinygrad(program, renderer)))

@@ -35,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere in a checkout
 
 from refimpl.tinygrad import capture, translate  # noqa: E402
-from refimpl.tinygrad.reference import install_reference_device  # noqa: E402
+from refimpl.tinygrad.v0_10.reference import install_reference_device  # noqa: E402
 
 
 def import_times(repeat: int) -> list[float]:
@@ -182,7 +182,7 @@ def workload_time(fn, device: str, runs: int) -> tuple[float, list[np.ndarray]]:
   return statistics.median(times), results
 
 def end_to_end(runs: int, python: bool, only: str, kernels: bool = False) -> None:
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad().get("CLANG")
   if why: raise SystemExit(f"tinygrad CLANG: {why}")
   ref = install_reference_device()

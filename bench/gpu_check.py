@@ -5,7 +5,7 @@
 Parts, each writing its report under --out (the CUDA device must open: an NVIDIA driver and GPU):
   1. the packaged conformance suite on CUDA (python -m refimpl.conformance --backend CUDA, the `dev` hypothesis profile,
      all CPU cores): cuda-conformance.html / .md. TINYGRAD:CUDA and TINYGRAD:PTX are added when refimpl.tinygrad's
-     TINYGRAD device opens them (refimpl.tinygrad.backend runs tinygrad's CLANG, LLVM, GPU and PYTHON in this release;
+     TINYGRAD device opens them (refimpl.tinygrad.v0_10.backend runs tinygrad's CLANG, LLVM, GPU and PYTHON in this release;
      their compile path is tested in spec_tests/test_backend_cuda.py); a device that does not open is listed with why.
   2. a fuzz campaign on CUDA against the emulator (python -m refimpl.fuzz --backend CUDA --time N): findings under
      fuzz-findings/cuda, the summary in cuda-fuzz.txt.

@@ -1,4 +1,4 @@
-"""The CUDA device (refimpl/backends/cuda.py, ops_cuda.py) and tinygrad's CUDA and PTX toolchains (refimpl.tinygrad.nvidia)
+"""The CUDA device (refimpl/backends/cuda.py, ops_cuda.py) and tinygrad's CUDA and PTX toolchains (refimpl.tinygrad.v0_10.nvidia)
 where there is no GPU: every kernel the conformance suite launches is rendered and compiled by NVIDIA's compilers from
 the PyPI wheels; the rendering rules are checked in the source and in NVRTC's PTX. The launch tests need an NVIDIA GPU
 and driver and skip with the reason where there is none (bench/gpu_check.py runs the whole suite on one).
@@ -288,8 +288,8 @@ KNOWN_TINYGRAD_FAILURES: dict[str, dict[str, str]] = {
 
 def _tinygrad_compile_results(kind: str, programs: list[Program]) -> tuple[int, int, dict[int, str]]:
   """(how many programs tinygrad has no form for, how many compiled, {program: failure}) for TINYGRAD:<kind>."""
-  from refimpl.tinygrad import nvidia
-  from refimpl.tinygrad.exporter import ExportError
+  from refimpl.tinygrad.v0_10 import nvidia
+  from refimpl.tinygrad.v0_10.exporter import ExportError
   tg_renderer, tg_compiler = nvidia.toolchain(kind)
   srcs, which, failed, no_form = [], [], {}, 0
   for k, p in enumerate(programs):

@@ -104,7 +104,7 @@ def test_the_index_reaches_every_page_and_every_finding():
 def replayed() -> dict:
   """Every published finding whose backend opens here, replayed in one pool of fresh workers."""
   from refimpl.device import Device
-  from refimpl.tinygrad.conformance_report import replays_as_claimed
+  from refimpl.tinygrad.report.runner import replays_as_claimed
   opens = [p for p in FINDINGS if Device.open_error(json.loads(p.read_text())["backend"]) is None]
   return replays_as_claimed(opens)
 
@@ -125,7 +125,7 @@ def test_a_published_finding_replays_as_the_failure_it_claims(path, replayed):
 
 def test_the_readme_figures_are_the_published_data():
   """The README's table of tinygrad's backends (pass rate, failing tests, suite wall time) is the report's data."""
-  from refimpl.tinygrad.report_pages import readme_rows
+  from refimpl.tinygrad.report.pages import readme_rows
   readme = (ROOT / "README.md").read_text()
   rows = readme_rows(json.loads((DOCS / "tinygrad-0.10.1.json").read_text()))
   assert rows and all(row in readme for row in rows), "\n".join(r for r in rows if r not in readme)

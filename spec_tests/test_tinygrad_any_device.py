@@ -1,4 +1,4 @@
-"""Any tinygrad 0.10.1 device under the suite (refimpl.tinygrad.backend): TINYGRAD:<NAME> for tinygrad's own devices and
+"""Any tinygrad 0.10.1 device under the suite (refimpl.tinygrad.v0_10.backend): TINYGRAD:<NAME> for tinygrad's own devices and
 TINYGRAD:<module>:<Class> for a porter's. Rules:
 - a device that does not open here says why, and what to install; one that cannot compute (DISK, NPY) is refused;
 - what differs between tinygrad devices (grid or loops, locals, limits, how a program is launched) is read from the
@@ -61,7 +61,7 @@ def third_party_path(monkeypatch):
 
 
 def test_a_tinygrad_device_that_does_not_open_says_why_and_what_to_install():
-  """HIP has no stand-in (refimpl.tinygrad.standins): without ROCm it does not open, naming what to install."""
+  """HIP has no stand-in (refimpl.tinygrad.v0_10.standins): without ROCm it does not open, naming what to install."""
   if pathlib.Path("/opt/rocm").exists(): pytest.skip("ROCm is installed here")
   why = Device.open_error("TINYGRAD:HIP")
   assert why is not None and "TINYGRAD:HIP" in why and "needs an AMD GPU and ROCm" in why
@@ -97,7 +97,7 @@ def test_a_renderer_without_a_grid_gets_loops_and_a_launch_without_grid_argument
   clang, python = Device["TINYGRAD:CLANG"], Device["TINYGRAD:PYTHON"]
   assert clang.renderer.grid_as_loops and not python.renderer.grid_as_loops
   assert clang.renderer.has_shared == clang.tg.renderer.has_shared
-  from refimpl.tinygrad.backend import takes_grid
+  from refimpl.tinygrad.v0_10.backend import takes_grid
   assert not takes_grid(clang.tg.runtime("k", clang.tg.compiler.compile("void k(int* restrict o) { o[0] = 1; }")))
   assert takes_grid(PythonProgram.__call__)
 

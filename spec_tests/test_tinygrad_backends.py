@@ -1,4 +1,4 @@
-"""The suite catches real bugs in a real backend: tinygrad 0.10.1's own CLANG (TINYGRAD:CLANG, refimpl.tinygrad.backend).
+"""The suite catches real bugs in a real backend: tinygrad 0.10.1's own CLANG (TINYGRAD:CLANG, refimpl.tinygrad.v0_10.backend).
 
 Each case is a small program with inputs where the bug shows, compared element by element with the spec (refimpl's
 emulator, the PYTHON device). The cases known to break the spec on tinygrad 0.10.1's CLANG are strict xfails keyed by
@@ -17,7 +17,7 @@ from refimpl.ir import Ops, ProgramBuilder
 from refimpl.runner import Kernel
 from refimpl.testing.compare import same_value
 from refimpl.testing.differential import OpCase, OpHarness, sweep_inputs
-from refimpl.tinygrad.report_classes import CLASSES
+from refimpl.tinygrad.report.classes import CLASSES
 
 pytest.importorskip("tinygrad")
 
@@ -45,7 +45,7 @@ def _sum_loop():
   return b.build(), [np.zeros(1, np.int32), np.array([1, 2, 3, 2**31 - 1, -5, 6, 7, 8], np.int32)]
 
 
-# the report's reproducers of three classes (refimpl.tinygrad.report_classes.CLASSES), and two controls
+# the report's reproducers of three classes (refimpl.tinygrad.report.classes.CLASSES), and two controls
 REPORTED = ("contraction-mul-add-f32", "reassociation-add-f32", "max-nan-f32")
 PROGRAMS = {**{c.id: c.reproducer for c in CLASSES if c.id in REPORTED},
             "control-add-f32": _add_plain, "control-sum-loop-i32": _sum_loop}

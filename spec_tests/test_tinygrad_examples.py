@@ -20,7 +20,7 @@ EXAMPLES = {"mlp-sgd": ["examples/mlp.py"], "mlp-adam": ["examples/mlp.py", "--o
 NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
 
 
-ON_CLANG = ("import runpy, sys; from refimpl.tinygrad.toolchain import prepare_tinygrad; prepare_tinygrad(); "
+ON_CLANG = ("import runpy, sys; from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad; prepare_tinygrad(); "
             "from tinygrad import Device; Device.DEFAULT = 'CLANG'; sys.argv = sys.argv[1:]; "
             "runpy.run_path(sys.argv[0], run_name='__main__')")
 
@@ -42,7 +42,7 @@ def test_every_example_is_tested():
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs_on_the_reference_and_agrees_with_tinygrads_clang(example):
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   script = EXAMPLES[example]
   ref = _run("--", *script)
   assert ref.returncode == 0 and "0 with undefined behaviour, 0 not translatable" in ref.stderr, ref.stderr[-2000:]

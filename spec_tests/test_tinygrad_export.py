@@ -1,4 +1,4 @@
-"""refimpl.tinygrad.exporter: a refimpl Program as tinygrad 0.10.1 UOps that tinygrad's own renderers take.
+"""refimpl.tinygrad.v0_10.exporter: a refimpl Program as tinygrad 0.10.1 UOps that tinygrad's own renderers take.
 
 Each test states the form tinygrad's renderers expect (the reverse of an importer rule, or a property of tinygrad's
 hash-consed UOps) and checks it on the exported list, or runs the export on tinygrad's PYTHON emulator and CLANG and
@@ -19,7 +19,7 @@ from refimpl.testing.compare import same_value
 pytest.importorskip("tinygrad")
 from tinygrad.renderer.cstyle import ClangRenderer
 
-from refimpl.tinygrad.exporter import ExportError, tinygrad_dtype, to_tinygrad
+from refimpl.tinygrad.v0_10.exporter import ExportError, tinygrad_dtype, to_tinygrad
 
 RUN_ON = ["TINYGRAD:PYTHON", "TINYGRAD:CLANG"]
 

@@ -1,4 +1,4 @@
-"""tinygrad on the reference (refimpl.tinygrad.reference and `python -m refimpl.tinygrad`). Rules:
+"""tinygrad on the reference (refimpl.tinygrad.v0_10.reference and `python -m refimpl.tinygrad`). Rules:
 - on the REFIMPL device a tinygrad program computes what tinygrad's own emulator computes, bit for bit, where both
   define the result (its kernels are the ones tinygrad's PYTHON device gets; the float constants here are exact);
 - undefined behaviour stops the script with the tinygrad kernel's name, the uop and the lane;
@@ -21,7 +21,7 @@ from tinygrad import Tensor, nn
 from refimpl.errors import UndefinedBehavior
 from refimpl.fuzz.corpus import load_finding
 from refimpl.ir import Ops
-from refimpl.tinygrad.reference import KernelUndefinedBehavior, install_reference_device
+from refimpl.tinygrad.v0_10.reference import KernelUndefinedBehavior, install_reference_device
 
 REF = install_reference_device()
 
@@ -92,7 +92,7 @@ def test_range_reductions_whose_overflowing_lanes_a_where_discards_run_on_the_re
   tinygrad's CLANG gives the same bits."""
   from tinygrad import dtypes as tg_dtypes
 
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   programs = {"half sin(-0.0)": lambda dev: Tensor([-0.0], dtype=tg_dtypes.half, device=dev).sin().numpy(),
               "float32 exp(1488522240.0)": lambda dev: Tensor([1488522240.0], device=dev).exp().numpy()}
   spec = {"half sin(-0.0)": np.array([-0.0], np.float16), "float32 exp(1488522240.0)": np.array([np.inf], np.float32)}
@@ -118,7 +118,7 @@ def test_a_kernel_launched_again_reuses_its_program_and_the_emulators_plan(monke
   exactly the Program objects of the first. And the Program it runs is the renderer's translation itself (parsed
   once: no JSON form, no second verification): every kernel of the step runs the object from_tinygrad returned."""
   import refimpl.emulator.machine as machine
-  import refimpl.tinygrad.reference as reference
+  import refimpl.tinygrad.v0_10.reference as reference
   translated: list = []  # what the renderer's from_tinygrad returned (kept alive: no id is reused)
   runs: list[list] = []  # the Program objects each run emulated
   translate, emulate = reference.from_tinygrad, machine.emulate
@@ -149,7 +149,7 @@ def test_the_device_holds_its_session_and_its_kernels():
   from tinygrad.device import Device
 
   import refimpl.tinygrad.session as session_module
-  from refimpl.tinygrad.reference import device_session
+  from refimpl.tinygrad.v0_10.reference import device_session
   assert not hasattr(session_module, "SESSION")
   session = device_session()
   assert session is type(Device[REF]).session
@@ -215,7 +215,7 @@ def test_integer_division_by_zero_stops_with_the_kernel_the_uop_and_the_lane():
 def test_undefined_behaviour_saves_a_reproducer_where_the_session_says(tmp_path, monkeypatch):
   """With the device session's `save_undefined` set (selftest sets it), the kernel's inputs before the run are saved
   as a case the fuzzer replays, and the error names it."""
-  from refimpl.tinygrad.reference import device_session
+  from refimpl.tinygrad.v0_10.reference import device_session
   monkeypatch.setattr(device_session(), "save_undefined", tmp_path)
   x = Tensor(np.arange(6, dtype=np.int32), device=REF)
   with pytest.raises(KernelUndefinedBehavior) as e: (x // (x - 3)).numpy()
@@ -269,7 +269,7 @@ def test_the_check_reports_a_disagreement_exactly_when_tinygrads_clang_breaks_th
   """a*b+c in float32 with a product that is not exact: an FMA (clang contracts a*b+c unless told not to, and tinygrad
   passes no -ffp-contract flag) rounds once where the spec rounds twice. Whichever tinygrad's CLANG does here, the
   check must say so: one disagreement with a saved reproducer exactly when its result is not the spec's."""
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad()["CLANG"]
   if why is not None: pytest.skip(f"tinygrad's CLANG does not run here: {why}")
   a = np.float32(1 + 2**-12)

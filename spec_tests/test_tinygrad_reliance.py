@@ -1,4 +1,4 @@
-"""refimpl.tinygrad.reliance: the three report classes of what tinygrad 0.10.1's kernels rely on (SPEC.md, Decisions:
+"""refimpl.tinygrad.report.reliance: the three report classes of what tinygrad 0.10.1's kernels rely on (SPEC.md, Decisions:
 "BARRIER", "deferred undefined values", "races"). Rules: a kernel is in the barrier class exactly when the spec defines
 it and it races once a barrier orders locals only; in the cast class exactly when the spec defines it and a
 float->int CAST, a shift or an integer division in it made an undefined value that a WHERE discarded; in the lock-step
@@ -13,8 +13,7 @@ pytest.importorskip("tinygrad")
 from refimpl.dtype import dtypes
 from refimpl.fuzz.case import Case
 from refimpl.ir import Ops, ProgramBuilder
-from refimpl.tinygrad.reference import install_reference_device
-from refimpl.tinygrad.reliance import (
+from refimpl.tinygrad.report.reliance import (
   barrier_reliance,
   discarded_casts,
   edge_cases,
@@ -22,6 +21,7 @@ from refimpl.tinygrad.reliance import (
   lockstep_reliance,
   training_step_cases,
 )
+from refimpl.tinygrad.v0_10.reference import install_reference_device
 
 REF = install_reference_device()
 I32, F32 = dtypes.int32, dtypes.float32
@@ -78,7 +78,7 @@ def test_discarded_casts_holds_exactly_the_defined_programs_with_a_discarded_und
 def test_discarded_casts_finds_tinygrads_range_reductions_in_its_c_kernels():
   """tinygrad's CLANG kernels for half sin(-0.0) and float32 exp(1488522240.0) cast out of range on the lane their
   WHERE discards: C undefined behaviour in the C it renders."""
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad()["CLANG"]
   if why is not None: pytest.skip(f"tinygrad's CLANG does not run here: {why}")
   found = {r.kernel.rsplit(" ", 1)[0] for r in discarded_casts(edge_cases("CLANG"))}

@@ -1,5 +1,5 @@
-"""The published report of tinygrad's backends (refimpl.tinygrad.report_pages, from the data
-refimpl.tinygrad.conformance_report gathers) is a page built from the data, not markdown in a <pre>. Rules: it parses
+"""The published report of tinygrad's backends (refimpl.tinygrad.report.pages, from the data
+refimpl.tinygrad.report.runner gathers) is a page built from the data, not markdown in a <pre>. Rules: it parses
 (html.parser); it names its commit, date and command and links back to the index; its headline table has a row per
 backend with the pass rate over supported cases, the FAIL cells by kind (wrong value, no render, no compile, crash,
 other error) and a link to the suite report; each disagreement class has its rule, its per-backend result table and its
@@ -14,8 +14,8 @@ import pathlib
 
 from refimpl.testing.pytest_plugin import Conformance
 from refimpl.testing.report_html import Table, parse_page
-from refimpl.tinygrad.report_classes import CLASSES, suite_report
-from refimpl.tinygrad.report_pages import verdict, write
+from refimpl.tinygrad.report.classes import CLASSES, suite_report
+from refimpl.tinygrad.report.pages import verdict, write
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "conformance"
 STATUSES = {"ADD-f32": "pass", "MAX-f32": "fail", "SHL-i32": "fail", "ADD-f16": "unsupported", "CAST-f32-to-i32": "pass"}
@@ -72,10 +72,10 @@ def test_the_published_page_is_built_from_the_data(tmp_path):
 
 
 def test_a_backend_judged_below_ran_shows_its_level_and_no_suite_report(tmp_path):
-  """A device judged at compiled (refimpl.tinygrad.standins): its row and verdict name the level and the toolchain, a
+  """A device judged at compiled (refimpl.tinygrad.v0_10.standins): its row and verdict name the level and the toolchain, a
   pass is "reaches compiled", its grid links nowhere (nothing ran, so there is no suite report), its value classes are
   "not run"."""
-  from refimpl.tinygrad.report_pages import markdown
+  from refimpl.tinygrad.report.pages import markdown
   doc = _doc(tmp_path)
   suite = {**doc["results"]["B"]["suite"], "report": None, "command": "python -c judge_builds", "tests": "5 op cases built"}
   level = {"level": "compiled", "standin": "NVRTC", "hardware": "an NVIDIA GPU"}
@@ -121,7 +121,7 @@ def test_the_committed_report_is_a_page_with_a_grid_per_backend():
 def test_refimpls_own_error_is_never_published_as_a_backends_finding(tmp_path):
   """A finding of kind refimpl-error (refimpl's UndefinedBehavior raised by the harness at a launch) is listed as a
   harness error and its file removed; it is never replayed or published as the backend's."""
-  from refimpl.tinygrad.conformance_report import publish_findings
+  from refimpl.tinygrad.report.runner import publish_findings
   source = next(iter(sorted(DOCS.glob("fuzz/CLANG/*.json"))))
   doc = json.loads(source.read_text())
   doc["signature"]["kind"], doc["detail"] = "refimpl-error", "UndefinedBehavior: a STORE's value is undefined"

@@ -1,4 +1,4 @@
-"""tinygrad 0.10.1's devices without their hardware (refimpl.tinygrad.standins): QCOM and DSP run on stand-ins and are
+"""tinygrad 0.10.1's devices without their hardware (refimpl.tinygrad.v0_10.standins): QCOM and DSP run on stand-ins and are
 held to the spec like TINYGRAD:CLANG and :GPU (spec_tests/test_tinygrad_backends.py); NV and CUDA compile with NVRTC;
 AMD and METAL render. Every expected value is the spec's (refimpl's emulator); what tinygrad gets wrong at each level
 is a strict xfail or an exact set of failing cases, so a tinygrad that fixes one turns the test red. A device whose
@@ -22,8 +22,8 @@ from refimpl.testing.differential import OpCase, OpHarness, supported, sweep_inp
 pytest.importorskip("tinygrad")
 from test_tinygrad_backends import _add_plain, _sum_loop  # the control programs CLANG and GPU run too
 
-from refimpl.tinygrad import standins
-from refimpl.tinygrad.report_classes import CLASS_BY_ID, run_reproducer
+from refimpl.tinygrad.report.classes import CLASS_BY_ID, run_reproducer
+from refimpl.tinygrad.v0_10 import standins
 
 F32 = dtypes.float32
 RAN = [f"TINYGRAD:{n}" for n, s in standins.STANDINS.items() if s.level == "ran"]
@@ -40,7 +40,7 @@ def test_every_seed_device_of_tinygrad_is_judged_natively_or_by_a_stand_in():
   """tinygrad 0.10.1's device list is the report's native backends (their runtimes run here) plus the table's."""
   from tinygrad.device import ALL_DEVICES
 
-  from refimpl.tinygrad.conformance_report import NATIVE
+  from refimpl.tinygrad.report.runner import NATIVE
   assert set(ALL_DEVICES) == set(NATIVE) | set(standins.STANDINS) and not set(NATIVE) & set(standins.STANDINS)
   from tinygrad.renderer import Renderer
   for name, s in standins.STANDINS.items():
@@ -155,15 +155,15 @@ def test_the_dsps_own_form_compiles_for_hexagon():
 
   from refimpl.backends import ops_clang
   from refimpl.lower import lower_for
-  from refimpl.tinygrad.backend import TinygradRenderer
-  from refimpl.tinygrad.exporter import to_tinygrad
+  from refimpl.tinygrad.v0_10.backend import Tinygrad10Renderer
+  from refimpl.tinygrad.v0_10.exporter import to_tinygrad
   source = inspect.getsource(DSPDevice.__init__) + inspect.getsource(importlib_dsp().ClangCompiler.compile)
   for flag in standins.HEXAGON_FLAGS: assert flag in ("-x", "c") or f"'{flag}'" in source or f'"{flag}"' in source, flag
   zig = ops_clang._ziglang_command()
   if zig is None: pytest.skip("no ziglang here (pip install 'refimpl[clang]')")
   r = DSPRenderer()
   for program in (elementwise(Ops.ADD, F32, n=64), elementwise(Ops.EXP2, F32, n=64), elementwise(Ops.IDIV, dtypes.int32, n=8)):
-    lowered = lower_for(program, TinygradRenderer.of("TINYGRAD:DSP", r, {}))
+    lowered = lower_for(program, Tinygrad10Renderer.of("TINYGRAD:DSP", r, {}))
     src = r.render("k", to_tinygrad(lowered, r))
     assert "int entry(unsigned long long handle" in src
     elf, log = standins.hexagon(zig, src, standins.HEXAGON_DSP_FLAGS)

@@ -1,4 +1,4 @@
-"""tinygrad 0.10.1's own CLANG, LLVM and GPU devices on pip's toolchains (refimpl.tinygrad.toolchain): after
+"""tinygrad 0.10.1's own CLANG, LLVM and GPU devices on pip's toolchains (refimpl.tinygrad.v0_10.toolchain): after
 prepare_tinygrad(), every device it reports working runs a multiply, an int division and a sum correctly; CLANG works
 with PATH emptied (through the ziglang package); a missing clang gives one clear line.
 
@@ -23,7 +23,7 @@ TIMEOUT_S = 600
 
 CHECKS = r"""
 import json, sys
-from refimpl.tinygrad.toolchain import prepare_tinygrad
+from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
 first = prepare_tinygrad()
 import tinygrad.runtime.ops_clang as tg_clang
 compile_fn = tg_clang.ClangJITCompiler.compile
@@ -53,7 +53,7 @@ def missing(arch=None): raise DeviceUnavailable(ops_clang.MISSING)
 ops_clang.find_clang = missing
 import tinygrad.runtime.ops_clang as tg_clang
 original = tg_clang.ClangJITCompiler.compile
-from refimpl.tinygrad.toolchain import prepare_tinygrad
+from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
 reasons = prepare_tinygrad()
 print("RESULT " + json.dumps({"reasons": reasons, "unpatched": tg_clang.ClangJITCompiler.compile is original}))
 """
@@ -118,7 +118,7 @@ def test_zig_spelling_keeps_tinygrad_flags() -> None:
   """zig's spelling is tinygrad's flags with only the target respelled and debug info and unwind tables off; the object
   zig builds with it has no section tinygrad's loader would mishandle (.debug_*, .eh_frame)."""
   from refimpl.backends.ops_clang import _ziglang_command
-  from refimpl.tinygrad.toolchain import ZIG_EXTRA_FLAGS, run_clang, zig_args
+  from refimpl.tinygrad.v0_10.toolchain import ZIG_EXTRA_FLAGS, run_clang, zig_args
   command = _ziglang_command()
   if command is None: pytest.skip("ziglang is not installed (pip install ziglang)")
   args = zig_args(command)

@@ -1,5 +1,5 @@
 """The HTML of the conformance reports (the per-run report of the pytest plugin and the published tinygrad report,
-refimpl.tinygrad.conformance_report): one stylesheet, and the op x dtype grid of one backend.
+refimpl.tinygrad.report.runner): one stylesheet, and the op x dtype grid of one backend.
 
 A case id is the op suite's: "ADD-f32" (an ALU op on a dtype), "CAST-f32-to-i32" or "BITCAST-f32-to-u32" (a
 conversion). `grids` lays one backend's cases out as three tables: ALU ops as rows and operand dtypes as columns, then

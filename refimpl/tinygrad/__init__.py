@@ -1,11 +1,30 @@
-"""Importing real tinygrad 0.10.1 kernels into refimpl (tinygrad itself is needed only when these are called).
+"""refimpl's bridge to tinygrad: tinygrad's kernels on the reference, and tinygrad's devices under refimpl's suite.
 
-  importer.py  from_tinygrad(spec_or_uops) -> a verified refimpl Program; TranslationError; the translation rules
-               (TRANSLATION_RULES)
-  capture.py   capture(): record every kernel a tinygrad script runs (Program, inputs before, outputs after)
+One core serves every tinygrad line; one adapter per line holds what depends on it (lines.py names the lines and picks
+the installed one):
+
+  lines.py, names.py, translation.py, session.py, program.py, cases.py   the core: the lines served, kernel names,
+               what both importers share, a run's report of undefined behaviour, the REFIMPL devices' program class,
+               captured kernels as fuzzer case files
+  selftest.py  tinygrad's own tests on the reference (either line);  __main__.py  the command line
+  report/      the tinygrad conformance report: runner.py (runs it), classes.py (the disagreement classes and their
+               reproducers), reliance.py (what tinygrad's kernels rely on), pages.py (the pages)
+  v0_10/       tinygrad 0.10.1: importer, capture, the REFIMPL device (reference.py), exporter, the TINYGRAD devices
+               (backend.py), their toolchains, NVIDIA's toolchain, the stand-ins of devices without their hardware
+  v0_14/       tinygrad 0.14.0: the same jobs for its kernel form (see its __init__)
+
+The names below are tinygrad 0.10.1's importer and capture (tinygrad itself is needed only when they are called):
+from_tinygrad(spec_or_uops) -> a verified refimpl Program; capture(): every kernel a tinygrad script runs.
 """
-from refimpl.tinygrad.capture import CapturedKernel, capture
-from refimpl.tinygrad.importer import TRANSLATION_RULES, Translation, TranslationError, from_tinygrad, translate, translate_dtype
+from refimpl.tinygrad.v0_10.capture import CapturedKernel, capture
+from refimpl.tinygrad.v0_10.importer import (
+           TRANSLATION_RULES,
+           Translation,
+           TranslationError,
+           from_tinygrad,
+           translate,
+           translate_dtype,
+)
 
 __all__ = ["TRANSLATION_RULES", "CapturedKernel", "Translation", "TranslationError", "capture", "from_tinygrad", "translate",
            "translate_dtype"]

@@ -9,9 +9,9 @@
       emulator, every disagreement and undefined behaviour saved as a reproducer in DIR
 
   python -m refimpl.tinygrad report [--out docs/conformance] [--fuzz-seconds 600] [--backends CLANG,LLVM,GPU,WEBGPU]
-      the conformance report of tinygrad 0.10.1's backends (refimpl.tinygrad.conformance_report): the suite, a fuzz
+      the conformance report of tinygrad 0.10.1's backends (refimpl.tinygrad.report.runner): the suite, a fuzz
       campaign and every disagreement class's reproducer on each TINYGRAD:<backend> (a tinygrad device name, or a
-      porter's module:Class; QCOM, DSP, NV, CUDA, AMD, METAL at the level refimpl.tinygrad.standins judges them);
+      porter's module:Class; QCOM, DSP, NV, CUDA, AMD, METAL at the level refimpl.tinygrad.v0_10.standins judges them);
       writes tinygrad-0.10.1.md / .html / .json; --classes-only reruns only the classes' reproducers over the saved .json;
       --merge reports the named backends into the saved .json, keeping the others
   python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out docs/conformance]
@@ -103,7 +103,7 @@ def _run_script(argv: list[str]) -> int:
 def _use_device(device: str) -> str | None:
   """Makes tinygrad's `device` the default (after preparing the pip toolchains); None, or why it cannot be used."""
   if device.split(":")[0].upper() != "PYTHON":  # tinygrad's emulator needs no toolchain
-    from refimpl.tinygrad.toolchain import prepare_tinygrad
+    from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
     why = prepare_tinygrad().get(device.split(":")[0].upper())
     if why is not None: return why
   from tinygrad.device import Device
@@ -113,7 +113,7 @@ def _use_device(device: str) -> str | None:
 
 
 def capture_main(args: argparse.Namespace, argv: list[str]) -> int:
-  from refimpl.tinygrad.capture import capture
+  from refimpl.tinygrad.v0_10.capture import capture
   why = _use_device(args.device)
   if why is not None:
     print(f"refimpl.tinygrad: cannot use tinygrad's {args.device}: {why}", file=sys.stderr)
@@ -145,7 +145,7 @@ def _save_captured(args: argparse.Namespace, kernels: list) -> None:
 
 def run_main(args: argparse.Namespace, argv: list[str]) -> int:
   """`run`: on the installed line's REFIMPL device, or with --check on tinygrad's device, each kernel checked on the
-  emulator (refimpl.tinygrad.reference.check_kernels for 0.10.1, refimpl.tinygrad.v0_14.check for 0.14)."""
+  emulator (refimpl.tinygrad.v0_10.reference.check_kernels for 0.10.1, refimpl.tinygrad.v0_14.check for 0.14)."""
   if args.check is None: return run_on_reference(argv)
   from refimpl.tinygrad.lines import installed
   from refimpl.tinygrad.session import Session
@@ -155,7 +155,7 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
     why = use_device(args.check)
     checking = check_014(args.out, Session(progress=True))
   else:
-    from refimpl.tinygrad.reference import check_kernels
+    from refimpl.tinygrad.v0_10.reference import check_kernels
     why = _use_device(args.check)
     checking = check_kernels(args.out, args.check.upper(), Session(progress=True))
   if why is not None:
@@ -169,7 +169,7 @@ def run_main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def run_on_reference(argv: list[str]) -> int:
   """`run` without --check, under either tinygrad line: the script with the installed line's REFIMPL device as
-  tinygrad's default (refimpl.tinygrad.reference for 0.10.1, refimpl.tinygrad.v0_14.device for 0.14); the device's
+  tinygrad's default (refimpl.tinygrad.v0_10.reference for 0.10.1, refimpl.tinygrad.v0_14.device for 0.14); the device's
   session prints progress, and the summary at the end."""
   from refimpl.tinygrad.lines import installed
   if installed() == "0.14.0":
@@ -177,7 +177,7 @@ def run_on_reference(argv: list[str]) -> int:
     device.install(default=True)
     session = device.device_session()
   else:
-    from refimpl.tinygrad import reference
+    from refimpl.tinygrad.v0_10 import reference
     reference.install_reference_device(default=True)
     session = reference.device_session()
   session.progress = True
@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
   if refused is not None: return refused
   if args.command == "selftest": return selftest_main(args)
   if args.command == "report":
-    from refimpl.tinygrad.conformance_report import main as report_main
-    from refimpl.tinygrad.conformance_report import rebuild_pages, rerun_classes
+    from refimpl.tinygrad.report.runner import main as report_main
+    from refimpl.tinygrad.report.runner import rebuild_pages, rerun_classes
     given = sys.argv[1:] if argv is None else list(argv)
     command = " ".join(["python -m refimpl.tinygrad", *given])
     if args.pages_only: return rebuild_pages(args.out)

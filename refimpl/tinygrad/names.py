@@ -1,4 +1,4 @@
-"""Kernel names of refimpl programs in tinygrad's sources (refimpl.tinygrad.backend, refimpl.tinygrad.nvidia)."""
+"""Kernel names of refimpl programs in tinygrad's sources (refimpl.tinygrad.v0_10.backend, refimpl.tinygrad.v0_10.nvidia)."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,5 @@
 """A tinygrad kernel run on the reference, whichever tinygrad line: the program class of the REFIMPL devices
-(refimpl.tinygrad.reference for 0.10.1, refimpl.tinygrad.v0_14 for 0.14). Imports no tinygrad.
+(refimpl.tinygrad.v0_10.reference for 0.10.1, refimpl.tinygrad.v0_14 for 0.14). Imports no tinygrad.
 
 A launch runs like the PYTHON device's (refimpl.backends.ops_python.EmulatedProgram: the emulator, strict, in place on
 the buffers); around it, the device's Session counts the run, and undefined behaviour is recorded there and raised as

@@ -114,12 +114,12 @@ def pytest_configure(config) -> None:
   if line() == "0.14.0": return _configure_014(device)
   from tinygrad import Device
   if device == "REFIMPL":
-    from refimpl.tinygrad.reference import device_session, install_reference_device
+    from refimpl.tinygrad.v0_10.reference import device_session, install_reference_device
     install_reference_device(default=True)
     if os.environ.get(SAVE_ENV): device_session().save_undefined = Path(os.environ[SAVE_ENV])
     return
   if device == "CLANG":
-    from refimpl.tinygrad.toolchain import prepare_tinygrad
+    from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
     why = prepare_tinygrad()["CLANG"]
     if why is not None: raise RuntimeError(f"tinygrad's CLANG does not run here: {why}")
   Device.DEFAULT = device

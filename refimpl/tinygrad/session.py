@@ -1,5 +1,5 @@
 """What a run of a tinygrad script on the reference reports, whichever tinygrad line runs it (the REFIMPL devices of
-refimpl.tinygrad.reference for 0.10.1 and refimpl.tinygrad.v0_14 for 0.14): undefined behaviour in a kernel, named, and
+refimpl.tinygrad.v0_10.reference for 0.10.1 and refimpl.tinygrad.v0_14 for 0.14): undefined behaviour in a kernel, named, and
 the session's counts, progress and summary. Imports no tinygrad."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class KernelUndefinedBehavior(UndefinedBehavior):
 @dataclass
 class Session:
   """What a run of a tinygrad script on the reference (or under the check) saw. A REFIMPL device holds its own
-  (refimpl.tinygrad.reference.device_session, refimpl.tinygrad.v0_14.device.device_session); a check makes one."""
+  (refimpl.tinygrad.v0_10.reference.device_session, refimpl.tinygrad.v0_14.device.device_session); a check makes one."""
   out: TextIO = sys.stderr
   progress: bool = False  # a line on `out` every 2 s of running (python -m refimpl.tinygrad run sets it)
   runs: int = 0

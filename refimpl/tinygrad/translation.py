@@ -1,4 +1,4 @@
-"""What every tinygrad line's importer shares (refimpl.tinygrad.importer for 0.10.1, refimpl.tinygrad.v0_14.importer
+"""What every tinygrad line's importer shares (refimpl.tinygrad.v0_10.importer for 0.10.1, refimpl.tinygrad.v0_14.importer
 for 0.14): the error naming the uop refimpl cannot express, the result with the rules that fired, and how tinygrad's C
 renderers round a float constant (both lines render a float literal the same way). Imports no tinygrad."""
 from __future__ import annotations

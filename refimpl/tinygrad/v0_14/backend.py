@@ -3,7 +3,7 @@
 `TINYGRAD:<NAME>` is tinygrad 0.14's own device NAME, as `tinygrad.device.Device[NAME]` opens it (CPU, CL, PYTHON, ...;
 `TINYGRAD:CPU:LLVM` its CPU device with its LLVM renderer); `TINYGRAD:<module>:<Class>` a porter's own 0.14 device class
 (registered by refimpl.tinygrad.v0_14.porter, as `run --check` does). refimpl.device opens this class for `TINYGRAD:`
-when tinygrad 0.14 is installed, the 0.10.1 one (refimpl.tinygrad.backend) when 0.10.1 is. Everything that turns a
+when tinygrad 0.14 is installed, the 0.10.1 one (refimpl.tinygrad.v0_10.backend) when 0.10.1 is. Everything that turns a
 kernel into results is the tinygrad device's own:
 
   Program --(v0_14.exporter: 0.14's kernel form as a KernelRecord)--> record
@@ -18,7 +18,7 @@ renderer's; the supported dtypes are the renderer's `supported_dtypes()` (fp8 as
 widths 1 (the suite's op programs stay scalar; vector programs, which the fuzzer and the corpus bring, export too:
 v0_14/uops.py's split of the vector accesses 0.14 would not have made).
 
-The two guarantees of the 0.10.1 devices (refimpl/tinygrad/backend.py) hold: every launch first runs the program on
+The two guarantees of the 0.10.1 devices (refimpl/tinygrad/v0_10/backend.py) hold: every launch first runs the program on
 refimpl's emulator, strict, on the same buffers and raises UndefinedBehavior instead of launching when a lane is
 undefined; a device opens only when the smallest kernel (int32 ADD) renders, compiles and runs on it.
 """
@@ -33,8 +33,9 @@ from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable
 from refimpl.dtype import INVERSE_DTYPES_DICT, DType, ImageDType, PtrDType, dtypes
 from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
-from refimpl.tinygrad.backend import NATIVE_GRID, TinygradAllocator, TinygradRenderer, kernel_name, refuse_undefined
+from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, refuse_undefined
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
+from refimpl.tinygrad.names import kernel_name
 from refimpl.tinygrad.v0_14.exporter import FP8
 
 KIND = "TINYGRAD"
@@ -81,7 +82,7 @@ class Tinygrad14Renderer(TinygradRenderer):
 
 class Tinygrad14Compiler(Compiler):
   """The device renderer's compiler (tinygrad's own disk cache, compile_cached); remembers which program and signature
-  each (kernel name, binary) is, for the launch (as refimpl.tinygrad.backend.TinygradCompiler does)."""
+  each (kernel name, binary) is, for the launch (as refimpl.tinygrad.v0_10.backend.TinygradCompiler does)."""
   def __init__(self, tgr: Any, device: str, sources: dict):
     self.tgr, self.device, self.sources, self.programs = tgr, device, sources, {}
     super().__init__(None)

@@ -2,7 +2,7 @@
 (CPU, PYTHON, ...), and every kernel it runs there also runs on refimpl's emulator (permissive) with the same inputs
 (runs.py); elements the emulator calls exact must be the same bits. Each disagreement, and each kernel with undefined
 behaviour, is saved as a reproducer case in out/disagreements and out/undefined (`python -m refimpl.fuzz replay FILE`),
-as the 0.10.1 check does (refimpl.tinygrad.reference.check_kernels; both check a run with
+as the 0.10.1 check does (refimpl.tinygrad.v0_10.reference.check_kernels; both check a run with
 refimpl.tinygrad.program.check_run). A kernel refimpl cannot translate runs unchecked and is listed in the session."""
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ clang of pip's ziglang package, refimpl[clang]), without root and without changi
 CL: tinygrad 0.14 loads OpenCL with its own finder (tinygrad.runtime.support.c.DLL: $OPENCL_PATH, else libOpenCL in
 LD_LIBRARY_PATH, /usr/lib64, /usr/lib, /usr/local/lib). On a machine with only pip's OpenCL there is none; pyopencl's
 wheel bundles an ICD loader and PoCL, and its loader works once pyopencl is imported (which sets PYOPENCL_HOME, where
-the loader finds the PoCL beside it: refimpl.tinygrad.toolchain says how that was found). So prepare_cl imports
+the loader finds the PoCL beside it: refimpl.tinygrad.v0_10.toolchain says how that was found). So prepare_cl imports
 pyopencl and sets OPENCL_PATH (for this process and its children; not when the user set it) to the loader pyopencl
-loaded (refimpl.tinygrad.toolchain.pyopencl_libopencl), unless tinygrad's finder finds a libOpenCL of its own.
+loaded (refimpl.tinygrad.v0_10.toolchain.pyopencl_libopencl), unless tinygrad's finder finds a libOpenCL of its own.
 
 How tinygrad 0.14 calls clang (tinygrad/runtime/support/compiler_cpu.py, ClangCompiler.compile): it runs
 `getenv("CC", "clang")` (tinygrad's getenv, cached per process) as
@@ -28,7 +28,7 @@ of a Python class, so the change is made through CC, for this process and its ch
   user set: nothing is changed.
 - Otherwise, with zig's clang (ziglang), CC becomes a small shell script in a temporary folder (removed at exit) that
   runs `python -m refimpl.tinygrad.v0_14.toolchain --zig ZIG -- ARGS` (`cc_main`): tinygrad's arguments with the changes
-  refimpl.tinygrad.toolchain measured for tinygrad 0.10.1 with zig (its docstring says why each): the target triple
+  refimpl.tinygrad.v0_10.toolchain measured for tinygrad 0.10.1 with zig (its docstring says why each): the target triple
   spelled for zig (`-target {arch}-linux-none`), `-g0` and no unwind tables (tinygrad's ELF loader mishandles zig's
   debug and .eh_frame relocations); the source goes through a temporary file (zig keeps a copy of every stdin in its
   cache), in its own process group with refimpl's compile time limit (refimpl.backends.ops_clang.run_clang).
@@ -44,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from refimpl.tinygrad.toolchain import ZIG_EXTRA_FLAGS
+from refimpl.tinygrad.v0_10.toolchain import ZIG_EXTRA_FLAGS
 
 CLANG_PROBE = "void tg_probe(int* restrict o) { o[0] = 1; }"
 ROOT = Path(__file__).resolve().parents[3]  # the folder holding the refimpl package
@@ -106,7 +106,7 @@ def prepare_cl() -> str | None:
       except ImportError as e:
         return _line(f"CL: no libOpenCL found and pyopencl does not import ({e}); pip install pyopencl "
                      "pocl-binary-distribution (refimpl[gpu]), or install an OpenCL driver")
-      from refimpl.tinygrad.toolchain import pyopencl_libopencl
+      from refimpl.tinygrad.v0_10.toolchain import pyopencl_libopencl
       lib = pyopencl_libopencl(pyopencl)
       if lib is None: return "CL: pyopencl imports but its libOpenCL is not found; reinstall pyopencl"
       os.environ["OPENCL_PATH"] = lib

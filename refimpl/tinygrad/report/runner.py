@@ -1,6 +1,6 @@
 """The conformance report of tinygrad 0.10.1's backends, the runner: `python -m refimpl.tinygrad report --out docs/conformance`.
 
-For each backend B (CLANG, LLVM, GPU, WEBGPU, PYTHON, or any tinygrad device refimpl.tinygrad.backend opens: the device
+For each backend B (CLANG, LLVM, GPU, WEBGPU, PYTHON, or any tinygrad device refimpl.tinygrad.v0_10.backend opens: the device
 TINYGRAD:B) it
   1. runs the packaged conformance suite (spec_tests/test_conformance_{ops,programs,rules}.py; PYTHON: programs and rules
      only, tinygrad's per-thread Python emulator is too slow for the 65536-lane op sweeps) with --conformance-report,
@@ -9,12 +9,12 @@ TINYGRAD:B) it
      signature (op, dtypes, kind). A finding is published (its file kept) only when its reduction finished (no unused
      kernel argument) and it replays, in a fresh process, as the failure it claims on its backend; refimpl's own
      UndefinedBehavior (kind refimpl-error: a harness error) is never published as a backend's finding, only counted;
-  3. runs every disagreement class's reproducer (refimpl.tinygrad.report_classes) on TINYGRAD:B and on refimpl's own
+  3. runs every disagreement class's reproducer (refimpl.tinygrad.report.classes) on TINYGRAD:B and on refimpl's own
      CLANG, LLVM and GPU.
-Then, once for tinygrad as a whole, the three classes of what its kernels rely on (refimpl.tinygrad.reliance). The data
+Then, once for tinygrad as a whole, the three classes of what its kernels rely on (refimpl.tinygrad.report.reliance). The data
 goes to tinygrad-0.10.1.json with the run's provenance (commit, date, toolchains, command); the pages
-(refimpl.tinygrad.report_pages) are built from it: tinygrad-0.10.1.{html,md}, and index.html over every page of the
-folder. A tinygrad device without its hardware is judged at the level refimpl.tinygrad.standins gives it: at ran as
+(refimpl.tinygrad.report.pages) are built from it: tinygrad-0.10.1.{html,md}, and index.html over every page of the
+folder. A tinygrad device without its hardware is judged at the level refimpl.tinygrad.v0_10.standins gives it: at ran as
 above (on its stand-in), below ran by building every op case to its level (run_builds; no fuzz campaign: nothing runs).
 `--merge` reports the named backends into the saved data, keeping the others; `--classes-only` reruns the classes over
 the saved data, `--keep-fuzz` keeps the saved campaigns (each
@@ -34,8 +34,8 @@ from typing import NamedTuple
 from refimpl.ir import Ops
 from refimpl.testing import report_html as rh
 from refimpl.testing.provenance import provenance
-from refimpl.tinygrad import report_pages
-from refimpl.tinygrad.report_classes import CLASSES, REFIMPL_BACKENDS, DisagreementClass, run_reproducer, safe_label, suite_report
+from refimpl.tinygrad.report import pages
+from refimpl.tinygrad.report.classes import CLASSES, REFIMPL_BACKENDS, DisagreementClass, run_reproducer, safe_label, suite_report
 
 NATIVE = ("CLANG", "LLVM", "GPU", "WEBGPU")  # tinygrad's seed devices whose own runtimes run here
 BACKENDS = (*NATIVE, "PYTHON")
@@ -67,14 +67,14 @@ def _suite_doc(out: Path, backend: str) -> dict:
 
 
 def case_counts(statuses: dict[str, str]) -> dict[str, int]:
-  return {s: sum(1 for v in statuses.values() if v == s) for s in report_pages.HEADLINE_STATUSES}
+  return {s: sum(1 for v in statuses.values() if v == s) for s in pages.HEADLINE_STATUSES}
 
 
 def run_suite(backend: str, out: Path) -> dict:
   report = out / f"{suite_report(backend)}.md"
   files = SUITE_FOR.get(backend, SUITE)
   command = ["python", "-m", "pytest", *files, "--backend", f"TINYGRAD:{backend}", "-q", "-p", "no:cacheprovider",
-             "--conformance-report", str(report), "--conformance-up", report_pages.INDEX]
+             "--conformance-report", str(report), "--conformance-up", pages.INDEX]
   args = [sys.executable, *command[1:], "--conformance-command", " ".join(command)]
   t = time.perf_counter()
   res = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -88,10 +88,10 @@ def run_suite(backend: str, out: Path) -> dict:
 
 
 def level_of(backend: str) -> dict:
-  """The level TINYGRAD:backend is judged at here and with what: a stand-in's (refimpl.tinygrad.standins.STANDINS) where
+  """The level TINYGRAD:backend is judged at here and with what: a stand-in's (refimpl.tinygrad.v0_10.standins.STANDINS) where
   the device opened as one, else ran on tinygrad's own runtime."""
   from refimpl.device import Device
-  from refimpl.tinygrad.standins import STANDINS
+  from refimpl.tinygrad.v0_10.standins import STANDINS
   if backend in STANDINS and getattr(Device[f"TINYGRAD:{backend}"], "standin", None) is not None:
     s = STANDINS[backend]
     return {"level": s.level, "standin": s.standin, "hardware": s.hardware}
@@ -99,14 +99,14 @@ def level_of(backend: str) -> dict:
 
 
 def run_builds(backend: str) -> dict:
-  """A device judged below ran: every op case of the suite built up to its level (refimpl.tinygrad.standins.judge_builds:
+  """A device judged below ran: every op case of the suite built up to its level (refimpl.tinygrad.v0_10.standins.judge_builds:
   rendered, and compiled where it is judged at compiled), as run_suite's dict; nothing runs, so no suite report."""
-  from refimpl.tinygrad.standins import judge_builds
+  from refimpl.tinygrad.v0_10.standins import judge_builds
   t = time.perf_counter()
   got = judge_builds(f"TINYGRAD:{backend}")
   statuses = {case: status for case, (status, _) in got.items()}
   failed = sum(1 for v in statuses.values() if v == "fail")
-  command = (f"python -c \"from refimpl.tinygrad.standins import judge_builds; print(judge_builds('TINYGRAD:{backend}'))\"")
+  command = (f"python -c \"from refimpl.tinygrad.v0_10.standins import judge_builds; print(judge_builds('TINYGRAD:{backend}'))\"")
   return {"wall_s": time.perf_counter() - t, "tests": f"{len(got)} op cases built, {failed} failed", "command": command,
           "cases": case_counts(statuses), "statuses": statuses, "details": {c: rh.scrub(d) for c, (_, d) in got.items()},
           "failed_tests": failed, "report": None, "files": []}
@@ -203,11 +203,11 @@ def unsupported_dtypes(backend: str) -> dict[str, str]:
 
 
 def reliance_results(out: Path | None = None) -> dict:
-  """refimpl.tinygrad.reliance's classes over what this machine captures (the REFIMPL device, tinygrad's CLANG); with
+  """refimpl.tinygrad.report.reliance's classes over what this machine captures (the REFIMPL device, tinygrad's CLANG); with
   `out`, each kernel's reproducer saved under out/reliance/."""
-  from refimpl.tinygrad.reference import install_reference_device
-  from refimpl.tinygrad.reliance import report_classes
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.report.reliance import report_classes
+  from refimpl.tinygrad.v0_10.reference import install_reference_device
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   return report_classes(install_reference_device(), prepare_tinygrad()["CLANG"] is None, out)
 
 
@@ -229,7 +229,7 @@ def load(out: Path) -> dict:
 
 def save(out: Path, doc: dict) -> None:
   (out / DATA).write_text(json.dumps(doc, indent=1) + "\n")
-  written = report_pages.write(out, doc)
+  written = pages.write(out, doc)
   print(f"refimpl.tinygrad report: wrote {out / DATA} and {', '.join(str(p) for p in written)}", file=sys.stderr)
 
 
@@ -251,7 +251,7 @@ def rebuild_pages(out: Path) -> int:
   doc = load(out)
   for b, r in doc["results"].items():
     if not b.startswith("_") and r.get("suite", {}).get("report"):
-      rewrite_report(out / f"{suite_report(b)}.json", report_pages.INDEX)
+      rewrite_report(out / f"{suite_report(b)}.json", pages.INDEX)
   save(out, doc)
   return 0
 

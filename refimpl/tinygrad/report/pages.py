@@ -1,5 +1,5 @@
 """The pages of the tinygrad report, built from its data (tinygrad-0.10.1.json, written by
-refimpl.tinygrad.conformance_report): tinygrad-0.10.1.html (and .md) and index.html, the way into docs/conformance.
+refimpl.tinygrad.report.runner): tinygrad-0.10.1.html (and .md) and index.html, the way into docs/conformance.
 
 index.html gives a tinygrad user a verdict per backend (its pass rate over the cases it supports; which op families and
 dtypes are safe and which are not, and how they fail) and links every page of the folder: this report, each backend's
@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from refimpl.testing import report_html as rh
-from refimpl.tinygrad.report_classes import CLASSES, OTHER_CLASSES, DisagreementClass, failing, replay_command, safe_label
+from refimpl.tinygrad.report.classes import CLASSES, OTHER_CLASSES, DisagreementClass, failing, replay_command, safe_label
 
 TITLE = "tinygrad 0.10.1's backends against the spec"
 PAGE = "tinygrad-0.10.1"
@@ -41,7 +41,7 @@ LEVEL_MEANING = {"ran": "its kernels ran and their results were held to the spec
 
 
 def level(r: dict) -> dict:
-  """A backend's level (refimpl.tinygrad.standins): the data's, or ran on tinygrad's own runtime (data made before it)."""
+  """A backend's level (refimpl.tinygrad.v0_10.standins): the data's, or ran on tinygrad's own runtime (data made before it)."""
   return r.get("level") or NATIVE_LEVEL
 
 
@@ -154,12 +154,12 @@ def _class_html(c: DisagreementClass, results: dict) -> str:
           f"<pre>{rh.esc(ins)}</pre></details>")
 
 
-RELIANCE_RERUN = ("python -c \"from refimpl.tinygrad.conformance_report import reliance_results; "
+RELIANCE_RERUN = ("python -c \"from refimpl.tinygrad.report.runner import reliance_results; "
                   "import json; print(json.dumps(reliance_results(), indent=1))\"")
 
 
 def _reliance_html(found: dict) -> str:
-  from refimpl.tinygrad.reliance import RELIANCE_TEXT
+  from refimpl.tinygrad.report.reliance import RELIANCE_TEXT
   parts = []
   for key, (title, text) in RELIANCE_TEXT.items():
     rows = []
@@ -176,7 +176,7 @@ def _reliance_html(found: dict) -> str:
     table = f"<table>{head}<tbody>{''.join(rows)}</tbody></table>" if rows else "<p>none found</p>"
     parts.append(f"<h3 id='r-{key}'>{rh.esc(title)}</h3><p>{rh.code_text(text)}</p>{table}")
   return ("<h2 id=reliance>What tinygrad's kernels rely on</h2><p>Found by running tinygrad's captured kernels on the "
-          "emulator (refimpl.tinygrad.reliance: the checkout's corpus, one training step, tinygrad's edge cases); rerun "
+          "emulator (refimpl.tinygrad.report.reliance: the checkout's corpus, one training step, tinygrad's edge cases); rerun "
           f"all three with <code>{rh.esc(RELIANCE_RERUN)}</code>. Each kernel's reproducer is its case file: its replay "
           "gives the spec's verdict on it (defined, or where it is undefined), and with <code>--backend TINYGRAD:CLANG"
           "</code> it runs on tinygrad's own device.</p>" + "\n".join(parts))
@@ -234,9 +234,9 @@ def html_page(doc: dict) -> str:
          ("grids", "Op x dtype per backend"), ("fuzz", "Fuzz campaigns")]
   parts = [rh.provenance_html(_provenance(doc), INDEX), f"<h1>{rh.esc(TITLE)}</h1>",
            "<p>Each backend is the refimpl device TINYGRAD:B: tinygrad's own renderer, compiler and runtime "
-           "(refimpl/tinygrad/backend.py), judged against the spec; inputs the spec leaves undefined are never sent to "
+           "(refimpl/tinygrad/v0_10/backend.py), judged against the spec; inputs the spec leaves undefined are never sent to "
            "them. A device whose hardware is not here is judged at the highest level this machine allows "
-           "(refimpl/tinygrad/standins.py): <b>ran</b> on a stand-in runtime (named), <b>compiled</b> with the closest "
+           "(refimpl/tinygrad/v0_10/standins.py): <b>ran</b> on a stand-in runtime (named), <b>compiled</b> with the closest "
            "toolchain (named: a pass is a kernel that compiled, nothing ran), or <b>rendered</b> (a pass is a kernel "
            "that rendered); a disagreement class that needs a run is \"not run\" there. A dtype is n/a when tinygrad "
            "declares it unsupported on the device (tinygrad.device.is_dtype_supported); "
@@ -247,7 +247,7 @@ def html_page(doc: dict) -> str:
            f"pytest's count over the op, program and rule tests ({rh.esc(', '.join(_suite_files(backends)))}), each "
            "listed with its rerun command on the suite report. Wall time on the machine that made the page, one "
            "process.</p>",
-           "<h2 id=classes>Disagreement classes</h2><p>Each class has a shrunk reproducer (refimpl.tinygrad.report_classes),"
+           "<h2 id=classes>Disagreement classes</h2><p>Each class has a shrunk reproducer (refimpl.tinygrad.report.classes),"
            " run on every backend when the page was made; the line under each reruns it.</p>",
            "<ul>" + "".join(f"<li><a href='#c-{rh.esc(c.id)}'>{rh.esc(c.id)}</a>: fails on "
                             f"{rh.esc(', '.join(failing(c, backends)) or 'none')}</li>" for c in CLASSES) + "</ul>",

@@ -8,8 +8,9 @@ The libraries are the PyPI wheels of refimpl[cuda] (nvidia-cuda-nvrtc-cu12, nvid
 unversioned libraries on the linker's paths (none in a venv). `load_bindings` imports that module with find_library
 answering the wheels' files (by path: no symlinks, no LD_LIBRARY_PATH, no root); the module keeps its handles.
 
-A program goes to tinygrad as refimpl.tinygrad.backend sends any (refimpl.tinygrad.exporter.to_tinygrad with tinygrad's
-final rewrites for the renderer); what tinygrad 0.10.1 has no form for (WMMA, fp8) raises the exporter's ExportError.
+A program goes to tinygrad as refimpl.tinygrad.v0_10.backend sends any (refimpl.tinygrad.v0_10.exporter.to_tinygrad
+with tinygrad's final rewrites for the renderer); what tinygrad 0.10.1 has no form for (WMMA, fp8) raises the
+exporter's ExportError.
 """
 from __future__ import annotations
 
@@ -88,8 +89,8 @@ def capabilities(kind: str, tg_renderer: Any) -> Renderer:
 def render(program: Program, kind: str, tg_renderer: Any, name: str) -> str:
   """The source tinygrad renders for `program` as kernel `name` (ExportError for what tinygrad has no form for,
   ProgramError for what is beyond its limits)."""
-  from refimpl.tinygrad.exporter import to_tinygrad
   from refimpl.tinygrad.names import kernel_name
+  from refimpl.tinygrad.v0_10.exporter import to_tinygrad
   lowered = lower_for(program, capabilities(kind, tg_renderer))
   return tg_renderer.render(kernel_name(name), to_tinygrad(lowered, tg_renderer))
 

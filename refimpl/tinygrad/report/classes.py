@@ -3,8 +3,8 @@ each with the rule it breaks and a shrunk reproducer (a 4-lane program and its i
 
 `run_reproducer(c, device)` runs one class's reproducer on a device and says whether it breaks the rule there;
 `replay(class_id, device)` prints it (`replay_command` is the shell line the pages show). The report
-(refimpl.tinygrad.conformance_report) runs every class on every backend it tests and on refimpl's own CLANG, LLVM and
-GPU; its pages (refimpl.tinygrad.report_pages) show each class with its reproducer.
+(refimpl.tinygrad.report.runner) runs every class on every backend it tests and on refimpl's own CLANG, LLVM and
+GPU; its pages (refimpl.tinygrad.report.pages) show each class with its reproducer.
 """
 from __future__ import annotations
 
@@ -171,13 +171,13 @@ def run_reproducer(c: DisagreementClass, device: str) -> tuple[bool | None, str]
   """(breaks the rule on `device`, what it gave): the reproducer's output against the emulator's (exact, or by the
   spec's tolerance rule for a transcendental class: refimpl.testing.compare.within_tolerance); an exception is a
   failure, with its whole message (scrubbed of this machine's paths); None on a device judged below level ran
-  (refimpl.tinygrad.standins) whose kernel rendered (and compiled) but cannot run here."""
+  (refimpl.tinygrad.v0_10.standins) whose kernel rendered (and compiled) but cannot run here."""
   from refimpl import spec
   from refimpl.emulator.machine import emulate
   from refimpl.runner import Kernel
   from refimpl.testing.compare import same_value, within_tolerance
   from refimpl.testing.report_html import scrub
-  from refimpl.tinygrad.standins import NotRunHere
+  from refimpl.tinygrad.v0_10.standins import NotRunHere
   program, inputs = c.reproducer()
   want = emulate(program, inputs).buffers[0]
   try: got = Kernel(program, device)(*[a.copy() for a in inputs])[0]
@@ -198,7 +198,7 @@ def replay(class_id: str, device: str) -> None:
 
 def replay_command(class_id: str, device: str = "TINYGRAD:CLANG") -> str:
   """The shell command that reruns a class's reproducer on a device."""
-  return f"python -c \"from refimpl.tinygrad.report_classes import replay; replay('{class_id}', '{device}')\""
+  return f"python -c \"from refimpl.tinygrad.report.classes import replay; replay('{class_id}', '{device}')\""
 
 
 

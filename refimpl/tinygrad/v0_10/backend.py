@@ -7,11 +7,11 @@ tinygrad's `Compiled` importable as `module:Class` (e.g. `TINYGRAD:my_pkg.ops_my
 that name in every process (spawned fuzzer workers, pytest-xdist workers), so its package only has to be importable
 (installed, or on PYTHONPATH). A device whose runtime is missing here (no wgpu, no libcuda, not macOS) raises
 DeviceUnavailable with tinygrad's error and what to install, except tinygrad's QCOM, DSP, NV, CUDA, AMD and METAL, which
-then open as their stand-ins (refimpl.tinygrad.standins: ran on a stand-in runtime, compiled, or rendered; `level`).
+then open as their stand-ins (refimpl.tinygrad.v0_10.standins: ran on a stand-in runtime, compiled, or rendered; `level`).
 
 Everything that turns a kernel into results is the tinygrad device's own:
 
-  Program --(refimpl.tinygrad.exporter: tinygrad UOps, tinygrad's final rewrites for its renderer)--> uops
+  Program --(refimpl.tinygrad.v0_10.exporter: tinygrad UOps, tinygrad's final rewrites for its renderer)--> uops
   uops --its renderer.render--> source --its compiler.compile--> lib --its runtime(name, lib)--> program
   buffers: its allocator
 
@@ -26,7 +26,7 @@ and everything that differs between tinygrad devices is read from the device, ne
   - its compiler: refimpl's disk cache holds a compiled binary only when tinygrad's compiler declares a cachekey (tinygrad's
     own rule for caching it on disk), keyed by that cachekey, the compiler's class and the toolchain found; tinygrad's
     PYTHON and WEBGPU compilers declare none (PYTHON's binary is a pickle: nothing of it is ever read back from disk).
-Only how the toolchains of the in-tree CLANG, LLVM and GPU are found here is per device (refimpl.tinygrad.toolchain,
+Only how the toolchains of the in-tree CLANG, LLVM and GPU are found here is per device (refimpl.tinygrad.v0_10.toolchain,
 `prepare_tinygrad`), and the install hint of a device that does not open (INSTALL).
 
 The devices are opt-in: never the default device; the suite and the fuzzer run them only when named
@@ -35,7 +35,7 @@ The devices are opt-in: never the default device; the suite and the fuzzer run t
     emulator (strict) on the same buffers and raises `UndefinedBehavior` instead of launching when any lane is
     undefined (tinygrad's CLANG and LLVM kernels trap with SIGFPE on a stored 7 // 0). A 7 // 0 that a WHERE discards
     is defined (DIVISOR_ZERO is deferred) and is launched: a trap there is tinygrad's renderer failing the spec (its
-    C does not guard the divisor; refimpl.tinygrad.reliance lists such kernels), which the fuzzer's worker processes
+    C does not guard the divisor; refimpl.tinygrad.report.reliance lists such kernels), which the fuzzer's worker processes
     report as a crash.
   - A dtype is supported when it exists in tinygrad 0.10.1 (no fp8) and tinygrad declares it supported on the device
     (`tinygrad_declares`: tinygrad's own `is_dtype_supported`, which refuses bfloat16 on CLANG, LLVM and GPU, half on
@@ -52,21 +52,20 @@ import importlib
 import importlib.metadata
 import inspect
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from refimpl.device import Allocator, Compiled, CompileError, Compiler, DeviceUnavailable, load_object
-from refimpl.dtype import DType, ImageDType, PtrDType, dtypes, to_np
+from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, load_object
+from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
 from refimpl.ir import Ops, Program, elementwise
 from refimpl.lower import lower_for
-from refimpl.renderer import Renderer
+from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, refuse_undefined
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
 from refimpl.tinygrad.names import kernel_name
 
 KIND = "TINYGRAD"
-NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # a loop device: any grid, lowered to loops here
 VECTOR_WIDTHS = (1, 2, 3, 4, 8, 16)
 # What to install when tinygrad's in-tree device does not open here (the message only: nothing else reads a name).
 INSTALL = {
@@ -144,10 +143,10 @@ class Target:
 def open_tinygrad(target: Target) -> Any:
   """The tinygrad device, built as tinygrad.device.Device builds it, minus its main-process-only assert (refimpl's fuzzer
   opens devices in spawned workers). The in-tree CLANG, LLVM and GPU toolchains are prepared first
-  (refimpl.tinygrad.toolchain); a device without a renderer, compiler and runtime (DISK, NPY) is not one to test."""
+  (refimpl.tinygrad.v0_10.toolchain); a device without a renderer, compiler and runtime (DISK, NPY) is not one to test."""
   from tinygrad.device import Compiled as TinygradCompiled
 
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad().get(target.label)
   if target.spec is None and why is not None: raise DeviceUnavailable(f"{target.device}: {why}")
   cls = target.tinygrad_class()
@@ -159,9 +158,9 @@ def open_tinygrad(target: Target) -> Any:
 
 
 def open_device(target: Target) -> Any:
-  """tinygrad's device (open_tinygrad), or, where it does not open and refimpl.tinygrad.standins has a stand-in for it
+  """tinygrad's device (open_tinygrad), or, where it does not open and refimpl.tinygrad.v0_10.standins has a stand-in for it
   (QCOM, DSP, NV, CUDA, AMD, METAL), that stand-in, judged at the level its table says."""
-  from refimpl.tinygrad.standins import STANDINS, open_standin
+  from refimpl.tinygrad.v0_10.standins import STANDINS, open_standin
   try: tg = open_tinygrad(target)
   except DeviceUnavailable as e:
     if target.spec is not None or target.label not in STANDINS: raise
@@ -179,28 +178,21 @@ def _compute_device(target: Target, cls: type, tg: Any) -> Any:
   return tg
 
 
-@dataclass(frozen=True)
-class TinygradRenderer(Renderer):
-  """Exports a Program to tinygrad UOps and renders them with the tinygrad device's renderer (`tg`). Remembers each
-  source's kernel name and program (for the undefined-behaviour check at launch)."""
-  tg: Any = field(default=None, compare=False, repr=False)
-  loops: bool = False  # lower the grid to loops first (a tinygrad renderer without a grid)
-  sources: dict = field(default_factory=dict, compare=False, repr=False)
-
-  @property
-  def grid_as_loops(self) -> bool: return self.loops
+class Tinygrad10Renderer(TinygradRenderer):
+  """Exports a Program to tinygrad 0.10.1's UOps (refimpl.tinygrad.v0_10.exporter) and renders them with the device's
+  renderer (`tg`)."""
 
   def render(self, name: str, program: Program) -> str:
-    from refimpl.tinygrad.exporter import to_tinygrad
+    from refimpl.tinygrad.v0_10.exporter import to_tinygrad
     src = self.tg.render(kernel_name(name), to_tinygrad(program, self.tg))
     self.sources[src] = (kernel_name(name), program)
     return src
 
   @staticmethod
-  def of(device: str, tgr: Any, sources: dict) -> TinygradRenderer:
+  def of(device: str, tgr: Any, sources: dict) -> Tinygrad10Renderer:
     """refimpl's description of tinygrad's renderer `tgr`, read from it (module docstring)."""
     loops = tgr.global_max is None
-    return TinygradRenderer(
+    return Tinygrad10Renderer(
       device=device, has_local=loops or bool(tgr.has_local), has_shared=bool(tgr.has_shared),
       global_max=NATIVE_GRID if loops else tuple(tgr.global_max),
       local_max=NATIVE_GRID if loops else (tuple(tgr.local_max) if tgr.local_max else None),
@@ -232,30 +224,6 @@ class TinygradCompiler(Compiler):
       name, program = self.sources[src]
       self.programs[(name, hashlib.sha256(lib).digest())] = program
     return lib
-
-
-def refuse_undefined(program: Program, allocator: Any, bufs: tuple, vals: tuple) -> None:
-  """Runs `program` on refimpl's emulator, strict, on copies of the tinygrad buffers `bufs` (read through tinygrad's
-  `allocator`) and `vals`: raises UndefinedBehavior when a lane is undefined, so that nothing undefined is launched."""
-  from refimpl.emulator.machine import emulate
-  arrays = []
-  for b, k in zip(bufs, sorted(program.buffers)):
-    ptr = program.buffers[k]
-    raw = bytearray(ptr.size * ptr.base.itemsize)
-    allocator._copyout(memoryview(raw), b)
-    arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
-  emulate(program, arrays, vals=tuple(vals), strict=True)
-
-class TinygradAllocator(Allocator):
-  """refimpl's allocator interface over the tinygrad device's own allocator (opaques are tinygrad's)."""
-  def __init__(self, tg: Any): self.tg = tg
-  def alloc(self, size: int, options: Any = None) -> Any:
-    if not isinstance(size, int) or size <= 0: raise ValueError(f"allocation size must be a positive int, got {size!r}")
-    return self.tg.alloc(size)
-  def free(self, opaque: Any, size: int, options: Any = None) -> None: self.tg.free(opaque, size)
-  def _copyin(self, dest: Any, src: memoryview) -> None:
-    self.tg._copyin(dest, memoryview(bytearray(src)) if src.readonly else src)
-  def _copyout(self, dest: memoryview, src: Any) -> None: self.tg._copyout(dest, src)
 
 
 def takes_grid(prg: Any) -> bool:
@@ -293,13 +261,13 @@ class TinygradDevice(Compiled):
     try: require("0.10.1", f"the {KIND} devices")  # refimpl.tinygrad.lines: no tinygrad, or another line
     except UnsupportedTinygrad as e: raise DeviceUnavailable(f"{device}: {e}") from None
     self.tg = open_device(self.target)
-    self.standin = getattr(self.tg, "standin", None)  # refimpl.tinygrad.standins.StandIn, None on the real device
+    self.standin = getattr(self.tg, "standin", None)  # refimpl.tinygrad.v0_10.standins.StandIn, None on the real device
     self.level = "ran" if self.standin is None else self.standin.level
     self.backend = self.target.label
     self.tinygrad_device = self.tg.device
-    from refimpl.tinygrad.toolchain import toolchain_identity
+    from refimpl.tinygrad.v0_10.toolchain import toolchain_identity
     sources: dict = {}
-    renderer = TinygradRenderer.of(self.target.device, self.tg.renderer, sources)
+    renderer = Tinygrad10Renderer.of(self.target.device, self.tg.renderer, sources)
     self.unsupported_reasons: dict[DType, str] = {}
     self._supported: dict[DType, bool] = {}
     super().__init__(self.target.device, TinygradAllocator(self.tg.allocator), renderer,
@@ -313,7 +281,7 @@ class TinygradDevice(Compiled):
     """tinygrad's own answer: tinygrad.device.is_dtype_supported(dtype, its device name)."""
     from tinygrad.device import is_dtype_supported
 
-    from refimpl.tinygrad.exporter import tinygrad_dtype
+    from refimpl.tinygrad.v0_10.exporter import tinygrad_dtype
     try: return bool(is_dtype_supported(tinygrad_dtype(dtype), self.tinygrad_device))
     except ValueError: return False
 
@@ -330,7 +298,7 @@ class TinygradDevice(Compiled):
 
   def _undeclared(self, dtype: DType) -> str | None:
     """Why the device does not declare `dtype` (None when it does)."""
-    from refimpl.tinygrad.exporter import tinygrad_dtype
+    from refimpl.tinygrad.v0_10.exporter import tinygrad_dtype
     try: tinygrad_dtype(dtype)
     except ValueError as e: return f"{dtype.name}: {e}"
     if self.tinygrad_declares(dtype): return None

@@ -24,7 +24,7 @@ Besides the rules, DEFINE_GLOBALs are numbered 0, 1, ... in list order (tinygrad
 item's buffer numbers; the kernel is called with its buffers in that list order, `ProgramSpec.globals`).
 
 Rules 11 and 12 need the launch (its dims, its buffers' sizes): a kernel that has such uops translates only when
-`translate` is given them, which the REFIMPL device does at each launch (refimpl.tinygrad.reference) and capture does
+`translate` is given them, which the REFIMPL device does at each launch (refimpl.tinygrad.v0_10.reference) and capture does
 with the run it saw.
 
 What refimpl cannot express raises `TranslationError` naming the uop index, the op and why: VCONST, a STORE gated

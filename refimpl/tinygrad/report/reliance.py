@@ -147,7 +147,7 @@ DIV_INT = [-1, 0, 1, 2]
 
 def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
   """tinygrad's kernels for EDGES and test_div_int's `(t > 0).where(1 // t, t)` on t = [-1, 0, 1, 2] (DIV_INT), captured
-  on its `device` (refimpl.tinygrad.capture), as ("<dtype> <fn>(<x>) <kernel>", case) and ("div_int <kernel>", case)."""
+  on its `device` (refimpl.tinygrad.v0_10.capture), as ("<dtype> <fn>(<x>) <kernel>", case) and ("div_int <kernel>", case)."""
   from tinygrad import Tensor, dtypes
 
   from refimpl.tinygrad import capture
@@ -169,7 +169,7 @@ the local its threads write next with no BARRIER between."""
 def linearizer_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
   """tinygrad's kernel for test_linearizer's test_mid_dim_multireduce AST, sum over b of (x[a,b,c] - sum over j of
   x[a,j,c]) for x of shape (27, 32, 5), with MID_DIM_OPTS applied by its Kernel for `device`'s renderer, translated
-  (refimpl.tinygrad.importer) and run on x = standard normal values (seed 0), as ("mid_dim_multireduce <kernel>",
+  (refimpl.tinygrad.v0_10.importer) and run on x = standard normal values (seed 0), as ("mid_dim_multireduce <kernel>",
   case)."""
   from tinygrad import Device, dtypes
   from tinygrad.codegen.kernel import Kernel, Opt, OptOps
@@ -177,7 +177,7 @@ def linearizer_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
   from tinygrad.ops import UOp
   from tinygrad.shape.shapetracker import ShapeTracker
 
-  from refimpl.tinygrad.importer import from_tinygrad
+  from refimpl.tinygrad.v0_10.importer import from_tinygrad
   st = ShapeTracker.from_shape((27, 32, 5))
   out, x = (UOp(TOps.DEFINE_GLOBAL, dtypes.float.ptr(), arg=i) for i in range(2))
   column = UOp(TOps.LOAD, dtypes.float, (x, st.reshape((27, 1, 32, 5)).expand((27, 32, 32, 5)).to_uop()))

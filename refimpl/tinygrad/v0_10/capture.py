@@ -4,8 +4,8 @@
     (Tensor([1., 2.], device="PYTHON") * 2).numpy()
   for k in kernels: emulate(k.program, k.inputs, vals=k.vals)   # should give k.outputs
 
-It watches kernel runs with `kernel_runs` (which `refimpl.tinygrad.reference`'s check uses too): for each run of a compiled kernel
-(a CompiledRunner; copies and views are skipped) it copies every buffer before the run (`inputs`) and after it
+It watches kernel runs with `kernel_runs` (which `refimpl.tinygrad.v0_10.reference`'s check uses too): for each run of
+a compiled kernel (a CompiledRunner; copies and views are skipped) it copies every buffer before the run (`inputs`) and after it
 (`outputs`) as numpy arrays in the kernel's buffer order, and translates the kernel with `from_tinygrad` using the
 launch dims and buffer sizes it ran with. Kernels are deduplicated by program: the first run of each distinct Program is kept.
 A kernel that does not translate is recorded with `program` None and `error` set, and the script goes on.
@@ -21,7 +21,7 @@ import numpy as np
 
 from refimpl.backends.host_memory import copy_of
 from refimpl.ir.program import Program
-from refimpl.tinygrad.importer import Translation, TranslationError, translate, translate_dtype
+from refimpl.tinygrad.v0_10.importer import Translation, TranslationError, translate, translate_dtype
 
 
 @dataclass

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from refimpl.allocation import reuse_freed_memory
 from refimpl.ir import Program
-from refimpl.tinygrad.capture import KernelRun, kernel_runs
-from refimpl.tinygrad.importer import TranslationError, from_tinygrad
 from refimpl.tinygrad.program import DEVICE, KernelProgram, check_run
 from refimpl.tinygrad.session import KernelUndefinedBehavior, Session
+from refimpl.tinygrad.v0_10.capture import KernelRun, kernel_runs
+from refimpl.tinygrad.v0_10.importer import TranslationError, from_tinygrad
 
 # ***** the REFIMPL device *****
 
@@ -170,7 +170,7 @@ def install_reference_device(default: bool = False) -> str:
   from tinygrad.device import Device
   name = f"tinygrad.runtime.ops_{DEVICE.lower()}"
   if name not in sys.modules:
-    module = types.ModuleType(name, "refimpl's reference device for tinygrad (see refimpl.tinygrad.reference)")
+    module = types.ModuleType(name, "refimpl's reference device for tinygrad (see refimpl.tinygrad.v0_10.reference)")
     module.RefimplDevice = _device_class()
     sys.modules[name] = module
   if DEVICE not in Device._devices: Device._devices.append(DEVICE)

@@ -132,7 +132,7 @@ def _zig_compile(command: list[str]) -> Callable[[Any, str], bytes]:
   def compile(self: Any, src: str) -> bytes:
     from tinygrad.runtime.support.elf import jit_loader
     return jit_loader(run_clang(zig_args(command), src))
-  compile.__doc__ = f"tinygrad's ClangJITCompiler.compile through `{' '.join(command)}` (refimpl.tinygrad.toolchain)"
+  compile.__doc__ = f"tinygrad's ClangJITCompiler.compile through `{' '.join(command)}` (refimpl.tinygrad.v0_10.toolchain)"
   return compile
 
 

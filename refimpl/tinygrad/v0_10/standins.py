@@ -7,7 +7,7 @@ A kernel reaches one of three levels (LEVELS), highest first:
 What fails at a level (a render error, a compile error, a wrong value) is a finding at that level.
 
 STANDINS is the one table: per tinygrad device, the level it is judged at here, tinygrad's renderer, and the stand-in
-runtime or toolchain. `TINYGRAD:<NAME>` opens tinygrad's real device first (refimpl.tinygrad.backend.open_tinygrad);
+runtime or toolchain. `TINYGRAD:<NAME>` opens tinygrad's real device first (refimpl.tinygrad.v0_10.backend.open_tinygrad);
 only where that fails (no /dev/kgsl-3d0, no /dev/nvidiactl, not macOS, ...) does it open the stand-in below, and a
 stand-in that cannot be built here raises DeviceUnavailable with both reasons and what to install. Every piece is
 tinygrad's own except what stands in for the missing hardware:
@@ -24,7 +24,7 @@ tinygrad's own except what stands in for the missing hardware:
     are then musl's libm, standing in for the DSP's. tinygrad's real form (DSPRenderer's FastRPC `entry`, linked
     -shared as DSPDevice links it) is compiled by spec_tests/test_tinygrad_standins.py.
   - NV, CUDA (compiled): NVRenderer / CUDARenderer for sm_80 + tinygrad's NVCompiler (cubin) / CUDACompiler (PTX),
-    NVRTC from the nvidia-cuda-nvrtc-cu12 wheel (refimpl.tinygrad.nvidia.load_bindings).
+    NVRTC from the nvidia-cuda-nvrtc-cu12 wheel (refimpl.tinygrad.v0_10.nvidia.load_bindings).
   - AMD (rendered): AMDRenderer. tinygrad compiles it with comgr for the GPU's gfx target; the only one tinygrad 0.10.1
     names is gfx1100 (compile_hip's default, RDNA3). Debian's comgr (libamd-comgr2 5.2.3, LLVM 15) refuses that ISA
     name (amd_comgr_action_info_set_isa_name: INVALID_ARGUMENT; gfx942 likewise), and for the older gfx90a it links
@@ -103,11 +103,11 @@ def describe(label: str) -> str:
   return f"{s.level} ({s.standin}; standing in for {s.hardware})"
 
 
-# ***** the stand-in device object: what refimpl.tinygrad.backend reads of a tinygrad Compiled *****
+# ***** the stand-in device object: what refimpl.tinygrad.v0_10.backend reads of a tinygrad Compiled *****
 
 @dataclass
 class StandInDevice:
-  """Looks like a tinygrad Compiled to refimpl.tinygrad.backend: its device name (tinygrad's, for is_dtype_supported),
+  """Looks like a tinygrad Compiled to refimpl.tinygrad.v0_10.backend: its device name (tinygrad's, for is_dtype_supported),
   renderer, compiler, runtime and allocator; `standin` says how it is judged."""
   device: str
   renderer: Any
@@ -157,7 +157,7 @@ def _host_allocator(alignment: int = 16) -> Any:
 
 
 def _build_qcom(s: StandIn) -> StandInDevice:
-  from refimpl.tinygrad.toolchain import prepare_tinygrad
+  from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad()["GPU"]
   if why is not None: raise RuntimeError(why)
   from tinygrad.runtime.ops_gpu import CLDevice
@@ -166,7 +166,7 @@ def _build_qcom(s: StandIn) -> StandInDevice:
 
 
 def _build_nvidia(label: str, s: StandIn) -> StandInDevice:
-  from refimpl.tinygrad.nvidia import load_bindings
+  from refimpl.tinygrad.v0_10.nvidia import load_bindings
   load_bindings()
   from tinygrad.runtime.support.compiler_cuda import CUDACompiler, NVCompiler
   compiler = NVCompiler(NV_ARCH) if label == "NV" else CUDACompiler(NV_ARCH)

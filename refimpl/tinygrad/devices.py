@@ -1,0 +1,56 @@
+"""What the TINYGRAD devices of every tinygrad line share (refimpl.tinygrad.v0_10.backend for 0.10.1,
+refimpl.tinygrad.v0_14.backend for 0.14): the renderer shell that exports a Program and renders it with tinygrad's
+renderer, the allocator over tinygrad's, and the check before every launch. Imports no tinygrad."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from refimpl.device import Allocator
+from refimpl.dtype import to_np
+from refimpl.ir import Program
+from refimpl.renderer import Renderer
+
+NATIVE_GRID = (2**31 - 1, 2**31 - 1, 2**31 - 1)  # a loop device: any grid, lowered to loops here
+
+
+@dataclass(frozen=True)
+class TinygradRenderer(Renderer):
+  """Exports a Program to a tinygrad line's UOps and renders them with the tinygrad device's renderer (`tg`); each
+  line's subclass says how (render). Remembers each source's kernel name and program (for the check at launch)."""
+  tg: Any = field(default=None, compare=False, repr=False)
+  loops: bool = False  # lower the grid to loops first (a tinygrad renderer without a grid)
+  sources: dict = field(default_factory=dict, compare=False, repr=False)
+
+  @property
+  def grid_as_loops(self) -> bool: return self.loops
+
+  def render(self, name: str, program: Program) -> str:
+    raise NotImplementedError(f"{type(self).__name__} renders no tinygrad line: use the line's own renderer")
+
+
+def refuse_undefined(program: Program, allocator: Any, bufs: tuple, vals: tuple) -> None:
+  """Runs `program` on refimpl's emulator, strict, on copies of the tinygrad buffers `bufs` (read through tinygrad's
+  `allocator`) and `vals`: raises UndefinedBehavior when a lane is undefined, so that nothing undefined is launched."""
+  from refimpl.emulator.machine import emulate
+  arrays = []
+  for b, k in zip(bufs, sorted(program.buffers)):
+    ptr = program.buffers[k]
+    raw = bytearray(ptr.size * ptr.base.itemsize)
+    allocator._copyout(memoryview(raw), b)
+    arrays.append(np.frombuffer(raw, dtype=to_np(ptr.base)).copy())
+  emulate(program, arrays, vals=tuple(vals), strict=True)
+
+
+class TinygradAllocator(Allocator):
+  """refimpl's allocator interface over the tinygrad device's own allocator (opaques are tinygrad's)."""
+  def __init__(self, tg: Any): self.tg = tg
+  def alloc(self, size: int, options: Any = None) -> Any:
+    if not isinstance(size, int) or size <= 0: raise ValueError(f"allocation size must be a positive int, got {size!r}")
+    return self.tg.alloc(size)
+  def free(self, opaque: Any, size: int, options: Any = None) -> None: self.tg.free(opaque, size)
+  def _copyin(self, dest: Any, src: memoryview) -> None:
+    self.tg._copyin(dest, memoryview(bytearray(src)) if src.readonly else src)
+  def _copyout(self, dest: memoryview, src: Any) -> None: self.tg._copyout(dest, src)
