@@ -22,6 +22,7 @@ class Renderer:
   What it renders natively (all of it here; refimpl's C, OpenCL C and LLVM IR renderers say otherwise);
   refimpl.lower.lower_for lowers the rest before `render`, in its one fixed order:
     grid_as_loops           (a property: global_max is None) SPECIALs become loops (lower_grid_to_loops)
+    native_trunc            TRUNC (else decompose_trunc: other float and int64 ops)
     native_transcendentals  EXP2/LOG2/SIN (else decompose_transcendentals)
     native_threefry         THREEFRY (else decompose_threefry)
     native_narrow           float16/bfloat16/fp8 values and ops (else lower_narrow: bits, float32/float64 ops)
@@ -42,6 +43,7 @@ class Renderer:
   flushes_subnormals: bool = False
   supported_dtypes: frozenset | None = None
   inexact_ops: frozenset = frozenset()
+  native_trunc: bool = True
   native_transcendentals: bool = True
   native_threefry: bool = True
   native_narrow: bool = True

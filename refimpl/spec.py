@@ -61,7 +61,7 @@ OPS: dict[Ops, OpSpec] = {s.op: s for s in (
   OpSpec(Ops.XOR, 2, "ints, bool"), OpSpec(Ops.OR, 2, "ints, bool"), OpSpec(Ops.AND, 2, "ints, bool"),
   OpSpec(Ops.SHL, 2, "ints"), OpSpec(Ops.SHR, 2, "ints"), OpSpec(Ops.THREEFRY, 2, "uint64"), OpSpec(Ops.WHERE, 3, _ANY),
   OpSpec(Ops.MULACC, 3, _ANY), OpSpec(Ops.EXP2, 1, "floats"), OpSpec(Ops.LOG2, 1, "floats"), OpSpec(Ops.SIN, 1, "floats"),
-  OpSpec(Ops.CAST, 1, "any to any"), OpSpec(Ops.BITCAST, 1, "same size, no bool"),
+  OpSpec(Ops.TRUNC, 1, "floats"), OpSpec(Ops.CAST, 1, "any to any"), OpSpec(Ops.BITCAST, 1, "same size, no bool"),
 )}
 assert set(OPS) == set(alu.ALU_RULES), "every op with a rule needs its metadata"
 
@@ -168,6 +168,12 @@ DECISIONS: tuple[Decision, ...] = (
            "SIN over the full range", "libms and polynomial decompositions are not correctly rounded; OpenCL's "
            "full-profile bounds accept every conformant device; large SIN arguments need a Payne-Hanek reduction",
            "alu.transcendental, emulator/reference.py", (Ops.EXP2, Ops.LOG2, Ops.SIN)),
+  Decision("TRUNC", "round toward zero: the float nearest x toward zero that is an integer; exact; keeps the sign "
+           "(trunc(-0.5) = -0); +-inf and integers are themselves; NaN stays NaN; defined everywhere",
+           "IEEE 754's roundToIntegralTowardZero and C's trunc, which tinygrad 0.14's Ops.TRUNC means; C, LLVM "
+           "(llvm.trunc), OpenCL, WGSL and CUDA all have it; where a backend renders no native TRUNC, "
+           "refimpl.lower.trunc writes it with other ops once for all of them",
+           "alu.trunc, lower/trunc.py", (Ops.TRUNC,)),
   Decision("CAST int->int, int->float, float->float", "int->int wraps (keeps the low bits); to float: round to nearest "
            "even, overflow -> +-inf (fp8 formats follow ml_dtypes: fp8e4m3 has no inf, so NaN)",
            "C's conversions with their implementation-defined cases pinned down: C's implementation-defined narrowing "
@@ -266,7 +272,7 @@ def _declared_looseness(rule) -> list[str]:
 
 OP_ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
           Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, Ops.EXP2, Ops.LOG2,
-          Ops.SIN, Ops.CAST, Ops.BITCAST)
+          Ops.SIN, Ops.TRUNC, Ops.CAST, Ops.BITCAST)
 assert set(OP_ORDER) == set(OPS)
 
 def render() -> str:

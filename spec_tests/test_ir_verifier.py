@@ -213,7 +213,7 @@ def test_valid_programs_pass():
 # The spec's dtype table, written out independently of the verifier: which ALU op takes which operand dtype.
 FLOATS = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
 INTS = {dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
-ALLOWED = {**{op: FLOATS for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV)},
+ALLOWED = {**{op: FLOATS for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.TRUNC)},
            **{op: INTS for op in (Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR)},
            **{op: INTS | {bl} for op in (Ops.XOR, Ops.OR, Ops.AND)},
            **{op: INTS | FLOATS for op in (Ops.SUB, Ops.NEG)},

@@ -132,21 +132,22 @@ def test_a_program_with_every_uop_renders_on_each_backend(device):
 
 # ***** one lowering pipeline: lower_for, then render *****
 
-ALL_PASSES = [lower.decompose_transcendentals, lower.decompose_threefry, lower.lower_narrow, lower.decompose_wmma,
-              lower.guard_poison, lower.guard_division]
+ALL_PASSES = [lower.decompose_trunc, lower.decompose_transcendentals, lower.decompose_threefry, lower.lower_narrow,
+              lower.decompose_wmma, lower.guard_poison, lower.guard_division]
 DECLARED = {  # renderer -> the passes it needs, in lower_for's order (LLVM IR's fptosi and shifts give poison: no guard;
-  # its sdiv / udiv by 0 is immediate UB: guarded)
+  # its sdiv / udiv by 0 is immediate UB: guarded; OpenCL C has trunc)
   "CLANG": (RENDERS["CLANG"], ALL_PASSES), "LLVM": (RENDERS["LLVM"], ALL_PASSES[:-2] + ALL_PASSES[-1:]),
-  "GPU": (GPU, ALL_PASSES[1:]),
-  "GPU-libm-decomposed": (OpenCLRenderer("GPU", global_max=GPU.global_max, native_transcendentals=False), ALL_PASSES),
+  "GPU": (GPU, ALL_PASSES[2:]),
+  "GPU-libm-decomposed": (OpenCLRenderer("GPU", global_max=GPU.global_max, native_transcendentals=False), ALL_PASSES[1:]),
   "PYTHON": (PythonRenderer(), []), "a renderer that renders everything": (Renderer(), [])}
 
 def needs_every_pass() -> Program:
-  """A loop program with an op for each shared pass: EXP2, THREEFRY, float16, a WMMA, a shift and a division."""
+  """A loop program with an op for each shared pass: TRUNC, EXP2, THREEFRY, float16, a WMMA, a shift and a division."""
   b = ProgramBuilder("needs_every_pass")
   out, h, u = b.global_buf(f32, 1), b.global_buf(dtypes.float16, 1), b.global_buf(dtypes.uint64, 1)
   zero = b.const(0, i32)
   x = b.load(out, zero)
+  b.store(out, zero, b.alu(Ops.TRUNC, x))
   b.store(h, zero, b.cast(b.alu(Ops.EXP2, x), dtypes.float16))
   b.store(u, zero, b.alu(Ops.THREEFRY, b.load(u, zero), b.load(u, zero)))
   b.store(out, zero, b.wmma(x, x, x, (1, 1, 1)))

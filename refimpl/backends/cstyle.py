@@ -15,7 +15,9 @@ nothing is left to C's undefined or unspecified corners:
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&&b, CMPNE=a!=b (the spec's table).
   floats      float32 and float64 use C's float and double (IEEE, compiled with -ffp-contract=off, no fast-math);
               MAX propagates NaN as one select, (a > b || a != a) ? a : b (see FLOAT_RULES); MULACC is a*b+c
-              unfused; RECIP is 1/x; SQRT is the correctly rounded builtin.
+              unfused; RECIP is 1/x; SQRT is the correctly rounded builtin. TRUNC is the dialect's `trunc` function
+              (OpenCL C's trunc, CUDA's truncf/trunc); C has none it may call: on an x86-64 without SSE4.1 truncf is a
+              libm call, which a freestanding kernel cannot make, so refimpl.lower.trunc writes it with other ops first.
   narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are lowered first by refimpl.lower.narrow (lower_narrow): their
               values are their bits, and every op on them is float32/float64 and integer ops with one rounding, written
               once for every backend. What reaches the renderer is the storage table: a narrow dtype's buffer element
@@ -93,6 +95,7 @@ def kernel_symbol(name: str) -> str:
 class CStyleRenderer(Renderer):
   """Renders C (these defaults) or another C dialect (override the class attributes below). See the module docstring.
   THREEFRY, narrow floats, WMMA and EXP2/LOG2/SIN are lowered before rendering (OpenCL C renders the last natively)."""
+  native_trunc: bool = False  # truncf may be a libm call (module docstring): refimpl.lower.trunc
   native_transcendentals: bool = False
   native_threefry: bool = False
   native_narrow: bool = False
@@ -116,6 +119,7 @@ class CStyleRenderer(Renderer):
     dtypes.float32: ("__builtin_inff()", "__builtin_nanf(\"\")"), dtypes.float64: ("__builtin_inf()", "__builtin_nan(\"\")")}
   sqrt: ClassVar[dict[DType, str]] = {dtypes.float32: "__builtin_sqrtf", dtypes.float64: "__builtin_sqrt"}
   transcendental: ClassVar[dict[Ops, str]] = {}    # native EXP2/LOG2/SIN spellings; C has none (decompose first)
+  trunc: ClassVar[dict[DType, str]] = {}           # the native TRUNC function by dtype; C has none (decompose first)
   lang_prelude: ClassVar[str] = r"""typedef unsigned int rf_u32;
 typedef unsigned long long rf_u64;
 static inline rf_u32 rf_fbits(float x) { rf_u32 u; __builtin_memcpy(&u, &x, 4); return u; }
@@ -157,8 +161,14 @@ static inline double rf_bitsd(rf_u64 u) { double x; __builtin_memcpy(&x, &u, 8);
   # ---- expressions ----
   def alu(self, op: Ops, dt: DType, src: list[str], src_dt: DType) -> str:
     """The expression of one lane of an ALU op; dt is the result's scalar dtype, src_dt the last operand's. Native
-    transcendentals from `transcendental`, the rest by ALU_TABLES (OpenCL and the fuzzer's planted bugs override this)."""
+    transcendentals from `transcendental`, TRUNC from `trunc`, the rest by ALU_TABLES (OpenCL and the fuzzer's planted
+    bugs override this)."""
     s = src_dt
+    if op is Ops.TRUNC:
+      if s not in self.trunc:
+        raise CompileError(f"{self.device}: TRUNC on {s.name} must be decomposed into other ops before rendering "
+                           f"(refimpl.lower.trunc)")
+      return f"{self.trunc[s]}({src[0]})"
     if op in GroupOp.Transcendental:
       if op not in self.transcendental:
         raise CompileError(f"{self.device}: {op.name} on {s.name} must be decomposed into other ops before rendering "

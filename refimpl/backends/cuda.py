@@ -33,6 +33,7 @@ What CUDA C (C++ compiled by NVRTC) spells or needs differently:
               the emulator's, on every GPU. NVIDIA's exp2f/log2f/sinf and their double versions are not used; their
               accuracy is NVIDIA's documentation, not something refimpl has measured on its GPUs.
   WMMA, THREEFRY  rewritten by refimpl.lower (decompose_wmma, decompose_threefry) before rendering, as in C.
+  TRUNC       truncf / trunc (native_trunc): the CUDA math functions, a single round-toward-zero instruction (cvt.rzi)
 """
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ class CUDARenderer(CStyleRenderer):
   global_max: tuple[int, ...] | None = GLOBAL_MAX
   local_max: tuple[int, ...] | None = LOCAL_MAX
   supported_dtypes: frozenset | None = ALL_SCALARS
+  native_trunc: bool = True  # truncf / trunc (`trunc` below)
   max_threads: int = MAX_THREADS_PER_BLOCK
   shared_bytes: int = STATIC_SHARED_BYTES
 
@@ -92,6 +94,7 @@ class CUDARenderer(CStyleRenderer):
     dtypes.float32: ("__uint_as_float(0x7f800000u)", "__uint_as_float(0x7fc00000u)"),
     dtypes.float64: ("__longlong_as_double(0x7ff0000000000000ll)", "__longlong_as_double(0x7ff8000000000000ll)")}
   sqrt: ClassVar[dict[DType, str]] = {dtypes.float32: "__fsqrt_rn", dtypes.float64: "__dsqrt_rn"}
+  trunc: ClassVar[dict[DType, str]] = {dtypes.float32: "truncf", dtypes.float64: "trunc"}  # CUDA's (one instruction)
   lang_prelude: ClassVar[str] = r"""typedef unsigned int rf_u32;
 typedef unsigned long long rf_u64;
 #define rf_fbits(x) __float_as_uint(x)

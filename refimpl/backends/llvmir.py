@@ -20,7 +20,8 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               MAX = NaN-propagating: select(fcmp uno a, a; a; select(fcmp ult a, b; b; a)) -- not llvm.maxnum, which
               drops NaN; max(+0, -0) is a (both zeros are allowed). MULACC = fmul then fadd: unfused (the allowed set is
               {fused, unfused}; unfused needs no FMA hardware and no libcall), and with no `contract` flag LLVM never
-              fuses them.
+              fuses them. TRUNC arrives written with other ops (refimpl.lower.trunc, native_trunc False): llvm.trunc
+              is a libm call (truncf) on an x86-64 without SSE4.1, which the ELF loader cannot resolve.
   narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are lowered first by refimpl.lower.narrow (lower_narrow): a
               value is its bits and every op on one is float32/float64 and integer ops with one rounding, written once
               for every backend. What reaches the renderer is the storage table: a narrow dtype is the iN of its size
@@ -144,6 +145,7 @@ INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sq
 class LLVMRenderer(Renderer):
   """LLVM IR for the LLVM device: no grid, no locals beyond function-scope arrays. See the module docstring."""
   device: str = "LLVM"
+  native_trunc: bool = False
   native_transcendentals: bool = False
   native_threefry: bool = False
   native_narrow: bool = False

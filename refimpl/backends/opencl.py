@@ -75,6 +75,7 @@ class OpenCLRenderer(CStyleRenderer):
   has_fp64: bool = True
   has_fp16: bool = False
   correct_div_sqrt: bool = True
+  native_trunc: bool = True  # OpenCL C's trunc (`trunc` below): round toward zero, the sign kept
   native_transcendentals: bool = True
   max_workgroup_size: int | None = None
   local_memory_bytes: int | None = None
@@ -92,6 +93,7 @@ class OpenCLRenderer(CStyleRenderer):
     dtypes.float32: ("as_float(0x7f800000u)", "as_float(0x7fc00000u)"),
     dtypes.float64: ("as_double(0x7ff0000000000000UL)", "as_double(0x7ff8000000000000UL)")}
   sqrt: ClassVar[dict[DType, str]] = {dtypes.float32: "sqrt", dtypes.float64: "sqrt"}
+  trunc: ClassVar[dict[DType, str]] = {dtypes.float32: "trunc", dtypes.float64: "trunc"}  # OpenCL's: exact, sign kept
   # exp2 keeps a NaN itself: PoCL 3.0 folds exp2 of a NaN constant to 0 (fuzz/corpus/GPU-EXP2-float-*.json)
   transcendental: ClassVar[dict[Ops, str]] = {Ops.EXP2: "(isnan({0}) ? {0} : exp2({0}))", Ops.LOG2: "log2({0})",
                                               Ops.SIN: "sin({0})"}

@@ -24,14 +24,14 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               leaves undefined (e1 / 0 and MIN / -1 are e1), so no guard (native_division); MAX is max().
   bool        ADD=OR, MUL=AND, MAX=OR, MULACC=(a&b)|c, CMPLT=!a&b, CMPNE=XOR=a!=b (the spec's table); WHERE is select.
   floats      the compiler's no-NaN/no-infinity/no-signed-zero algebra is kept out by opacity: every operand of ADD SUB
-              MUL FDIV MULACC RECIP SQRT passes through an XOR of its bits with a zero the compiler cannot see (rf_a for
+              MUL FDIV MULACC RECIP SQRT TRUNC passes through an XOR of its bits with a zero the compiler cannot see (rf_a for
               the first, rf_b for the others) and every result through rf_r, each with its own hidden zero (rf_z1,
               rf_z2, rf_z3; float constants rf_z0), so no two XORs cancel, no operand is a known constant and no
               identity (x-x, x*0, 0*x, x+0 with x=-0, 1/0, a*b+c fused) can be applied. NaN and
               infinity are tested on the bits (rf_isnan): CMPLT = a<b and neither is NaN, CMPNE = !(a==b) or either is
               NaN, MAX = select(b, a, a > b || isnan(a)) (NaN-propagating, as cstyle's), WHERE selects the bits.
-              RECIP is 1/x, SQRT sqrt(); EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental (WGSL's built-ins
-              are outside the spec's ulp bounds).
+              RECIP is 1/x, SQRT sqrt(), TRUNC trunc() (round toward zero, the sign kept); EXP2/LOG2/SIN are
+              decomposed by refimpl.lower.transcendental (WGSL's built-ins are outside the spec's ulp bounds).
   casts       to bool: x != 0 (a float by its bits: (bits & 0x7fffffff) != 0); from bool: select(0, 1, b); int->int: the
               32-bit pattern re-normalized to the destination's width; to a float: f32()/f64() through rf_r (else
               f32(f64(i)) folds to f32(i), one rounding where the program asks for two); float->int: i32()/u32()
@@ -174,6 +174,7 @@ FLOAT_RULES: dict[Ops, str] = {
   Ops.ADD: "rf_r{s}(rf_a{s}({0}) + rf_b{s}({1}))", Ops.SUB: "rf_r{s}(rf_a{s}({0}) - rf_b{s}({1}))",
   Ops.MUL: "rf_r{s}(rf_a{s}({0}) * rf_b{s}({1}))", Ops.FDIV: "rf_r{s}(rf_a{s}({0}) / rf_b{s}({1}))", Ops.NEG: "(-{0})",
   Ops.RECIP: "rf_r{s}({one} / rf_b{s}({0}))", Ops.SQRT: "rf_r{s}(sqrt(rf_a{s}({0})))",
+  Ops.TRUNC: "rf_r{s}(trunc(rf_a{s}({0})))",
   Ops.MULACC: "rf_r{s}(rf_r{s}(rf_a{s}({0}) * rf_b{s}({1})) + rf_b{s}({2}))",
   Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan{s}({0}))",
   Ops.CMPLT: "(({0} < {1}) && !(rf_isnan{s}({0}) || rf_isnan{s}({1})))",

@@ -128,8 +128,9 @@ def _rounded(fn: Callable, dt: DType, *xs: np.ndarray) -> np.ndarray:
 UFUNCS: dict[Ops, np.ufunc] = {
   Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide, Ops.NEG: np.negative, Ops.SQRT: np.sqrt,
   Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.MAX: np.maximum, Ops.CMPLT: np.less,
-  Ops.CMPNE: np.not_equal}
-_FLOAT_FN: dict[Ops, Callable] = {**{op: UFUNCS[op] for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.SQRT)},
+  Ops.CMPNE: np.not_equal, Ops.TRUNC: np.trunc}
+_FLOAT_FN: dict[Ops, Callable] = {**{op: UFUNCS[op] for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.SQRT,
+                                                               Ops.TRUNC)},
                                   Ops.RECIP: lambda x: x.dtype.type(1) / x}
 _INT_FN: dict[Ops, Callable] = {op: UFUNCS[op] for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)}
 _BOOL_FN: dict[Ops, Callable] = {Ops.ADD: np.logical_or, Ops.MUL: np.logical_and}
@@ -157,14 +158,23 @@ def float_arith(op: Ops, dt: DType, *xs: np.ndarray) -> Outcome:
   v = _rounded(_FLOAT_FN[op], dt, *xs)
   return Outcome(v, loose=_nan_loose(v))
 
+def trunc(op: Ops, dt: DType, x: np.ndarray) -> Outcome:
+  """TRUNC (floats only): round toward zero. The result is the float nearest to x toward zero that is an integer
+  (trunc(2.5) = 2, trunc(-2.5) = -2, trunc(0.99999994) = 0); exact, so it needs no rounding in any dtype. It keeps x's
+  sign: a result of zero is a zero of x's sign (trunc(-0.5) = -0, every subnormal gives a signed zero). An integer
+  (every x with |x| >= 2^M, M the dtype's stored mantissa bits) is itself; +-inf is +-inf; NaN gives NaN (payload
+  unspecified: loose). Defined for every input."""
+  v = _rounded(_FLOAT_FN[op], dt, x)  # half/bf16 through float32: the integer part of a narrow value is one of its values
+  return Outcome(v, loose=_nan_loose(v))
+
 def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   """The numpy ufunc that is this module's rule for `op` on `dt`, lane for lane and bit for bit in dt's numpy type,
   where the rule is that ufunc and nothing more: ADD, SUB, MUL, NEG on ints (`arith`: numpy's wrap-around) and on
   float32 and float64 (`arith`: one rounding in the dtype itself, _WIDE); FDIV and SQRT on float32 and float64
-  (`float_arith`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT and CMPNE on ints and floats (`compare`).
-  None for every other pair. Each such rule is defined on every lane and loose exactly on the NaNs it returns (NaN
-  operands give NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs
-  directly to exact operands (compute._ufunc_alu, loops.fold_ufunc)."""
+  (`float_arith`); TRUNC on float32 and float64 (`trunc`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT
+  and CMPNE on ints and floats (`compare`). None for every other pair. Each such rule is defined on every lane and
+  loose exactly on the NaNs it returns (NaN operands give NaN, so a chain of one is loose exactly where its result is
+  NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, loops.fold_ufunc)."""
   if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
   if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
   if dtypes.is_int(dt): return UFUNCS[op] if op in _INT_FN or op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX) else None
@@ -419,7 +429,8 @@ ALU_RULES: dict[Ops, Callable] = {
   **{op: arith for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG)}, **{op: float_arith for op in (Ops.FDIV, Ops.RECIP, Ops.SQRT)},
   Ops.IDIV: idiv_mod, Ops.MOD: idiv_mod, Ops.SHL: shift, Ops.SHR: shift, **{op: bitwise for op in (Ops.XOR, Ops.OR, Ops.AND)},
   Ops.MAX: maximum, Ops.CMPLT: compare, Ops.CMPNE: compare, Ops.WHERE: where, Ops.MULACC: mulacc,
-  **{op: transcendental for op in GroupOp.Transcendental}, Ops.THREEFRY: threefry, Ops.CAST: cast, Ops.BITCAST: bitcast}
+  **{op: transcendental for op in GroupOp.Transcendental}, Ops.TRUNC: trunc, Ops.THREEFRY: threefry, Ops.CAST: cast,
+  Ops.BITCAST: bitcast}
 """op -> its rule. ALU rules take (op, dtype, *operands), arrays of >= 1 dimension that broadcast; CAST and BITCAST
 take (x, src, dst). Call them through exec_alu / exec_cast / exec_bitcast, which check dtypes and shape the Outcome
 (the emulator, whose programs are verified, calls run_alu / run_conversion)."""

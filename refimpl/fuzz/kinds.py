@@ -6,7 +6,7 @@ fuzzer adds a static *kind* per buffer (`StaticKind`), the join of the kinds of 
 fixpoint over the program), read only for the buffer's UNKNOWN elements (and WILD, for all of them):
 
   CLEAN    no looseness can reach it
-  NANPAY   floats whose only looseness is a NaN's payload (ADD SUB MUL FDIV RECIP SQRT NEG and float CASTs of
+  NANPAY   floats whose only looseness is a NaN's payload (ADD SUB MUL FDIV RECIP SQRT NEG TRUNC and float CASTs of
            NANPAY/CLEAN operands, and moves of such values)
   TOL(b)   results of a tolerance rule (alu's `@loose(TOLERANCE)`) on NANPAY/CLEAN operands, moved but not computed on
   SET      results of a float allowed-set rule (`@loose(ALLOWED_SET)`) on NANPAY/CLEAN operands; NEG of a SET value (a

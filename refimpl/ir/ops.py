@@ -52,7 +52,7 @@ class Ops(Enum):
   # vectors and conversions
   VECTORIZE = auto(); GEP = auto(); CAST = auto(); BITCAST = auto(); WMMA = auto()
   # unary ALU
-  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto()
+  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()
   # binary ALU
   ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
   CMPLT = auto(); CMPNE = auto(); XOR = auto(); OR = auto(); AND = auto(); SHL = auto(); SHR = auto()
@@ -74,7 +74,7 @@ class GroupOp:
   FloatOnly ops take float dtypes only; IntOnly ops take integer dtypes only (never bool, never float);
   IntOrBool ops take integers or bool; NotBool ops are rejected on bool; THREEFRY takes uint64 only.
   Every other ALU op takes any dtype that arithmetic is defined on (ints, floats, bool; fp8 is storage only)."""
-  Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG})
+  Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC})
   Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
                       Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY})
   Ternary = frozenset({Ops.WHERE, Ops.MULACC})
@@ -89,7 +89,7 @@ class GroupOp:
   Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 
   # dtype families (see the class docstring)
-  FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV})
+  FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.TRUNC})
   IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
   IntOrBool = frozenset({Ops.XOR, Ops.OR, Ops.AND})
   NotBool = frozenset({Ops.IDIV, Ops.MOD, Ops.SUB, Ops.NEG, Ops.SHL, Ops.SHR})

@@ -31,7 +31,7 @@ Rules (name: what it demands), in the order they are checked:
   alu-dtypes        ALU srcs equal the result dtype; CMPLT/CMPNE: two equal dtypes -> bool of the same count;
                     WHERE: a bool condition of the result's count and two values of the result dtype
   bool-op           IDIV MOD SUB NEG SHL SHR are rejected on bool
-  op-dtype          float-only ops (EXP2 LOG2 SIN SQRT RECIP FDIV) on floats; IDIV MOD SHL SHR on ints;
+  op-dtype          float-only ops (EXP2 LOG2 SIN SQRT RECIP FDIV TRUNC) on floats; IDIV MOD SHL SHR on ints;
                     XOR OR AND on ints or bool; THREEFRY on uint64; fp8 is storage only (no ALU)
   index             INDEX's dtype is its buffer's dtype
   load-store        LOAD dtype / STORE value is the buffer's element T or T.vec(n) with n <= size; alt has the LOAD's dtype;

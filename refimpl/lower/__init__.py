@@ -1,6 +1,7 @@
 """Passes shared by backends, and the check of a program against a backend's capabilities (`Renderer`).
 
   grid_to_loops.py  lower_grid_to_loops: SPECIAL gidx/lidx -> RANGE loops, for backends with no grid
+  trunc.py          decompose_trunc: TRUNC -> float and int64 ALU ops, for targets with no TRUNC (C, LLVM IR, tinygrad 0.10.1)
   transcendental.py decompose_transcendentals: EXP2/LOG2/SIN -> ALU ops, for backends with no libm (CLANG, LLVM)
   threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for refimpl's renderers (one algorithm, not one each)
   narrow.py         lower_narrow: float16/bfloat16/fp8 values -> their bits, ops on them -> float32/float64 and integer
@@ -22,7 +23,8 @@ each pass only when the renderer does not render its ops natively (refimpl.rende
   3. check_capabilities, then renderer.check_program (the backend's own refusals: OpenCL's workgroup, local memory and
      fp64 limits), then, for a device, check_device_dtypes (the dtypes the device declares it does not support);
   4. renderer.extra_rewrite             (the backend's own rewrite; the fuzzer's planted bugs)
-  5. PASSES: decompose_transcendentals  (not native_transcendentals)
+  5. PASSES: decompose_trunc            (not native_trunc; first: its ops on float16/bfloat16 are lowered by lower_narrow)
+             decompose_transcendentals  (not native_transcendentals)
              decompose_threefry         (not native_threefry)
              lower_narrow               (not native_narrow; decomposes float16/bfloat16 transcendentals itself)
              decompose_wmma             (not native_wmma; after lower_narrow: float32/float64 WMMAs only)
@@ -44,15 +46,17 @@ from refimpl.lower.narrow import lower_narrow
 from refimpl.lower.poison import guard_division, guard_poison
 from refimpl.lower.threefry import decompose_threefry
 from refimpl.lower.transcendental import decompose_transcendentals
+from refimpl.lower.trunc import decompose_trunc
 from refimpl.lower.wmma import decompose_wmma
 from refimpl.renderer import Renderer
 
 __all__ = ["PASSES", "LoweringError", "Target", "check_capabilities", "check_device_dtypes", "decompose_threefry",
-           "decompose_transcendentals", "decompose_wmma", "guard_division", "guard_poison", "lower_for",
+           "decompose_transcendentals", "decompose_trunc", "decompose_wmma", "guard_division", "guard_poison", "lower_for",
            "lower_grid_to_loops", "lower_narrow", "passes_for"]
 
 # the shared lowering passes, in the order lower_for runs them: (whether `renderer` needs it, the pass)
 PASSES: tuple[tuple[Callable[[Renderer], bool], Callable[[Program], Program]], ...] = (
+  (lambda r: not r.native_trunc, decompose_trunc),
   (lambda r: not r.native_transcendentals, decompose_transcendentals),
   (lambda r: not r.native_threefry, decompose_threefry),
   (lambda r: not r.native_narrow, lower_narrow),

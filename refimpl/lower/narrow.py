@@ -13,9 +13,10 @@ the storage type of each narrow dtype and a BITCAST that moves bits between it a
               NaN; fp8e4m3's only NaN is all ones) or take CAST(mantissa) * 2^(1-bias-M) (subnormals: an exact int ->
               float32 conversion and an exact product by a power of two). A value that ops read as a number is decoded
               once, right after it is made (an accumulator at every read, since its value changes).
-  arithmetic  ADD SUB MUL FDIV RECIP SQRT: the float32 op on the decoded operands, then encode() rounds once to the
-              format. This is the emulator's rule (alu.arith): float32 has >= 2p+2 significand bits for p = 11 and 8,
-              so the two roundings are innocuous (fp8 has no ALU ops). MULACC is unfused, MUL then ADD, each rounded
+  arithmetic  ADD SUB MUL FDIV RECIP SQRT TRUNC: the float32 op on the decoded operands, then encode() rounds once to
+              the format (TRUNC's result is a value of the format: exact). This is the emulator's rule (alu.arith,
+              alu.trunc): float32 has >= 2p+2 significand bits for p = 11 and 8, so the two roundings are innocuous
+              (fp8 has no ALU ops). MULACC is unfused, MUL then ADD, each rounded
               (the spec allows {fused, unfused}; the native backends were unfused before too). CMPLT/CMPNE compare the
               float32 values (exact); MAX is WHERE(b < a or a != a, a, b) on the bits: the NaN-propagating select, as
               float32/float64 MAX renders it. EXP2 LOG2 SIN are decomposed first (refimpl.lower.transcendental: float32
@@ -67,7 +68,7 @@ ACC = (Ops.DEFINE_ACC, Ops.ASSIGN)  # a read of these is the register's value at
 ON_BITS = (Ops.VECTORIZE, Ops.GEP, Ops.DEFINE_ACC, Ops.ASSIGN, Ops.WHERE)  # on narrow values: the same op on the bits
 ROUNDED = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
            Ops.FDIV: lambda a, b: a / b, Ops.SQRT: lambda a: a.values.op(Ops.SQRT, F32, a),
-           Ops.RECIP: lambda a: a.values.op(Ops.RECIP, F32, a)}
+           Ops.RECIP: lambda a: a.values.op(Ops.RECIP, F32, a), Ops.TRUNC: lambda a: a.values.op(Ops.TRUNC, F32, a)}
 
 
 @dataclass(frozen=True)
