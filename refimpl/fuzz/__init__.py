@@ -16,7 +16,9 @@
   isolate.py   the workers' jobs (refimpl.workers runs them: spawned processes or a Dask cluster's, --cluster): a
                crash or a hang is a finding, and the worker is replaced
   reduce.py    delta debugging of a failing case over uops, constants and inputs: the reducer's passes
-  edits.py     the case as an editable graph (State) and the edits the passes make
+  editable.py  the case as the reducer edits it: an editable graph with its inputs and vars (State)
+  edits.py     the reducer's edits of a case's structure: remove units, retarget stores, one work item or iteration
+  value_edits.py  the reducer's edits of a case's values: int folds, loads to constants, constants, inputs, vars
   finding.py   finding files (JSON + a pytest file), written atomically, loaded with clear errors
   corpus.py    replaying findings (and the finding file names again); fuzz/corpus/ holds known bugs
   config.py    a campaign's settings

@@ -1,49 +1,25 @@
-"""The reducer's edits of a case (reduce.py proposes them, one candidate each): the case as an editable graph with its
-inputs and vars (`State`), and the edits its passes make: remove units (`units`, `remove`), drop unused declarations,
-retarget uses (`replace_uses`), fold int constants, scalarize a lane, turn loads and locals into constants or inputs.
-Every edit leaves a graph whose program is built (and verified) only when the candidate is made.
+"""The reducer's edits of a case's structure (reduce.py's passes propose them, one candidate each, on a copy of the
+case's `State`, in place): remove units (`units`, `remove`), drop unused declarations, redirect uses (`replace_uses`),
+store an operand of a stored value instead (`retarget_store`), pin a SPECIAL to one value or a RANGE to one iteration,
+turn a DEFINE_LOCAL into an input of what the threads stored there (`local_contents`, `local_to_input`), scalarize a
+lane. The edits of values (constants, inputs, vars) are value_edits.py's. Every edit leaves a graph whose program is
+built (and verified) only when the candidate is made; an edit that does not apply raises ValueError.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
 
 import numpy as np
 
 from refimpl.dtype import PtrDType, dtypes, to_np
-from refimpl.emulator.alu import exec_cast
 from refimpl.emulator.machine import emulate
-from refimpl.fuzz.case import Case
+from refimpl.fuzz.editable import State
 from refimpl.fuzz.graph import Graph, Node, const_node
-from refimpl.ir import INDEX_DTYPE, GroupOp, Ops, ProgramError
+from refimpl.ir import INDEX_DTYPE, GroupOp, Ops
 
 DECLARATION_OPS = (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL)
 UNIT_OPS = GroupOp.ALU | {Ops.STORE, Ops.BARRIER, Ops.CAST, Ops.BITCAST, Ops.LOAD, Ops.GEP, Ops.VECTORIZE, Ops.WMMA,
                           Ops.ASSIGN, Ops.DEFINE_ACC, Ops.SPECIAL, Ops.DEFINE_VAR}
-
-
-
-@dataclass
-class State:
-  """A case as an editable graph: inputs by buffer node, var values by var node."""
-  graph: Graph
-  arrays: dict[int, np.ndarray]
-  vars: dict[int, int]
-
-  @staticmethod
-  def of(case: Case) -> State:
-    g = Graph.from_program(case.program)
-    var_nodes = [n for n in g.nodes if n.op is Ops.DEFINE_VAR]
-    return State(g, {id(b): a for b, a in zip(g.globals(), case.inputs)}, {id(v): x for v, x in zip(var_nodes, case.vals)})
-
-  def case(self) -> Case | None:
-    try: p = self.graph.program()
-    except ProgramError: return None
-    vals = tuple(self.vars[id(n)] for n in self.graph.nodes if n.op is Ops.DEFINE_VAR)
-    return Case(p, [self.arrays[id(b)] for b in self.graph.globals()], vals)
-
-  def copy(self) -> tuple[State, dict[int, Node]]:
-    g, m = self.graph.copy()
-    return State(g, {id(m[k]): a for k, a in self.arrays.items()}, {id(m[k]): v for k, v in self.vars.items()}), m
 
 
 def _closer(g: Graph, n: Node) -> Node:
@@ -78,7 +54,7 @@ def unused_declarations(g: Graph) -> list[Node]:
   return [n for n in g.nodes if n.op in DECLARATION_OPS and id(n) not in used]
 
 def drop_declarations(s: State, gone: list[Node]) -> None:
-  """Pass 9 (module docstring) on s, in place: the nodes `gone` (unused declarations) go with their inputs and var
+  """reduce.py's pass 9 on s, in place: the nodes `gone` (unused declarations) go with their inputs and var
   values, and the BARRIERs once no DEFINE_LOCAL is left (a barrier orders only a workgroup's memory)."""
   if not gone: raise ValueError("nothing to drop")
   ids = {id(n) for n in gone}
@@ -88,20 +64,6 @@ def drop_declarations(s: State, gone: list[Node]) -> None:
   for i in ids:
     s.arrays.pop(i, None)
     s.vars.pop(i, None)
-
-def stored_buffers(g: Graph) -> set[int]:
-  return {id(n.src[0].src[0]) for n in g.nodes if n.op is Ops.STORE and n.src[0].op is Ops.INDEX}
-
-def loaded_constant(s: State, n: Node, stored: set[int]):
-  """The value a scalar, ungated LOAD at a CONST index of an input buffer nothing stores to reads, else None."""
-  if n.op is not Ops.LOAD or n.dtype.count != 1 or len(n.src) != 1 or n.src[0].op is not Ops.INDEX: return None
-  ix = n.src[0]
-  buf, i = ix.src[0], ix.src[1] if len(ix.src) == 2 else None
-  if buf.op is not Ops.DEFINE_GLOBAL or id(buf) in stored or i is None or i.op is not Ops.CONST: return None
-  arr = s.arrays.get(id(buf))
-  if arr is None or not 0 <= int(i.arg) < arr.size: return None
-  x = arr[int(i.arg)]
-  return bool(x) if n.dtype == dtypes.bool else int(x) if dtypes.is_int(n.dtype) else float(x)
 
 def local_contents(s: State, local: Node) -> np.ndarray | None:
   """What the threads of a case stored in `local` by the end of its run (the emulator on a copy in which every STORE
@@ -133,7 +95,7 @@ def _shift_index(g: Graph, access: Node, lane: int) -> None:
   access.src = [new_ix, *access.src[1:]]
 
 def scalarize(g: Graph, lane: int) -> None:
-  """Pass 5 (module docstring) on g, in place; ValueError when g has nothing to scalarize or a WMMA."""
+  """reduce.py's pass 5 on g, in place; ValueError when g has nothing to scalarize or a WMMA."""
   if any(n.op is Ops.WMMA for n in g.nodes): raise ValueError("WMMA keeps its vectors")
   vec = lambda n: not isinstance(n.dtype, PtrDType) and n.dtype.count > 1
   if not any(vec(n) for n in g.nodes): raise ValueError("no vectors")
@@ -149,35 +111,8 @@ def scalarize(g: Graph, lane: int) -> None:
   g.nodes = [n for n in g.nodes if id(n) not in repl]
   g.dce()
 
-INT_FOLDS = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
-             Ops.SHL: lambda a, b: a << b if 0 <= b < 64 else None, Ops.SHR: lambda a, b: a >> b if 0 <= b < 64 else None,
-             Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b, Ops.MAX: max,
-             Ops.IDIV: lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b else None,
-             Ops.MOD: lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)) if b else None}
-
-def folded(n: Node):
-  """The value of an int ALU uop (INT_FOLDS) of scalar CONSTs, wrapped to its dtype, or of a CAST between ints and bool
-  of a scalar CONST (alu's rule); None when it is not one (or the fold is undefined: a zero divisor). A wrong fold would
-  only make a candidate that does not fail: every candidate runs."""
-  if n.op is Ops.CAST: return _folded_cast(n)
-  if n.op not in INT_FOLDS or n.dtype.count != 1 or not dtypes.is_int(n.dtype) or len(n.src) != 2: return None
-  if any(x.op is not Ops.CONST or x.dtype != n.dtype for x in n.src): return None
-  v = INT_FOLDS[n.op](int(n.src[0].arg), int(n.src[1].arg))
-  if v is None: return None
-  bits = 8 * n.dtype.itemsize
-  v &= (1 << bits) - 1
-  return v - (1 << bits) if n.dtype in dtypes.sints and v >> (bits - 1) else v
-
-def _folded_cast(n: Node):
-  """folded() of a CAST: int or bool to int or bool, of a scalar CONST."""
-  src = n.src[0]
-  if n.dtype.count != 1 or src.op is not Ops.CONST or src.dtype.count != 1: return None
-  if not all(dt is dtypes.bool or dtypes.is_int(dt) for dt in (src.dtype, n.dtype)): return None
-  v = exec_cast(np.array([src.arg], to_np(src.dtype)), src.dtype, n.dtype).values[0]
-  return bool(v) if n.dtype is dtypes.bool else int(v)
-
 def units(g: Graph) -> list[tuple[str, Node]]:
-  """What pass 1 may remove, blocks and stores first (see the module docstring)."""
+  """What reduce.py's pass 1 may remove, blocks and stores first (see its module docstring)."""
   blocks = [(k, n) for n in g.nodes if n.op in GroupOp.BlockStart for k in ("block", "unwrap")]
   stores = [("node", n) for n in g.nodes if n.op is Ops.STORE]
   rest = [("node", n) for n in g.nodes if n.op in UNIT_OPS and n.op is not Ops.STORE]
@@ -186,7 +121,7 @@ def units(g: Graph) -> list[tuple[str, Node]]:
   return blocks + stores + rest + bypass + ungate
 
 def remove(s: State, chosen: list[tuple[str, Node]]) -> None:
-  """Removes the chosen units from s (in place; see the module docstring)."""
+  """Removes the chosen units from s (in place; see reduce.py's pass 1)."""
   g, repl, drop, zeros = s.graph, {}, set(), {}
   assigns: dict[int, list[Node]] = {}
   for n in g.nodes:
@@ -235,4 +170,43 @@ def remove(s: State, chosen: list[tuple[str, Node]]) -> None:
   for n in g.nodes: n.src = [resolve(x) for x in n.src]
   g.dce()
 
+def retarget_store(s: State, store: Node, j: int) -> None:
+  """reduce.py's pass 2 on s, in place: `store` stores operand j of its value instead, into a new buffer of the
+  operand's dtype (zeros) at the same index; then dead code and unused declarations go."""
+  x, ix = store.src[1].src[j], store.src[0]
+  if x.dtype.count != store.src[1].dtype.count or x.op in GroupOp.Buffer: raise ValueError("not storable")
+  buf = Node(Ops.DEFINE_GLOBAL, x.dtype.scalar().ptr(ix.src[0].dtype.size))
+  new_ix = Node(Ops.INDEX, buf.dtype, [buf, ix.src[1]])
+  s.graph.nodes.append(buf)
+  s.graph.insert_before(store, [new_ix])
+  store.src = [new_ix, x, *store.src[2:]]
+  s.arrays[id(buf)] = np.zeros(buf.dtype.size, to_np(buf.dtype.base))
+  s.graph.dce()
+  with contextlib.suppress(ValueError): drop_declarations(s, unused_declarations(s.graph))
 
+def local_to_input(s: State, local: Node, contents: np.ndarray) -> None:
+  """reduce.py's pass 3 on s, in place: the DEFINE_LOCAL `local` becomes an input buffer holding `contents` (what the
+  threads stored there: `local_contents`), its STOREs go, and the BARRIERs once no local is left."""
+  g = s.graph
+  buf = Node(Ops.DEFINE_GLOBAL, local.dtype.base.ptr(local.dtype.size))
+  g.nodes = [buf if n is local else n for n in g.nodes if not (n.op is Ops.STORE and n.src[0].src[0] is local)]
+  for n in g.nodes:
+    if n.op is Ops.INDEX and n.src[0] is local: n.src[0], n.dtype = buf, buf.dtype
+  if not any(n.op is Ops.DEFINE_LOCAL for n in g.nodes): g.nodes = [n for n in g.nodes if n.op is not Ops.BARRIER]
+  s.arrays[id(buf)] = contents
+  g.dce()
+
+def pin_special(s: State, special: Node, value: int) -> None:
+  """reduce.py's pass 3 on s, in place: the SPECIAL becomes the CONST `value`, its launch dimension 1."""
+  name = special.arg[0]
+  (s.graph.global_size if name[0] == "g" else s.graph.local_size)[int(name[-1])] = 1
+  c = Node(Ops.CONST, special.dtype, (), value)
+  s.graph.nodes.insert(0, c)
+  replace_uses(s.graph, special, c)
+
+def one_iteration(s: State, loop: Node, j: int) -> None:
+  """reduce.py's pass 3 on s, in place: the RANGE `loop` runs its iteration j alone ([j, j+1), two new CONSTs)."""
+  start, end = Node(Ops.CONST, loop.src[0].dtype, (), j), Node(Ops.CONST, loop.src[1].dtype, (), j + 1)
+  s.graph.nodes[0:0] = [start, end]
+  loop.src = [start, end, *loop.src[2:]]
+  s.graph.dce()

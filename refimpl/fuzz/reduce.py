@@ -7,6 +7,10 @@ a candidate that was not run. Verdicts must be complete up to the first True: th
 a batch that still fails, so that the caller may stop a batch there (a crash ends it anyway). `best` is the smallest
 failing case so far, at any moment, so an interrupted reduction still has a result.
 
+This module holds the passes (which candidates, in which order, kept when) and that protocol; the edits a candidate
+makes are edits.py's (the program's structure) and value_edits.py's (constants, inputs, vars), on a copy of the case's
+editable State (editable.py).
+
 Passes, repeated until a whole round changes nothing:
   1. remove units: a block with its body, a block's braces alone (a RANGE's counter becomes its start), a STORE, a
      BARRIER, an accumulator (its uses read the initial value), an ASSIGN (its uses read the register, or else the
@@ -49,23 +53,33 @@ from collections.abc import Generator
 
 import numpy as np
 
-from refimpl.dtype import PtrDType, dtypes, to_np
+from refimpl.dtype import PtrDType, dtypes
 from refimpl.fuzz.case import Case
+from refimpl.fuzz.editable import State
 from refimpl.fuzz.edits import (
-  State,
   drop_declarations,
-  folded,
-  loaded_constant,
   local_contents,
+  local_to_input,
+  one_iteration,
+  pin_special,
   remove,
   replace_uses,
+  retarget_store,
   scalarize,
   scopes,
-  stored_buffers,
   units,
   unused_declarations,
 )
-from refimpl.fuzz.graph import Node
+from refimpl.fuzz.value_edits import (
+  fold_int_constants,
+  folded,
+  load_to_constant,
+  loaded_constant,
+  set_constant,
+  stored_buffers,
+  var_to_minimum,
+  zero_input,
+)
 from refimpl.ir import GroupOp, Ops
 
 MAX_BATCH = 16
@@ -184,19 +198,7 @@ class Reducer:
       v = s.src[1]
       if v.op not in GroupOp.ALU | {Ops.CAST, Ops.BITCAST}: continue
       def edit(sid, j):
-        def f(st, m):
-          store = m[sid]
-          x, ix = store.src[1].src[j], store.src[0]
-          if x.dtype.count != store.src[1].dtype.count or x.op in GroupOp.Buffer: raise ValueError("not storable")
-          buf = Node(Ops.DEFINE_GLOBAL, x.dtype.scalar().ptr(ix.src[0].dtype.size))
-          new_ix = Node(Ops.INDEX, buf.dtype, [buf, ix.src[1]])
-          st.graph.nodes.append(buf)
-          st.graph.insert_before(store, [new_ix])
-          store.src = [new_ix, x, *store.src[2:]]
-          st.arrays[id(buf)] = np.zeros(buf.dtype.size, to_np(buf.dtype.base))
-          st.graph.dce()
-          with contextlib.suppress(ValueError): drop_declarations(st, unused_declarations(st.graph))
-        return f
+        return lambda st, m: retarget_store(st, m[sid], j)
       yield from self._try([edit(id(s), j) for j in range(len(v.src))], smaller=True)
 
   def _locals_to_inputs(self):
@@ -205,16 +207,7 @@ class Reducer:
     st0 = self._state
     if st0.graph.global_size != [1, 1, 1]: return
     def edit(lid, snapshot):
-      def f(st, m):
-        g, local = st.graph, m[lid]
-        buf = Node(Ops.DEFINE_GLOBAL, local.dtype.base.ptr(local.dtype.size))
-        g.nodes = [buf if n is local else n for n in g.nodes if not (n.op is Ops.STORE and n.src[0].src[0] is local)]
-        for n in g.nodes:
-          if n.op is Ops.INDEX and n.src[0] is local: n.src[0], n.dtype = buf, buf.dtype
-        if not any(n.op is Ops.DEFINE_LOCAL for n in g.nodes): g.nodes = [n for n in g.nodes if n.op is not Ops.BARRIER]
-        st.arrays[id(buf)] = snapshot
-        g.dce()
-      return f
+      return lambda st, m: local_to_input(st, m[lid], snapshot)
     edits = []
     for local in (n for n in st0.graph.nodes if n.op is Ops.DEFINE_LOCAL):
       snapshot = local_contents(st0, local)
@@ -228,13 +221,7 @@ class Reducer:
       if k >= len(sp): return
       size = int(sp[k].arg[1])
       def edit(sid, v):
-        def f(st, m):
-          n = m[sid]
-          (st.graph.global_size if n.arg[0][0] == "g" else st.graph.local_size)[int(n.arg[0][-1])] = 1
-          c = Node(Ops.CONST, n.dtype, (), v)
-          st.graph.nodes.insert(0, c)
-          replace_uses(st.graph, n, c)
-        return f
+        return lambda st, m: pin_special(st, m[sid], v)
       if 1 < size <= MAX_SPECIAL: yield from self._try([edit(id(sp[k]), v) for v in range(1, size)], smaller=True)
 
   def _one_iteration(self):
@@ -247,13 +234,7 @@ class Reducer:
       if k >= len(ranges): return
       r, k = ranges[k], k + 1
       def edit(rid, j):
-        def f(st, m):
-          n = m[rid]
-          start, end = Node(Ops.CONST, n.src[0].dtype, (), j), Node(Ops.CONST, n.src[1].dtype, (), j + 1)
-          st.graph.nodes[0:0] = [start, end]
-          n.src = [start, end, *n.src[2:]]
-          st.graph.dce()
-        return f
+        return lambda st, m: one_iteration(st, m[rid], j)
       a, b = int(r.src[0].arg), int(r.src[1].arg)
       others = range(a, b - 1) if b - a <= MAX_SPECIAL else ()
       yield from self._try([edit(id(r), j) for j in (b - 1, *others)], slack=2)
@@ -261,13 +242,7 @@ class Reducer:
   def _folds(self):
     """Pass 3 (module docstring): int ALU uops and int / bool CASTs of CONSTs become CONSTs, all at once (one
     candidate)."""
-    def edit(st, m):
-      while True:
-        n = next((x for x in st.graph.nodes if folded(x) is not None), None)
-        if n is None: return
-        c = Node(Ops.CONST, n.dtype, (), folded(n))
-        st.graph.insert_before(n, [c])
-        replace_uses(st.graph, n, c)
+    edit = lambda st, m: fold_int_constants(st)
     if any(folded(n) is not None for n in self._state.graph.nodes): yield from self._try([edit], smaller=True)
 
   def _merge_values(self):
@@ -302,12 +277,7 @@ class Reducer:
       if k >= len(loads): return
       n, k = loads[k], k + 1
       def edit(lid):
-        def f(st, m):
-          load = m[lid]
-          c = Node(Ops.CONST, load.dtype, (), loaded_constant(st, load, stored_buffers(st.graph)))
-          st.graph.nodes.insert(0, c)
-          replace_uses(st.graph, load, c)
-        return f
+        return lambda st, m: load_to_constant(st, m[lid])
       yield from self._try([edit(id(n))], smaller=True)
 
   def _constants(self):
@@ -318,8 +288,7 @@ class Reducer:
       if k >= len(consts): return
       n, k = consts[k], k + 1
       def edit(i, v):
-        def f(st, m): m[i].arg = float(v) if dtypes.is_float(m[i].dtype) else v
-        return f
+        return lambda st, m: set_constant(m[i], v)
       simpler = () if n.arg == 0 else (0,) if n.arg == 1 else (0, 1)  # only ever toward 0: no edit cycles
       yield from self._try([edit(id(n), v) for v in simpler])
 
@@ -329,13 +298,7 @@ class Reducer:
       arr = self._state.arrays[id(b)]
       if not arr.view(np.uint8).any(): continue
       def zero(k, lo, hi):
-        def f(st, m):
-          buf = st.graph.globals()[k]
-          a = st.arrays[id(buf)].copy()
-          if not a.view(np.uint8).reshape(a.size, -1)[lo:hi].any(): raise ValueError("already zero")
-          a.view(np.uint8).reshape(a.size, -1)[lo:hi] = 0
-          st.arrays[id(buf)] = a
-        return f
+        return lambda st, m: zero_input(st, k, lo, hi)
       n = arr.size
       if (yield from self._try([zero(k, 0, n)])): continue
       step = n // 2
@@ -344,7 +307,4 @@ class Reducer:
         step //= 2
     for k, v in enumerate(n for n in self._state.graph.nodes if n.op is Ops.DEFINE_VAR):
       if self._state.vars[id(v)] != v.arg[1]:
-        def f(st, m, k=k):
-          var = [n for n in st.graph.nodes if n.op is Ops.DEFINE_VAR][k]
-          st.vars[id(var)] = var.arg[1]
-        yield from self._try([f])
+        yield from self._try([lambda st, m, k=k: var_to_minimum(st, k)])
