@@ -48,7 +48,7 @@ def tinygrad_kernels(n: int) -> dict[str, Program]:
   """tinygrad's float32 exp and sin over n elements, as refimpl Programs (the last kernel each makes)."""
   from tinygrad import Tensor
 
-  from refimpl.tinygrad import capture
+  from refimpl.tinygrad.v0_10.capture import capture
   from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad()["CLANG"]
   if why is not None: raise SystemExit(f"tinygrad's CLANG does not run here: {why}")

@@ -75,7 +75,7 @@ def capture_six() -> dict[str, list]:
   for a split reduce) and returns name -> tinygrad ProgramSpecs."""
   from tinygrad import Tensor
 
-  from refimpl.tinygrad import capture
+  from refimpl.tinygrad.v0_10.capture import capture
   from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   ready = prepare_tinygrad()
   KERNELS.mkdir(exist_ok=True)

@@ -3,9 +3,9 @@
     python bench/bench_tinygrad.py [--repeat 20] [--steps 5] [--runs 5] [--no-python] [--only NAME] [--kernels]
 
 1. Import + verify: every distinct kernel of corpus/tinygrad-0.10.1/workload.py on tinygrad's PYTHON device (captured
-   in this process), translated with refimpl.tinygrad.from_tinygrad (which verifies the program) --repeat times each:
-   median and largest per-kernel time, and the total per kernel on average. Each translation verifies a new Program, so
-   the verifier's memo never answers.
+   in this process), translated with refimpl.tinygrad.v0_10.importer.from_tinygrad (which verifies the program)
+   --repeat times each: median and largest per-kernel time, and the total per kernel on average. Each translation
+   verifies a new Program, so the verifier's memo never answers.
 2. An MLP training step (8-16-4, ReLU, MSE, SGD) on the REFIMPL device (every kernel on refimpl's emulator, strict)
    against tinygrad's own PYTHON emulator: the median of --steps warm steps after one warm-up (kernels compiled then).
 3. End to end: whole tinygrad workloads on REFIMPL, tinygrad's CLANG and tinygrad's PYTHON, each the median of --runs
@@ -34,7 +34,8 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere in a checkout
 
-from refimpl.tinygrad import capture, translate  # noqa: E402
+from refimpl.tinygrad.v0_10.capture import capture  # noqa: E402
+from refimpl.tinygrad.v0_10.importer import translate  # noqa: E402
 from refimpl.tinygrad.v0_10.reference import install_reference_device  # noqa: E402
 
 

@@ -60,7 +60,7 @@ BUILTIN_DEVICES: dict[str, str] = {
 }
 # Opt-in devices: opened only when named (TINYGRAD:CLANG ...), never the default nor among the devices a run tries
 # when none is named. Lazy like the table above: importing refimpl does not import tinygrad.
-OPT_IN_DEVICES: dict[str, str] = {"TINYGRAD": "refimpl.tinygrad.v0_14.line_device:TinygradDevice"}  # by tinygrad line
+OPT_IN_DEVICES: dict[str, str] = {"TINYGRAD": "refimpl.tinygrad.line_device:TinygradDevice"}  # by tinygrad line
 ENTRY_POINT_GROUP = "refimpl.backends"
 
 def load_object(spec: str) -> Any:

@@ -18,7 +18,8 @@ from tinygrad.renderer.cstyle import ClangRenderer
 from refimpl.dtype import dtypes, truncate
 from refimpl.emulator.machine import emulate
 from refimpl.ir import Ops, load_program, save_program, verify
-from refimpl.tinygrad import TRANSLATION_RULES, TranslationError, capture, from_tinygrad, translate
+from refimpl.tinygrad.v0_10.capture import capture
+from refimpl.tinygrad.v0_10.importer import TRANSLATION_RULES, TranslationError, from_tinygrad, translate
 
 D = "PYTHON"
 

@@ -118,7 +118,8 @@ def test_zig_spelling_keeps_tinygrad_flags() -> None:
   """zig's spelling is tinygrad's flags with only the target respelled and debug info and unwind tables off; the object
   zig builds with it has no section tinygrad's loader would mishandle (.debug_*, .eh_frame)."""
   from refimpl.backends.ops_clang import _ziglang_command
-  from refimpl.tinygrad.v0_10.toolchain import ZIG_EXTRA_FLAGS, run_clang, zig_args
+  from refimpl.tinygrad.shared_toolchain import ZIG_EXTRA_FLAGS
+  from refimpl.tinygrad.v0_10.toolchain import run_clang, zig_args
   command = _ziglang_command()
   if command is None: pytest.skip("ziglang is not installed (pip install ziglang)")
   args = zig_args(command)

@@ -6,6 +6,7 @@ the installed one):
   lines.py, names.py, translation.py, session.py, program.py, cases.py   the core: the lines served, kernel names,
                what both importers share, a run's report of undefined behaviour, the REFIMPL devices' program class,
                captured kernels as fuzzer case files
+  devices.py   what both lines' TINYGRAD devices share;  line_device.py  the TINYGRAD device class of the installed line
   selftest.py  tinygrad's own tests on the reference (either line);  __main__.py  the command line
   report/      the tinygrad conformance report: runner.py (runs it), classes.py (the disagreement classes and their
                reproducers), reliance.py (what tinygrad's kernels rely on), pages.py (the pages)
@@ -13,18 +14,5 @@ the installed one):
                (backend.py), their toolchains, NVIDIA's toolchain, the stand-ins of devices without their hardware
   v0_14/       tinygrad 0.14.0: the same jobs for its kernel form (see its __init__)
 
-The names below are tinygrad 0.10.1's importer and capture (tinygrad itself is needed only when they are called):
-from_tinygrad(spec_or_uops) -> a verified refimpl Program; capture(): every kernel a tinygrad script runs.
+The package imports nothing itself: importing one line's adapter never loads the other's.
 """
-from refimpl.tinygrad.v0_10.capture import CapturedKernel, capture
-from refimpl.tinygrad.v0_10.importer import (
-           TRANSLATION_RULES,
-           Translation,
-           TranslationError,
-           from_tinygrad,
-           translate,
-           translate_dtype,
-)
-
-__all__ = ["TRANSLATION_RULES", "CapturedKernel", "Translation", "TranslationError", "capture", "from_tinygrad", "translate",
-           "translate_dtype"]

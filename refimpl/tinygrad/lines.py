@@ -1,8 +1,8 @@
 """The tinygrad lines refimpl's bridge serves, and which one is installed.
 
 The bridge's parts that do not depend on tinygrad (the case format, the report, the corpus) serve every line; what
-reads tinygrad's own objects is written per line: `refimpl.tinygrad` (importer, capture, the REFIMPL and TINYGRAD
-devices, selftest) for 0.10.1, `refimpl.tinygrad.v0_14` (the kernel record, its importer and capture) for 0.14.0.
+reads tinygrad's own objects is written per line: `refimpl.tinygrad.v0_10` (importer, capture, the REFIMPL and
+TINYGRAD devices, exporter, toolchains) for 0.10.1, `refimpl.tinygrad.v0_14` (the same jobs for its kernel form) for 0.14.0.
 A part asked for under another tinygrad says which line it needs and which is installed (`require`)."""
 from __future__ import annotations
 

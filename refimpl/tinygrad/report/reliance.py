@@ -122,7 +122,7 @@ def training_step_cases(device: str = "PYTHON") -> Iterator[tuple[str, Case]]:
   reduction across a BARRIER), captured on tinygrad's `device`, as ("training step <kernel>", case)."""
   from tinygrad import Tensor, nn
 
-  from refimpl.tinygrad import capture
+  from refimpl.tinygrad.v0_10.capture import capture
   rng = np.random.default_rng(0)
   shapes = [(128, 64), (128,), (10, 128), (10,)]
   params = [Tensor.empty(*s, device=device, requires_grad=True) for s in shapes]
@@ -150,7 +150,7 @@ def edge_cases(device: str = "CLANG") -> Iterator[tuple[str, Case]]:
   on its `device` (refimpl.tinygrad.v0_10.capture), as ("<dtype> <fn>(<x>) <kernel>", case) and ("div_int <kernel>", case)."""
   from tinygrad import Tensor, dtypes
 
-  from refimpl.tinygrad import capture
+  from refimpl.tinygrad.v0_10.capture import capture
   for dt, fn, x in EDGES:
     with capture() as kernels: getattr(Tensor([x], dtype=getattr(dtypes, dt), device=device), fn)().realize()
     for k in kernels:

@@ -46,18 +46,16 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import glob
 import importlib
 import importlib.metadata
-import os
-import pathlib
 import platform
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from refimpl.tinygrad.shared_toolchain import ZIG_EXTRA_FLAGS, pyopencl_libopencl
+
 TINYGRAD_VERSION = "0.10.1"
-ZIG_EXTRA_FLAGS = ("-g0", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables")
 CLANG_PROBE = "void tg_probe(int* restrict o) { o[0] = 1; }"
 CL_PROBE = "__kernel void tg_probe(__global int* o) { o[get_global_id(0)] = 1; }"
 OPENCL_MODULE = "tinygrad.runtime.autogen.opencl"
@@ -180,19 +178,6 @@ def _prepare_gpu() -> str | None:
   if lib is None: return "GPU: pyopencl imports but its libOpenCL is not found; reinstall pyopencl (pip install pyopencl)"
   _load_tinygrad_opencl(lib)
   return _probe_gpu(cl)
-
-
-def pyopencl_libopencl(cl: Any) -> str | None:
-  """The path of the libOpenCL that pyopencl loaded (from /proc/self/maps), else the one its wheel bundles, else the
-  system's."""
-  try: maps = pathlib.Path("/proc/self/maps").read_text().splitlines()
-  except OSError: maps = []
-  for line in maps:
-    path = line.split()[-1] if line.split() else ""
-    if os.path.basename(path).startswith("libOpenCL") and os.path.exists(path): return path
-  here = os.path.dirname(os.path.abspath(cl.__file__))
-  bundled = sorted(glob.glob(os.path.join(here, ".libs", "libOpenCL*")) + glob.glob(os.path.join(here + ".libs", "libOpenCL*")))
-  return bundled[0] if bundled else ctypes.util.find_library("OpenCL")
 
 
 def _load_tinygrad_opencl(lib: str) -> None:

@@ -15,7 +15,7 @@ LD_LIBRARY_PATH, /usr/lib64, /usr/lib, /usr/local/lib). On a machine with only p
 wheel bundles an ICD loader and PoCL, and its loader works once pyopencl is imported (which sets PYOPENCL_HOME, where
 the loader finds the PoCL beside it: refimpl.tinygrad.v0_10.toolchain says how that was found). So prepare_cl imports
 pyopencl and sets OPENCL_PATH (for this process and its children; not when the user set it) to the loader pyopencl
-loaded (refimpl.tinygrad.v0_10.toolchain.pyopencl_libopencl), unless tinygrad's finder finds a libOpenCL of its own.
+loaded (refimpl.tinygrad.shared_toolchain.pyopencl_libopencl), unless tinygrad's finder finds a libOpenCL of its own.
 
 How tinygrad 0.14 calls clang (tinygrad/runtime/support/compiler_cpu.py, ClangCompiler.compile): it runs
 `getenv("CC", "clang")` (tinygrad's getenv, cached per process) as
@@ -44,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from refimpl.tinygrad.v0_10.toolchain import ZIG_EXTRA_FLAGS
+from refimpl.tinygrad.shared_toolchain import ZIG_EXTRA_FLAGS
 
 CLANG_PROBE = "void tg_probe(int* restrict o) { o[0] = 1; }"
 ROOT = Path(__file__).resolve().parents[3]  # the folder holding the refimpl package
@@ -106,7 +106,7 @@ def prepare_cl() -> str | None:
       except ImportError as e:
         return _line(f"CL: no libOpenCL found and pyopencl does not import ({e}); pip install pyopencl "
                      "pocl-binary-distribution (refimpl[gpu]), or install an OpenCL driver")
-      from refimpl.tinygrad.v0_10.toolchain import pyopencl_libopencl
+      from refimpl.tinygrad.shared_toolchain import pyopencl_libopencl
       lib = pyopencl_libopencl(pyopencl)
       if lib is None: return "CL: pyopencl imports but its libOpenCL is not found; reinstall pyopencl"
       os.environ["OPENCL_PATH"] = lib
