@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 
 from refimpl.backends.cstyle import CStyleRenderer
+from refimpl.backends.cuda import CUDARenderer
+from refimpl.backends.llvmir import LLVMRenderer
+from refimpl.backends.opencl import OpenCLRenderer
+from refimpl.backends.ops_clang import ClangRenderer
+from refimpl.backends.wgsl import WGSLRenderer
 from refimpl.dtype import dtypes, to_np
 from refimpl.emulator.machine import emulate
+from refimpl.errors import CompileError
 from refimpl.ir import Ops, ProgramBuilder, elementwise
-from refimpl.lower import decompose_trunc, lower_for, passes_for
+from refimpl.lower import decompose_trunc, lower_for, lower_grid_to_loops, passes_for
 from refimpl.spec import short_name
 from refimpl.testing.oracle import FMT, edge_bits, from_bits, random_bits
 
@@ -70,3 +76,25 @@ def test_a_program_without_trunc_comes_back_unchanged():
   """The pass touches only TRUNC: any other program is returned as it is."""
   p = elementwise(Ops.SQRT, dtypes.float32)
   assert decompose_trunc(p) is p
+
+NATIVE = {  # renderer -> the spelling of a float32 TRUNC it renders natively
+  "GPU": (OpenCLRenderer("GPU"), "trunc(v"), "CUDA": (CUDARenderer(), "truncf(v"),
+  "WEBGPU": (WGSLRenderer("WEBGPU"), "rf_r(trunc(rf_a(v"), "LLVM": (LLVMRenderer("LLVM", native_trunc=True), "@llvm.trunc.f32(")}
+
+@pytest.mark.parametrize("name", sorted(NATIVE))
+def test_trunc_renders_natively_where_the_backend_has_it(name):
+  """TRUNC rule, rendered: OpenCL C's trunc, CUDA's truncf, WGSL's trunc (through its opacity helpers) and, on a target
+  that rounds in one instruction, LLVM's llvm.trunc; lower_for leaves their TRUNC alone."""
+  renderer, spelling = NATIVE[name]
+  lowered = lower_for(elementwise(Ops.TRUNC, dtypes.float32, n=4), renderer)
+  assert Ops.TRUNC in {u.op for u in lowered.uops}
+  assert spelling in renderer.render("k", lowered)
+
+@pytest.mark.parametrize("renderer", [ClangRenderer("CLANG"), LLVMRenderer("LLVM")], ids=lambda r: r.device)
+def test_trunc_is_decomposed_where_the_target_may_lack_it(renderer):
+  """TRUNC rule, for C (truncf is a libm call on an x86-64 without SSE4.1, and the compile may be generic) and LLVM IR
+  by default: lower_for writes it with other ops, and the renderer refuses a TRUNC that reaches it."""
+  p = elementwise(Ops.TRUNC, dtypes.float32, n=4)
+  assert Ops.TRUNC not in {u.op for u in lower_for(p, renderer).uops}
+  with pytest.raises(CompileError, match=r"refimpl\.lower\.trunc"):
+    renderer.render("k", lower_grid_to_loops(p))

@@ -118,3 +118,16 @@ def test_what_tinygrad_has_no_form_for_is_an_export_error():
   i = b.gidx(0, 4)
   b.store(out, i, b.load(x, i))
   with pytest.raises(ExportError, match="does not exist in tinygrad"): to_tinygrad(b.build())
+
+
+@pytest.mark.parametrize(("device", "dt"), [("TINYGRAD:PYTHON", dtypes.float32), ("TINYGRAD:CLANG", dtypes.float32),
+                                           ("TINYGRAD:CLANG", dtypes.float16)], ids=["PYTHON-f32", "CLANG-f32", "CLANG-f16"])
+def test_trunc_exports_as_the_shared_decomposition_and_keeps_the_rule(device, dt):
+  """TRUNC rule (round toward zero, the sign kept, NaN and +-inf themselves) on tinygrad 0.10.1, which has no TRUNC:
+  the export holds refimpl.lower.trunc's ops (CASTs through int64, WHERE) and runs to the rule's values."""
+  p = elementwise(Ops.TRUNC, dt, n=12)
+  names = _names(to_tinygrad(lower_grid_to_loops(p)))
+  assert "TRUNC" not in names and "WHERE" in names and names.count("CAST") >= 2
+  x = np.array([-0.5, 2.5, -2.5, 1023.5, -1023.5, 1024.0, 0.99951171875, -6e-8, np.inf, -np.inf, np.nan, -0.0],
+               np.float16 if dt is dtypes.float16 else np.float32)
+  _same_as_spec(device, p, [np.zeros(12, x.dtype), x])

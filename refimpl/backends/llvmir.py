@@ -20,8 +20,10 @@ fast) or a no-wrap flag (nsw nuw) -- except the loop counter's increment, which 
               MAX = NaN-propagating: select(fcmp uno a, a; a; select(fcmp ult a, b; b; a)) -- not llvm.maxnum, which
               drops NaN; max(+0, -0) is a (both zeros are allowed). MULACC = fmul then fadd: unfused (the allowed set is
               {fused, unfused}; unfused needs no FMA hardware and no libcall), and with no `contract` flag LLVM never
-              fuses them. TRUNC arrives written with other ops (refimpl.lower.trunc, native_trunc False): llvm.trunc
-              is a libm call (truncf) on an x86-64 without SSE4.1, which the ELF loader cannot resolve.
+              fuses them. TRUNC = llvm.trunc where the target rounds in one instruction (native_trunc: the LLVM device
+              sets it for an aarch64 host or an x86-64 one with SSE4.1, `rounds_natively`); elsewhere llvm.trunc is a
+              libm call (truncf), which the ELF loader cannot resolve, so TRUNC arrives written with other ops
+              (refimpl.lower.trunc; the renderer's default).
   narrow      float16, bfloat16, fp8e4m3 and fp8e5m2 are lowered first by refimpl.lower.narrow (lower_narrow): a
               value is its bits and every op on one is float32/float64 and integer ops with one rounding, written once
               for every backend. What reaches the renderer is the storage table: a narrow dtype is the iN of its size
@@ -130,13 +132,15 @@ FLOAT_RULES: dict[Ops, list[str]] = {
   Ops.ADD: ["{r} = fadd {T} {0}, {1}"], Ops.SUB: ["{r} = fsub {T} {0}, {1}"], Ops.MUL: ["{r} = fmul {T} {0}, {1}"],
   Ops.FDIV: ["{r} = fdiv {T} {0}, {1}"], Ops.NEG: ["{r} = fneg {T} {0}"], Ops.RECIP: ["{r} = fdiv {T} {one}, {0}"],
   Ops.SQRT: ["{r} = call {T} {sqrt}({T} {0})"], Ops.MULACC: ["{t0} = fmul {T} {0}, {1}", "{r} = fadd {T} {t0}, {2}"],
+  Ops.TRUNC: ["{r} = call {T} {trunc}({T} {0})"],
   Ops.MAX: ["{t0} = fcmp ult {T} {0}, {1}", "{t1} = select i1 {t0}, {T} {1}, {T} {0}", "{t2} = fcmp uno {T} {0}, {0}",
             "{r} = select i1 {t2}, {T} {0}, {T} {t1}"],
   Ops.CMPLT: ["{r} = fcmp olt {T} {0}, {1}"], Ops.CMPNE: ["{r} = fcmp une {T} {0}, {1}"],
   Ops.WHERE: ["{r} = select i1 {0}, {T} {1}, {T} {2}"]}
 ALU_TABLES = {"bool": BOOL_RULES, "int": INT_RULES, "float": FLOAT_RULES}  # by operand kind (scalar.alu_rule)
 SQRT = {"float": "@llvm.sqrt.f32", "double": "@llvm.sqrt.f64"}
-INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sqrt.f64": "declare double @llvm.sqrt.f64(double)"}
+TRUNC = {"float": "@llvm.trunc.f32", "double": "@llvm.trunc.f64"}
+INTRINSICS = {name: f"declare {t} {name}({t})" for table in (SQRT, TRUNC) for t, name in table.items()}
 
 
 # ***** the renderer *****
@@ -145,7 +149,7 @@ INTRINSICS = {"@llvm.sqrt.f32": "declare float @llvm.sqrt.f32(float)", "@llvm.sq
 class LLVMRenderer(Renderer):
   """LLVM IR for the LLVM device: no grid, no locals beyond function-scope arrays. See the module docstring."""
   device: str = "LLVM"
-  native_trunc: bool = False
+  native_trunc: bool = False  # llvm.trunc only where the target rounds natively (module docstring): the device says
   native_transcendentals: bool = False
   native_threefry: bool = False
   native_narrow: bool = False
@@ -209,6 +213,10 @@ class _Render(ScalarRender):
       raise CompileError(f"{self.r.device}: {op.name} must be decomposed before rendering (refimpl.lower.transcendental)")
     kind, rule = scalar.alu_rule(self.r.device, ALU_TABLES, op, src_dt)
     if op is Ops.SQRT: self.used.add(SQRT[reg_type(src_dt)])
+    if op is Ops.TRUNC:
+      if not self.r.native_trunc:
+        raise CompileError(f"{self.r.device}: TRUNC must be decomposed before rendering (refimpl.lower.trunc)")
+      self.used.add(TRUNC[reg_type(src_dt)])
     return self.ins(rule, result, *operands, **rule_fields(kind, src_dt))
   def cast(self, x: str, src: DType, dst: DType, result: str) -> str:
     """CAST of one lane from scalar src to scalar dst (see the module docstring)."""
@@ -324,7 +332,8 @@ class _Render(ScalarRender):
 def rule_fields(kind: str, dt: DType) -> dict[str, str]:
   """The named fields of a rule of `kind` on operand dtype dt (see INT_RULES)."""
   if kind == "int": return {"T": LL[dt], "s": "s" if is_signed(dt) else "u", "sh": "ashr" if is_signed(dt) else "lshr"}
-  if kind == "float": return {"T": reg_type(dt), "one": float_literal(1.0), "sqrt": SQRT[reg_type(dt)]}
+  if kind == "float":
+    return {"T": reg_type(dt), "one": float_literal(1.0), "sqrt": SQRT[reg_type(dt)], "trunc": TRUNC[reg_type(dt)]}
   return {}
 
 HANDLERS: dict[Ops, Callable[..., None]] = scalar.HANDLERS

@@ -89,6 +89,12 @@ class LLVMCompiler(Compiler):
     key = "\n".join([self.version, f"O{self.opt}", "pic", "small", self.triple, self.cpu, self.features])
     super().__init__(f"llvm-O{self.opt}-{hashlib.sha256(key.encode()).hexdigest()[:20]}")
 
+  @property
+  def rounds_natively(self) -> bool:
+    """The target has a round-toward-zero instruction, so llvm.trunc is no libm call: aarch64 (frintz), x86-64 with
+    SSE4.1 (roundss/roundsd)."""
+    return self.triple.startswith(("aarch64", "arm64")) or "+sse4.1" in self.features.split(",")
+
   def _error(self, what: str, e: Exception, src: str) -> CompileError:
     msg = str(e).strip()
     line = _offending_line(msg, src)
@@ -150,7 +156,9 @@ class LLVMDevice(Compiled):
   subprocess_safe = True
   def __init__(self, device: str = "LLVM", opt: int | None = None):
     self.opt = opt_level(device, opt)
-    super().__init__(device, MallocAllocator, LLVMRenderer(device), LLVMCompiler(self.opt), LLVMProgram)
+    compiler = LLVMCompiler(self.opt)
+    renderer = LLVMRenderer(device, native_trunc=compiler.rounds_natively)
+    super().__init__(device, MallocAllocator, renderer, compiler, LLVMProgram)
 
   def supports_dtype(self, dtype: DType) -> bool:
     """Every scalar dtype: bool (i1, stored as i8), the ints, float32/64 natively; float16, bfloat16 and both fp8 formats

@@ -1,7 +1,8 @@
 """Passes shared by backends, and the check of a program against a backend's capabilities (`Renderer`).
 
   grid_to_loops.py  lower_grid_to_loops: SPECIAL gidx/lidx -> RANGE loops, for backends with no grid
-  trunc.py          decompose_trunc: TRUNC -> float and int64 ALU ops, for targets with no TRUNC (C, LLVM IR, tinygrad 0.10.1)
+  trunc.py          decompose_trunc: TRUNC -> float and int64 ALU ops, for targets with no TRUNC (C, tinygrad 0.10.1,
+                    LLVM IR on an x86-64 without SSE4.1)
   transcendental.py decompose_transcendentals: EXP2/LOG2/SIN -> ALU ops, for backends with no libm (CLANG, LLVM)
   threefry.py       decompose_threefry: THREEFRY -> integer ALU ops, for refimpl's renderers (one algorithm, not one each)
   narrow.py         lower_narrow: float16/bfloat16/fp8 values -> their bits, ops on them -> float32/float64 and integer

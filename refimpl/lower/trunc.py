@@ -2,17 +2,19 @@
 
 TRUNC's rule is refimpl.emulator.alu.trunc (round toward zero, the sign kept, defined everywhere). This pass writes it
 with ops every backend renders, once for all of them (tinygrad 0.10.1 has no TRUNC: its exporter gets this; so do
-refimpl's C and LLVM IR, whose truncf / llvm.trunc are a libm call on an x86-64 without SSE4.1, which a freestanding
-kernel cannot make). On a value x of a float dtype with M stored mantissa bits:
+refimpl's C, and its LLVM IR on a target with no rounding instruction: there truncf / llvm.trunc are a libm call, on
+an x86-64 without SSE4.1, which a freestanding kernel cannot make). On a value x of a float dtype with M stored
+mantissa bits:
 
-  where |x| < 2^M (only there can x have a fraction; |x| is MAX(x, NEG x), false for NaN):
-      w = CAST(CAST(x, int64), dtype)       exact: CAST to int truncates toward zero, and |x| < 2^M <= 2^52 fits
-      w where w != 0, else x * 0            a zero result takes x's sign (-0.5 -> -0.0, a subnormal -> its signed zero)
-  elsewhere x                               an integer already, an infinity, or a NaN (itself, quiet or not)
+  small = |x| < 2^M                         only there can x have a fraction (|x| is MAX(x, NEG x); false for NaN)
+  w = CAST(CAST(small ? x : 0, int64), dtype)  exact: CAST to int truncates toward zero, |x| < 2^M <= 2^52 fits
+  small ? (w != 0 ? w : x * 0) : x          a zero result takes x's sign (-0.5 -> -0.0, a subnormal -> its signed zero);
+                                            elsewhere x is an integer already, an infinity or a NaN (itself)
 
-The int64 CAST of a lane that the WHERE discards may be out of range: a deferred undefined value, discarded, which the
-spec allows (refimpl.lower.guard_poison makes it defined in C). Size: 10 uops and 3 CONSTs per TRUNC. Vector TRUNCs
-get the same ops on vectors (VECTORIZEd constants).
+Every uop it emits is defined for every input: the int64 CAST only ever sees a value in range (0 where x is large,
+infinite or NaN), so no lane is undefined even where a WHERE would discard it (tinygrad 0.10.1's PYTHON emulator
+raises on a CAST of inf to an int). Size: 10 ALU uops and 2 CONSTs per TRUNC (vector TRUNCs get the same ops on
+vectors, VECTORIZEd constants).
 """
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ from refimpl.lower.emit import V, Values
 
 def truncated(x: V) -> V:
   """TRUNC x as the module docstring writes it, on a float value x."""
-  whole = x.cast(dtypes.int64).cast(x.dt)
-  signed = whole.ne(0.0).where(whole, x * 0.0)
-  return x.max(-x).lt(2.0 ** dtypes.finfo(x.dt)[1]).where(signed, x)
+  small = x.max(-x).lt(2.0 ** dtypes.finfo(x.dt)[1])
+  whole = small.where(x, 0.0).cast(dtypes.int64).cast(x.dt)
+  return small.where(whole.ne(0.0).where(whole, x * 0.0), x)
 
 
 def _trunc_uop(b: ProgramBuilder, i: int, u: UOp, src: tuple[int, ...]) -> int:

@@ -25,6 +25,8 @@ The reverse of each importer rule, and the other departures of refimpl's IR (`re
     tinygrad's vector pointer casts assume alignment that refimpl's vector access does not promise;
   - refimpl's MULACC -> MUL then ADD when the renderer has no MULACC (tinygrad only makes MULACC for renderers that
     have it);
+  - TRUNC (tinygrad 0.10.1 has no such op) -> the ops refimpl.lower.trunc writes it with (decompose_trunc, the one
+    rewrite every target without a TRUNC shares: CASTs through int64, MAX, NEG, CMPLT, CMPNE, MUL, WHERE), first;
   - tinygrad's UOps are hash-consed: two uops with the same op, dtype, srcs and arg are one object. Every uop other
     than a CONST gets a distinct arg where tinygrad leaves it None (LOAD, STORE, ALU, INDEX, CAST, ...; the renderers
     never read it), so that two LOADs of one address around a STORE stay two loads.
@@ -44,6 +46,7 @@ from typing import Any
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.errors import NotTranslatable
 from refimpl.ir import GroupOp, Ops, Program, UOp, verify
+from refimpl.lower.trunc import decompose_trunc
 
 __all__ = ["ExportError", "tinygrad_dtype", "to_tinygrad"]
 
@@ -279,7 +282,7 @@ def _tinygrad() -> SimpleNamespace:
 def to_tinygrad(program: Program, renderer: Any = None) -> list[Any]:
   """The tinygrad 0.10.1 UOps of `program`, linearized (see the module docstring); rewritten for `renderer` when given.
   Raises ExportError for what tinygrad has no form for, ProgramError for an invalid program."""
-  program = verify(program)
+  program = decompose_trunc(verify(program))  # tinygrad 0.10.1 has no TRUNC
   T = _tinygrad()
   acc_ranges, assign_of = _open_blocks(program)
   c = _Export(program, T, None, renderer is not None and T.Ops.MULACC in renderer.code_for_op, acc_ranges, assign_of,
