@@ -1,15 +1,15 @@
 """The reducer's edits of a case's values (reduce.py's passes 3, 6, 7 and 8 propose them, one candidate each, on a
-copy of the case's `State`, in place): int ALU uops and int / bool CASTs of CONSTs folded to CONSTs (`folded`), a
-scalar LOAD of an input nothing stores to at a constant index replaced by the CONST it loads (`loaded_constant`), a
-CONST set toward 0, an input's elements zeroed, a var set to its minimum. The edits of the program's structure are
-edits.py's; an edit that does not apply raises ValueError.
+copy of the case's `State`, in place): int ALU uops and int / bool CASTs of CONSTs folded to CONSTs by alu's rules
+(`folded`), a scalar LOAD of an input nothing stores to at a constant index replaced by the CONST it loads
+(`loaded_constant`), a CONST set toward 0, an input's elements zeroed, a var set to its minimum. The edits of the
+program's structure are edits.py's; an edit that does not apply raises ValueError.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator.alu import exec_cast
+from refimpl.emulator.alu import exec_alu, exec_cast
 from refimpl.fuzz.editable import State
 from refimpl.fuzz.edits import replace_uses
 from refimpl.fuzz.graph import Graph, Node
@@ -31,24 +31,17 @@ def loaded_constant(s: State, n: Node, stored: set[int]):
   x = arr[int(i.arg)]
   return bool(x) if n.dtype == dtypes.bool else int(x) if dtypes.is_int(n.dtype) else float(x)
 
-INT_FOLDS = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
-             Ops.SHL: lambda a, b: a << b if 0 <= b < 64 else None, Ops.SHR: lambda a, b: a >> b if 0 <= b < 64 else None,
-             Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b, Ops.MAX: max,
-             Ops.IDIV: lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) if b else None,
-             Ops.MOD: lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)) if b else None}
+FOLDED_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL, Ops.SHR, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX, Ops.IDIV, Ops.MOD)
 
 def folded(n: Node):
-  """The value of an int ALU uop (INT_FOLDS) of scalar CONSTs, wrapped to its dtype, or of a CAST between ints and bool
-  of a scalar CONST (alu's rule); None when it is not one (or the fold is undefined: a zero divisor). A wrong fold would
-  only make a candidate that does not fail: every candidate runs."""
+  """The value of an int ALU uop (FOLDED_OPS) of scalar CONSTs or of a CAST between ints and bool of a scalar CONST, by
+  alu's rule; None when it is not one or the rule leaves it undefined (a zero divisor, a shift count out of range,
+  INT_MIN / -1). A wrong fold would only make a candidate that does not fail: every candidate runs."""
   if n.op is Ops.CAST: return _folded_cast(n)
-  if n.op not in INT_FOLDS or n.dtype.count != 1 or not dtypes.is_int(n.dtype) or len(n.src) != 2: return None
+  if n.op not in FOLDED_OPS or n.dtype.count != 1 or not dtypes.is_int(n.dtype) or len(n.src) != 2: return None
   if any(x.op is not Ops.CONST or x.dtype != n.dtype for x in n.src): return None
-  v = INT_FOLDS[n.op](int(n.src[0].arg), int(n.src[1].arg))
-  if v is None: return None
-  bits = 8 * n.dtype.itemsize
-  v &= (1 << bits) - 1
-  return v - (1 << bits) if n.dtype in dtypes.sints and v >> (bits - 1) else v
+  out = exec_alu(n.op, n.dtype, *(np.array([int(x.arg)], to_np(n.dtype)) for x in n.src))
+  return None if out.undefined is not None else int(out.values[0])
 
 def _folded_cast(n: Node):
   """folded() of a CAST: int or bool to int or bool, of a scalar CONST."""
