@@ -7,7 +7,7 @@ imports a module above its own is a cycle too: the self-check is started from re
   - the device self-check lives above the device layer, with its own entry point;
   - no backend (refimpl/backends/ops_*.py, the emulator's PYTHON device included) imports another, even through others;
   - no module of the executor (refimpl/emulator/) imports the device layer: not refimpl.runner, refimpl.device, a
-    backend, ctypes or mmap;
+    backend, ctypes or mmap; nor anything of refimpl above it: the IR, the dtypes and the errors are all it reaches;
   - the renderers raise CompileError from refimpl.errors and import no device layer either.
 """
 from __future__ import annotations
@@ -137,6 +137,19 @@ def test_the_emulator_imports_no_device_layer(module):
   backend (refimpl.backends), ctypes or mmap, so the spec runs without the device machinery; the PYTHON device that
   wraps it is a backend (refimpl/backends/ops_python.py)."""
   reached = {m for m in loads(module) if m in DEVICE_LAYER or m.startswith("refimpl.backends")}
+  assert not reached, sorted(reached)
+
+BELOW_THE_EMULATOR = ("refimpl.ir", "refimpl.dtype", "refimpl.errors")
+
+@pytest.mark.parametrize("module", EMULATOR)
+def test_the_emulator_reaches_only_the_ir_below_it(module):
+  """Rule: every arrow out of refimpl.emulator points down, to the IR, the dtypes and the errors (and the package
+  refimpl itself, which importing any of them runs): none up to the lowering, the backends, the device layer, the
+  fuzzer, the sweeps, the bridges or the tests, so the executor is read and run without what is built on it."""
+  package = loads("refimpl") | {"refimpl"}
+  below = ("refimpl.emulator", *BELOW_THE_EMULATOR)
+  reached = {m for m in loads(module) - package
+             if m.startswith("refimpl.") and not any(m == b or m.startswith(b + ".") for b in below)}
   assert not reached, sorted(reached)
 
 @pytest.mark.parametrize("renderer", RENDERERS)
