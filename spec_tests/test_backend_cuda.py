@@ -282,7 +282,6 @@ KNOWN_TINYGRAD_FAILURES: dict[str, dict[str, str]] = {
   "PTX": {
     r"KeyError: dtypes\.bfloat16": "its PTXRenderer has no bfloat16",
     r"KeyError: <Ops\.(NEG|SUB|FDIV)": "its PTXRenderer lacks NEG / SUB / FDIV for some dtypes",
-    r"failed to render Ops\.DEFINE_ACC": "an int64 accumulator does not render",
     r"Unexpected instruction types specified|Illegal modifier|modifier required": "ptxas rejects the PTX (8-bit max, mad.lo)"},
 }
 
