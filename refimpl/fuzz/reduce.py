@@ -179,6 +179,7 @@ class Reducer:
       size = max(1, size // 2)
 
   def _remove_units(self):
+    """Pass 1 (module docstring): units in chunks of halving size."""
     yield from self._ddmin(units, remove, max(1, len(units(self._state.graph)) // 2))
 
   def _drop_declarations(self):
@@ -281,6 +282,7 @@ class Reducer:
       yield from self._try([edit(id(n))], smaller=True)
 
   def _constants(self):
+    """Pass 7 (module docstring): each CONST becomes 0, else 1 (never a RANGE's start)."""
     k = 0
     while True:
       starts = {id(n.src[0]) for n in self._state.graph.nodes if n.op is Ops.RANGE}  # kept: _one_iteration set them
@@ -293,6 +295,7 @@ class Reducer:
       yield from self._try([edit(id(n), v) for v in simpler])
 
   def _inputs(self):
+    """Pass 8 (module docstring): each input all zeros, else zeros in halves, quarters, ...; each var its minimum."""
     for k in range(len(self._state.graph.globals())):
       b = self._state.graph.globals()[k]
       arr = self._state.arrays[id(b)]
