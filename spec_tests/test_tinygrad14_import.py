@@ -106,9 +106,9 @@ def test_renamed_ops_keep_their_meaning(op, renamed):
 
 
 @pytest.mark.parametrize("dtype, width", [("float", 1), ("float", 4), ("half", 1), ("double", 1)])
-def test_trunc_rounds_toward_zero_keeping_the_sign_of_zero(dtype, width):
-  """Rule 17: TRUNC x is x rounded toward zero (IEEE 754 roundToIntegralTowardZero, C's trunc): a zero keeps x's sign,
-  an integer, an infinity or a NaN is x itself; computed exactly from refimpl's ops."""
+def test_trunc_is_refimpls_trunc_rounding_toward_zero_keeping_the_sign_of_zero(dtype, width):
+  """TRUNC keeps its name (importer rule 17 has no rewrite): refimpl's TRUNC rule (alu.trunc) rounds toward zero, a
+  zero keeps x's sign, an integer, an infinity or a NaN is x itself."""
   np_dt = {"float": np.float32, "half": np.float16, "double": np.float64}[dtype]
   big = float(2 ** {"float": 23, "half": 10, "double": 52}[dtype])
   xs = np.array([-0.5, 0.5, -1.5, 2.75, -0.0, 0.0, big - 0.5, -(big - 0.5), big * 4, np.inf, -np.inf, np.nan], np_dt)
@@ -126,9 +126,9 @@ def test_trunc_rounds_toward_zero_keeping_the_sign_of_zero(dtype, width):
       k.add("INDEX", dtype, (), "GLOBAL", None, [out, base])
   k.add("STORE", "void", (), "GLOBAL", None, [dst, t])
   tr = translate(k.record(global_size=(n // width, 1, 1)))
-  assert "trunc-lowered" in tr.fired
+  assert Ops.TRUNC in {u.op for u in tr.program.uops} and "trunc-lowered" not in tr.fired
   got = emulate(tr.program, [np.zeros(n, np_dt), xs]).buffers[0]
-  want = np.trunc(xs)  # numpy's trunc is C's: the expected values by the rule, zero signs included
+  want = np.array([-0.0, 0.0, -1.0, 2.0, -0.0, 0.0, big - 1, -(big - 1), big * 4, np.inf, -np.inf, np.nan], np_dt)
   assert same_value(got, want).all() and (np.signbit(got) == np.signbit(want)).all(), (xs, got)
 
 
@@ -162,7 +162,7 @@ def test_the_corpus_has_tinygrad_014_kernels_of_every_construct():
   fired = set()
   for p in FILES: fired |= set(load_finding(p).found["rules"])
   assert len(FILES) >= 90 and fired >= {"reg-accumulator", "local-buffer", "shrink-vector", "lane-index", "cmpeq",
-                                        "range-start", "param-var", "ordering-alias", "renamed-op", "trunc-lowered"}, fired
+                                        "range-start", "param-var", "ordering-alias", "renamed-op"}, fired
   untranslated = json.loads((CORPUS_14 / "untranslated.json").read_text())
   assert set(untranslated) == {"CL", "CPU", "PYTHON"}, untranslated
   for listed in untranslated.values(): assert all(why.startswith(("uop ", "kernel")) for why in listed.values()), listed
@@ -197,13 +197,14 @@ def test_a_concrete_constant_is_a_constant_of_its_dtype():
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_a_tinygrad_014_kernel_translates_and_computes_what_tinygrad_computed(path):
   """Bit for bit on every element the spec pins to one value, with one exception, the sign of a zero TRUNC gives:
-  tinygrad 0.14's emulator computes TRUNC with Python's math.trunc (through an int: +0.0), refimpl's rule 17 and C's
-  trunc keep x's sign (-0.5 gives -0.0)."""
+  tinygrad 0.14's emulator computes TRUNC with Python's math.trunc (through an int: +0.0), refimpl's TRUNC rule
+  (alu.trunc) and C's trunc keep x's sign (-0.5 gives -0.0)."""
   f = load_finding(path)
   t = translate(from_json(f.found["record"]))
   assert t.program == f.case.program and sorted(t.fired) == f.found["rules"]
   theirs = tinygrad_outputs(f)
-  if "trunc-lowered" in t.fired: theirs = [np.where((b == 0) & (a == 0), a, b) for a, b in zip(_emulated(f), theirs)]
+  if Ops.TRUNC in {u.op for u in t.program.uops}:
+    theirs = [np.where((b == 0) & (a == 0), a, b) for a, b in zip(_emulated(f), theirs)]
   assert compare_run(f.case.program, f.case.inputs, theirs, f.case.vals) is None
 
 
@@ -314,6 +315,15 @@ def test_an_accumulator_exports_as_a_reg_buffer_and_a_loop_that_starts_late_as_a
   ops = [r.op for r in record.uops]
   assert ("BUFFER", "REG") in [(r.op, r.addrspace) for r in record.uops] and "AFTER" in ops and "END" in ops
   assert ops.count("RANGE") == 1 and "SUB" in ops
+
+
+def test_trunc_exports_as_tinygrad_014s_trunc():
+  """TRUNC keeps its name both ways (0.14 has Ops.TRUNC): the record holds one TRUNC and no int64 CAST, and imports
+  to a program computing refimpl's TRUNC rule (-0.5 -> -0.0, 2.5 -> 2, inf and NaN themselves)."""
+  from refimpl.ir import elementwise
+  x = np.array([-0.5, 2.5, -2.5, 8388607.5, np.inf, np.nan, -1e-45, 3.0], np.float32)
+  record = _exported_computes_the_same(elementwise(Ops.TRUNC, dtypes.float32, n=8), [np.zeros(8, np.float32), x])
+  assert [r.op for r in record.uops].count("TRUNC") == 1 and "long" not in {r.dtype for r in record.uops}
 
 
 def test_a_gated_store_exports_inside_an_if():

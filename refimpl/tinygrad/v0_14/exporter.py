@@ -28,7 +28,8 @@ that number (importer.py's docstring):
                       (INDEX (vector, k), rule 10) and a STACK of the n results: 0.14 hands its renderers scalar ALU
                       only (its ew_devectorizer); vectors live in LOADs, STOREs and STACKs
 
-Other ops keep their name and srcs (the ALU ops, CAST, BITCAST, WHERE, MULACC, THREEFRY). What tinygrad 0.14 has no
+Other ops keep their name and srcs (the ALU ops, TRUNC among them: 0.14's Ops.TRUNC, CAST, BITCAST, WHERE, MULACC,
+THREEFRY). What tinygrad 0.14 has no
 form for, or this exporter builds none for, raises ExportError naming the uop: WMMA (refimpl's one-thread form), fp8
 values (0.14 saturates on overflow where refimpl's rule gives inf/NaN: a program would have to name that rule), a
 vector accumulator, a buffer of unknown size.
@@ -47,7 +48,7 @@ from refimpl.tinygrad.v0_14.record import KernelRecord, Rec, float_arg
 __all__ = ["EXPORT_RULES", "ExportError", "to_record"]
 
 RENAMED = {Ops.RECIP: "RECIPROCAL", Ops.IDIV: "CDIV", Ops.MOD: "CMOD", Ops.VECTORIZE: "STACK"}
-SAME_NAME = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX,
+SAME_NAME = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX,
                        Ops.CMPLT, Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE,
                        Ops.MULACC, Ops.CAST, Ops.BITCAST})
 FP8 = frozenset(d for d in (getattr(dtypes, n, None) for n in ("fp8e4m3", "fp8e5m2")) if d is not None)

@@ -23,8 +23,8 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
   14 order-srcs       BARRIER's srcs (the STOREs it orders) and IF's srcs after the gate are dropped
   15 special-size     SPECIAL name (size) is SPECIAL (name, size): a constant size, else the launched dimension
   16 function-name    the kernel's name (SINK's arg, "E_(n*4)" for a symbolic shape) is a C identifier: "E_n_4"
-  17 trunc-lowered    TRUNC x is computed exactly from refimpl's ops: where |x| < 2^p (p the mantissa bits) the value
-                      through int64, a zero taking x's sign; elsewhere x (an integer already, an infinity, a NaN)
+  17 (no rule)        TRUNC keeps its name: it is refimpl's TRUNC (alu.trunc: round toward zero, the sign kept), as
+                      the ALU ops are theirs; a target with no TRUNC gets it written with other ops by refimpl.lower.trunc
   18 concrete-const   a CONST of a concrete dtype (bool, an int or a float type: 0.14's CPU and CL kernels have them,
                       its PYTHON ones type every constant by a CAST) is a CONST of that dtype, its value typed as rule 2
   19 core-id          PARAM core_id in the ALU space (0.14's CPU threads: its runtime calls the kernel once per
@@ -62,8 +62,8 @@ __all__ = ["TRANSLATION_RULES", "TranslationError", "from_record", "translate"]
 WEAK = ("weakint", "weakfloat")
 RENAMED = {"RECIPROCAL": "RECIP", "CDIV": "IDIV", "CMOD": "MOD", "STACK": "VECTORIZE"}
 # the ops that keep their name and form (the ALU ops, conversions, ENDIF)
-SAME_NAME = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "NEG", "ADD", "SUB", "MUL", "FDIV", "MAX", "CMPLT", "CMPNE", "XOR", "OR",
-                       "AND", "SHL", "SHR", "THREEFRY", "WHERE", "MULACC", "CAST", "BITCAST", "ENDIF"})
+SAME_NAME = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "NEG", "TRUNC", "ADD", "SUB", "MUL", "FDIV", "MAX", "CMPLT", "CMPNE",
+                       "XOR", "OR", "AND", "SHL", "SHR", "THREEFRY", "WHERE", "MULACC", "CAST", "BITCAST", "ENDIF"})
 REJECTED = {"WMMA": "tinygrad 0.14's WMMA (warp fragments) has no refimpl form", "CUSTOM": "inline source code",
             "CUSTOMI": "inline source code", "INS": "a machine instruction", "CALL": "a call of native code"}
 
@@ -206,23 +206,6 @@ def _splat(c: _Ctx, i: int, value: float | int | bool, dt: DType) -> int:
   k = c.emit(i, Ops.CONST, dt.scalar(), (), value)
   return k if dt.count == 1 else c.emit(i, Ops.VECTORIZE, dt, (k,) * dt.count)
 
-def rule_trunc_lowered(c: _Ctx, i: int, r: Rec) -> None:
-  """Rule 17: TRUNC x (round toward zero) from refimpl's ops, exactly. Where |x| < 2^p (p the dtype's mantissa bits:
-  only there can x have a fraction) it is CAST (CAST (x, int64), T), in range there; a zero result takes x's sign
-  (x * 0); elsewhere it is x (an integer already, an infinity or a NaN). The int64 CAST of a lane the WHERE discards
-  may be out of range: an undefined value discarded, which the spec allows."""
-  dt, x = _value_dtype(i, r), c.ref(i, r.src[0])
-  if not dtypes.is_float(dt.scalar()): raise TranslationError(i, r.op, f"TRUNC of {dt!r}: a float op")
-  wide = dtypes.int64.vec(dt.count) if dt.count > 1 else dtypes.int64
-  flags = dtypes.bool.vec(dt.count) if dt.count > 1 else dtypes.bool
-  magnitude = c.emit(i, Ops.MAX, dt, (x, c.emit(i, Ops.NEG, dt, (x,))))
-  fractional = c.emit(i, Ops.CMPLT, flags, (magnitude, _splat(c, i, float(2 ** dtypes.finfo(dt.scalar())[1]), dt)))
-  whole = c.emit(i, Ops.CAST, dt, (c.emit(i, Ops.CAST, wide, (x,)),))
-  signed_zero = c.emit(i, Ops.MUL, dt, (x, _splat(c, i, 0.0, dt)))
-  nonzero = c.emit(i, Ops.CMPNE, flags, (whole, _splat(c, i, 0.0, dt)))
-  truncated = c.emit(i, Ops.WHERE, dt, (nonzero, whole, signed_zero))
-  c.emit(i, Ops.WHERE, dt, (fractional, truncated, x))
-
 FP8_LARGEST = {dtypes.fp8e4m3: 448.0, dtypes.fp8e5m2: 57344.0}  # the largest finite value of each fp8 format
 
 def _clamp(c: _Ctx, i: int, x: int, dt: DType, bound: float | int, above: bool) -> int:
@@ -277,7 +260,7 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "param-var": rule_param_var, "local-buffer": rule_local_buffer, "reg-accumulator": rule_reg_accumulator,
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
-  "order-srcs": rule_order_srcs, "special-size": rule_special_size, "trunc-lowered": rule_trunc_lowered,
+  "order-srcs": rule_order_srcs, "special-size": rule_special_size,
   "concrete-const": rule_concrete_const, "core-id": rule_core_id, "fp8-saturate": rule_fp8_saturate}
 
 
@@ -331,7 +314,7 @@ def _rule_of(c: _Ctx, r: Rec) -> str | None:
   if op == "SHRINK": return "shrink-vector"
   if op == "INDEX" and space == "ALU": return "lane-index"
   if op in RENAMED: return "renamed-op"
-  return {"TRUNC": "trunc-lowered", "CMPEQ": "cmpeq", "RANGE": "range-start", "END": "range-start",
+  return {"CMPEQ": "cmpeq", "RANGE": "range-start", "END": "range-start",
           "BARRIER": "order-srcs", "IF": "order-srcs", "SPECIAL": "special-size"}.get(op)
 
 def _translate_uop(c: _Ctx, i: int, r: Rec) -> None:
