@@ -104,6 +104,78 @@ def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner
     assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
 
 
+def _nested_sum(outer: int, inner: int, threads: int = 1, dt=F32, term: str = "load"):
+  """out[t] = the sum over i < outer, then j < inner, of x[t, i, j] (term "load"), of x[t, i, j] * y[i, j] ("product")
+  or of the quotient a[t, i, j] / d[t, i, j] ("idiv"), in that order, through one accumulator declared before both
+  loops (tinygrad's reduction over a batch axis and a row axis)."""
+  b = ProgramBuilder("nested_sum")
+  size = threads * outer * inner
+  out, x, y = b.global_buf(dt, threads), b.global_buf(dt, size), b.global_buf(dt, outer * inner)
+  t = b.special("gidx0", threads)
+  acc = b.acc(b.const(0, dt))
+  with b.loop(outer) as i:
+    row = b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(outer * inner, I32)), b.alu(Ops.MUL, i, b.const(inner, I32)))
+    with b.loop(inner) as j:
+      k = b.alu(Ops.ADD, row, j)
+      v = b.load(x, k)
+      if term == "product": v = b.alu(Ops.MUL, v, b.load(y, b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(inner, I32)), j)))
+      if term == "idiv": v = b.alu(Ops.IDIV, v, b.load(y, b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(inner, I32)), j)))
+      b.assign(acc, b.alu(Ops.ADD, acc, v))
+  b.store(out, t, acc)
+  return b.build()
+
+
+def test_range_rule_nested_reduction_folds_in_sequential_order():
+  """RANGE runs the outer loop's iterations in order and, in each, the inner loop's: a reduction over both, one
+  accumulator, runs as one fold over both loops' iterations (LaneLoop.nested) and keeps that order. ADD rounds each
+  step to nearest even, so 2^24 then thirty-one 1.0s stay 2^24 (tie to even at every step), and on random values with
+  NaNs, infinities and signed zeros the outputs, levels and bits are the sequential rule's."""
+  p = _nested_sum(4, 8)
+  (_, outer), (inner, last) = sorted(Plan.of(p, ()).lane_loops.items())
+  assert outer.nested == inner and last.nested is None, "both loops should run as one fold"
+  x = np.array([2.0**24] + [1.0] * 31, np.float32)
+  assert emulate(p, [np.zeros(1, np.float32), x, np.zeros(32, np.float32)]).buffers[0][0] == np.float32(2.0**24)
+
+
+@pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
+@pytest.mark.parametrize("term", ["load", "product"])
+def test_range_rule_nested_reduction_lanes_match_the_rule(threads, term, monkeypatch):
+  """The nested fold (narrow lanes: one accumulate along each lane's chain; wide: one ufunc call per step) gives the
+  sequential rule's outcome exactly, on values with NaNs, infinities and signed zeros, also when the outer loop runs in
+  chunks of a few iterations (LANE_MEMORY)."""
+  p = _nested_sum(6, 5, threads, term=term)
+  rng = np.random.default_rng(threads)
+  x = rng.standard_normal(threads * 30).astype(np.float32) * np.float32(1e30)
+  x[rng.random(x.size) < 0.02], x[rng.random(x.size) < 0.02], x[rng.random(x.size) < 0.05] = np.nan, np.inf, -0.0
+  inputs = [np.zeros(threads, np.float32), x, rng.standard_normal(30).astype(np.float32)]
+  want = None
+  for as_lanes, memory in ((False, settings.LANE_MEMORY), (True, settings.LANE_MEMORY), (True, None)):
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", as_lanes)
+    monkeypatch.setattr(settings, "LANE_MEMORY", memory or 3 * 5 * threads * Plan.of(p, ()).lane_bytes)
+    got = emulation_outcome(p, inputs, (), False)
+    assert want is None or got == want, (as_lanes, memory)
+    want = got
+
+
+def test_undefined_behavior_rule_first_in_sequential_order_of_a_nested_reduction(monkeypatch):
+  """Strict mode reports the first undefined op in the sequential order of a reduction over two loops, outer counter
+  first: with d zero at (i, j) = (1, 3) and (2, 0), the quotient a / d (IDIV by zero: DIVISOR_ZERO, deferred) makes the
+  sum undefined and is reported where it is stored, the division at (1, 3) its origin; permissive mode gives the same
+  events, outputs and levels with or without lanes."""
+  p = _nested_sum(4, 4, dt=I32, term="idiv")
+  assert any(loop.nested is not None for loop in Plan.of(p, ()).lane_loops.values())
+  divisors = np.ones(16, np.int32)
+  divisors[[7, 8]] = 0
+  inputs = [np.zeros(1, np.int32), np.arange(16, dtype=np.int32), divisors]
+  outcomes = []
+  for as_lanes in (True, False):
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", as_lanes)
+    with pytest.raises(UndefinedBehavior) as e: emulate(p, inputs)
+    assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
+    outcomes.append((emulation_outcome(p, inputs, (), True), emulation_outcome(p, inputs, (), False)))
+  assert outcomes[0] == outcomes[1]
+
+
 def test_looseness_rule_nan_in_a_max_chain():
   """MAX of NaN is NaN, and a NaN result is loose (its payload is unspecified); looseness follows the chain to the end."""
   b = ProgramBuilder("max_chain")

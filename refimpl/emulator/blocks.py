@@ -12,7 +12,9 @@ body: loops.fold applies them afterwards in the sequential order, and ASSIGN's r
 by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product);
 the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together, reading their
 operands from memory itself, and skipping the loads that would read them, where those loads are plain and in bounds in
-memory the program never stores to (loops.MemoryOperands, `_memory_tile`; their own check decides).
+memory the program never stores to (loops.MemoryOperands, `_memory_tile`; their own check decides). A loop whose
+accumulators are carried by the chains of the inner loop its body ends with (loops._nested_loop) runs as lanes with
+it, each on a lane-major axis (`_nested_body`), and its fold runs over both loops' iterations in their order.
 What the sequential rule would report is reported unchanged: every finding is keyed by its place in the sequential
 order ((loop, counter) of each RANGE around it, the uop, the thread), a permissive run lists its events in that order
 and describes each by its first lane in it, and strict mode raises, when the loop ends, the first finding, with the
@@ -56,9 +58,10 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   loop = m.plan.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
   if settings.LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
-    per = settings.LANE_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)
+    lane = m.control.grid.lanes * m.plan.lane_bytes * _inner_trips(m, loop)
+    per = settings.LANE_MEMORY // lane
     if per >= 2:
-      per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // (m.control.grid.lanes * m.plan.lane_bytes)))
+      per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // lane))
       _run_in_chunks(m, i, loop, int(s.v[0]), int(e.v[0]), per)
       return end + 1
   ctl = join(control_level(s, m.control.active), control_level(e, m.control.active))
@@ -86,12 +89,31 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     m.loops[i], m.env[i] = start, LAZY
     m.block(i, m.control.active)
     return
+  lanes = m.control.grid.lanes
+  from_memory, terms = _lanes_body(m, i, loop, start, n)
+  if loop.nested is not None: n *= _inner_trips(m, loop)  # the fold runs over both loops' iterations (loops._nested_loop)
+  m.regions.append((i, {}))  # the folds' findings join the loop's
+  try:
+    tiled = _fold_tile(m, loop, from_memory if from_memory is not None else _tile_steps(m, loop, terms, n, lanes))
+    for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
+      if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
+  finally: m.regions.pop()
+  if m.strict and not m.regions and not m.chunked: m.raise_first()
+
+def _lanes_body(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> tuple[list[Product] | None, list]:
+  """The body of RANGE i for iterations start .. start+n-1 at once, on a grid of n more lanes per lane: the tile's
+  steps where it folds from memory (`_memory_tile`, else None) and each scan's terms (`_chain_term`; None for a scan
+  the tile folds). A nested loop (LaneLoop.nested) runs its inner loop's body on its own axis too (`_nested_body`),
+  whose terms are these."""
   outer = m.control
   end, lanes = m.plan.block_end[i], outer.grid.lanes
   grid = outer.grid.extend(n, loop.iteration_major)
   def rep(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None or mask.shape[0] == 1 else grid.spread(mask)
-  m.control = Control(grid, _skipping(outer.handlers, loop.folded), active=rep(outer.active), real=rep(outer.real),
-                      level=rep(outer.level))
+  handlers, nested = _skipping(outer.handlers, loop.folded), []
+  if loop.nested is not None:
+    handlers = list(handlers)
+    handlers[loop.nested] = lambda m, j, u: _nested_body(m, j, m.plan.lane_loops[j], nested)
+  m.control = Control(grid, handlers, active=rep(outer.active), real=rep(outer.real), level=rep(outer.level))
   m.axes[i] = (len(m.control.grid.sizes) - 1, start)
   m.env[i] = LAZY
   m.regions.append((i, {}))
@@ -101,7 +123,8 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
       m.control = m.control._replace(handlers=_skipping(outer.handlers, loop.folded | loop.outer.memory.ops))
     m.run(i + 1, end)
     skipped = set(loop.outer.scans) if from_memory is not None else set()
-    terms = [None if k in skipped else [_chain_term(m, step) for step in scan.steps] for k, scan in enumerate(loop.scans)]
+    terms = nested if loop.nested is not None else [None if k in skipped else [_chain_term(m, step) for step in scan.steps]
+                                                     for k, scan in enumerate(loop.scans)]
   finally:
     _, restore = m.regions.pop()
     m.env[i + 1:end] = [None] * (end - i - 1)  # dead after the loop (loops.py)
@@ -109,13 +132,25 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
     del m.axes[i]
     m.settle_origins()
     m.control = outer
-  m.regions.append((i, {}))  # the folds' findings join the loop's
-  try:
-    tiled = _fold_tile(m, loop, from_memory if from_memory is not None else _tile_steps(m, loop, terms, n, lanes))
-    for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
-      if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
-  finally: m.regions.pop()
-  if m.strict and not m.regions and not m.chunked: m.raise_first()
+  return from_memory, terms
+
+def _nested_body(m: Machine, j: int, inner: LaneLoop, terms: list) -> int:
+  """RANGE j, the inner loop of a nested loop run as lanes: its body on one more lane-major axis of all its
+  iterations, its scans' terms put in `terms` for the outer loop's fold (never folded here, nor from memory)."""
+  s, e = (int(b.v[0]) for b in m.plan.fixed_bounds[j])
+  _, made = _lanes_body(m, j, _lane_major(inner), s, e - s)
+  terms.extend(made)
+  return m.plan.block_end[j] + 1
+
+def _lane_major(loop: LaneLoop) -> LaneLoop:
+  """The loop as the inner loop of a nested one runs: lane-major, its scans folded one by one (no tile)."""
+  return LaneLoop(loop.scans, loop.folded, False, None, None)
+
+def _inner_trips(m: Machine, loop: LaneLoop) -> int:
+  """The iterations of a nested loop's inner loop (constant bounds: loops._nested_loop); 1 for any other loop."""
+  if loop.nested is None: return 1
+  s, e = m.plan.fixed_bounds[loop.nested]
+  return int(e.v[0]) - int(s.v[0])
 
 def _run_in_chunks(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) -> None:
   """Iterations s .. e-1 of loop i as lanes, `per` at a time, or more (`_memory_chunk`) while its tile folds from

@@ -107,11 +107,13 @@ class LaneLoop:
   `fold` (the chains' nodes and ASSIGNs), and its lane order (Grid.extend). A scan whose every term is computed by an
   ALU op in the body runs iteration-major, so the fold reads each iteration's terms as one contiguous row; other
   loops run lane-major, so a load that streams along the counter stays a view of memory (no copy). `outer`: the
-  scans whose folds may run as one tile (`OuterProduct`), or None."""
+  scans whose folds may run as one tile (`OuterProduct`), or None. `nested`: for a loop whose accumulators are carried
+  only by the chains of the one loop its body ends with (`_nested_loop`), that inner RANGE; its scans are these."""
   scans: tuple[Scan, ...]
   folded: frozenset[int]
   iteration_major: bool = False
   outer: OuterProduct | None = None
+  nested: int | None = None
 
 
 def lane_loops(program: Program, infos: dict[int, IntInfo]) -> dict[int, LaneLoop]:
@@ -128,6 +130,10 @@ def lane_loops(program: Program, infos: dict[int, IntInfo]) -> dict[int, LaneLoo
     if u.op is not Ops.RANGE: continue
     loop = _lane_loop(program, infos, i, ends, users)
     if loop is not None: out[i] = loop
+  for i in reversed(range(len(uops))):  # an inner loop first, so that a nest of them flattens from the inside
+    if uops[i].op is Ops.RANGE and i not in out:
+      loop = _nested_loop(program, infos, i, ends, out)
+      if loop is not None: out[i] = loop
   return out
 
 
@@ -154,6 +160,37 @@ def _lane_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[i
   tile = _outer_product(program, scans)
   if tile is not None: tile = replace(tile, memory=_memory_operands(program, i, end, ends, users, scans, tile))
   return LaneLoop(tuple(scans), frozenset(folded), bool(scans) and computed, tile)
+
+
+def _nested_loop(program: Program, infos: dict[int, IntInfo], i: int, ends: dict[int, int],
+                 inner_loops: dict[int, LaneLoop]) -> LaneLoop | None:
+  """RANGE i as lanes together with the loop j its body ends with (tinygrad's reductions over two axes: a batch loop
+  around a row loop), where j is a scan of constant bounds (at least two iterations) whose every accumulator is
+  defined before i, carried by a chain whose rule is one numpy ufunc (alu.ufunc_rule: defined everywhere, so the fold
+  finds nothing), and read nowhere else in i's body; i's body before j makes no block, ASSIGN, STORE or BARRIER; no
+  value of i's body is read after it but the chains' ASSIGNs; and i's iterations store to elements of their own.
+  The sequential order of every chain is then (i's counter, j's counter, step), so one fold over i * j iterations,
+  both axes lane-major (a thread's iterations consecutive, j's inside i's), keeps it."""
+  uops, end = program.uops, ends[i]
+  j = i + 1 + next((k for k, u in enumerate(uops[i + 1:end]) if u.op is Ops.RANGE), end)
+  inner = inner_loops.get(j)
+  if inner is None or ends.get(j) != end - 1 or inner.nested is not None or inner.outer is not None or not inner.scans:
+    return None
+  if any(uops[s].op is not Ops.CONST for s in uops[j].src) or uops[uops[j].src[1]].arg - uops[uops[j].src[0]].arg < 2:
+    return None
+  if any(uops[k].op in (Ops.ASSIGN, Ops.STORE, Ops.BARRIER, Ops.IF, Ops.RANGE) for k in range(i + 1, j)): return None
+  if any(uops[k].op is Ops.BARRIER for k in range(j + 1, end)): return None
+  accs = {scan.acc for scan in inner.scans}
+  dt = [uops[scan.steps[0].node].dtype.scalar() for scan in inner.scans]
+  if any(a >= i for a in accs) or any(alu.ufunc_rule(scan.op, d) is None for scan, d in zip(inner.scans, dt)): return None
+  chain = {k for k in range(j + 1, end) if uops[k].op is Ops.ASSIGN and uops[k].src[0] in accs} | accs
+  if any(s in chain for k in range(i + 1, j) for s in uops[k].src): return None
+  for k in range(end + 1, len(uops)):  # values made in the body are dead after it (a chain's ASSIGN is not)
+    for s in uops[k].src:
+      if s == i and k != end: return None
+      if i < s < end and not (uops[s].op is Ops.ASSIGN and uops[s].src[0] in accs): return None
+  if not _iterations_disjoint(program, infos, i, end, ends): return None
+  return LaneLoop(inner.scans, inner.folded, False, None, j)
 
 
 def _iterations_disjoint(program: Program, infos: dict[int, IntInfo], i: int, end: int, ends: dict[int, int]) -> bool:
@@ -393,11 +430,7 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Produ
   lanes, tail = acc.shape[0], acc.shape[1:]
   n = terms[0].a.shape[0] if isinstance(terms[0], Product) else terms[0].shape[0]
   with np.errstate(all="ignore"):
-    if lanes < ROW_STEPS_FROM:
-      rows = [t.fn(t.a, t.b) if isinstance(t, Product) else t for t in terms]
-      steps = np.stack([np.broadcast_to(r, (n, lanes) + tail) for r in rows], axis=1).reshape((n * len(terms), lanes) + tail)
-      chain = np.concatenate([np.broadcast_to(acc, (1, lanes) + tail), steps])
-      out = fn.accumulate(chain, axis=0, dtype=chain.dtype)[-1]  # numpy would widen small ints
+    if lanes < ROW_STEPS_FROM: out = _accumulated(fn, acc, terms, n)
     else:
       out = np.array(np.broadcast_to(acc, (lanes,) + tail))
       product = np.empty_like(out)
@@ -407,6 +440,21 @@ def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Produ
           else: fn(out, v[it], out=out)
   nan = np.isnan(out) if out.dtype.kind == "f" else None
   return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product], n: int) -> np.ndarray:
+  """fold_ufunc on narrow lanes: each lane's chain (its accumulator, then every iteration's terms in order) laid out
+  contiguously, each term (or product) written straight into its place, and one `accumulate` along the chains, which
+  applies fn in their order, one rounding per step (rows of steps along the lanes cost numpy one inner loop a step)."""
+  lanes, tail = acc.shape[0], acc.shape[1:]
+  chain = np.empty((lanes,) + tail + (1 + n * len(terms),), acc.dtype)
+  chain[..., 0] = acc
+  steps = chain[..., 1:].reshape((lanes,) + tail + (n, len(terms)))
+  for k, t in enumerate(terms):
+    slot = np.moveaxis(steps[..., k], -1, 0)  # (n, L, *vec)
+    if isinstance(t, Product): t.fn(t.a, t.b, out=slot)
+    else: np.copyto(slot, t)
+  return fn.accumulate(chain, axis=-1, dtype=chain.dtype)[..., -1]  # numpy would widen small ints
 
 
 def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product]) -> Folded:
@@ -428,10 +476,16 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
     start = np.stack(accs).reshape(shape)
     out = np.empty(tuple(shape[d] for d in order), start.dtype)
     out[...] = start.transpose(order)
-    _stepped(fn, out, sides, n)
+    _stepped(fn, _squeezed(out, 0), [(mul, _squeezed(x, 1), _squeezed(y, 1)) for mul, x, y in sides], n)
   values = out.transpose(np.argsort(order)).reshape(rows * cols, -1)
   nan = np.isnan(values) if values.dtype.kind == "f" else None
   return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _squeezed(a: np.ndarray, lead: int) -> np.ndarray:
+  """`a` without its axes of length 1 after the first `lead` (a view; the grid's axes of one lane are many, and every
+  numpy call pays for each axis)."""
+  return a.reshape(a.shape[:lead] + tuple(d for d in a.shape[lead:] if d != 1))
 
 
 def _stepped(fn: np.ufunc, out: np.ndarray, sides: list[tuple[np.ufunc, np.ndarray, np.ndarray]], n: int) -> None:
