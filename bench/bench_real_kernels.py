@@ -24,7 +24,8 @@ numpy's floor: the spec's sequential fold as numpy does it at best, an in-place 
 float32 lanes (two flops per lane and step), timed at 65,536 and 2^20 lanes in the same run. Each kernel's float work
 (`float_ops`: every float ALU op a launch executes, MULACC as two) over its emulator time is its GFLOP/s, printed with
 its share of the 65,536-lane floor (nan where a loop's bounds are not known: `float_ops`); the six's matmuls get a
-summary line.
+summary line, with the floor of the fold as a matmul's tile must do it (`outer_floor_gflops`: rank-1 updates of the
+N x N output, a broadcast multiply of a column by a row and an in-place add, timed in the same run).
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -148,6 +149,21 @@ def fold_floor_gflops(lanes: int, steps: int = 64) -> float:
   return 2 * lanes * steps / best / 1e9
 
 
+def outer_floor_gflops(n: int, steps: int = 64) -> float:
+  """numpy's floor for the same fold as a matmul's tile does it: GFLOP/s of `steps` rank-1 updates of an n x n float32
+  tile (a broadcast multiply of a column by a row into a product, then an in-place add), the best of five."""
+  rng = np.random.default_rng(0)
+  x, y = rng.standard_normal((n, 1), np.float32), rng.standard_normal((1, n), np.float32)
+  acc, tmp, best = np.zeros((n, n), np.float32), np.empty((n, n), np.float32), math.inf
+  for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(steps):
+      np.multiply(x, y, out=tmp)
+      np.add(acc, tmp, out=acc)
+    best = min(best, time.perf_counter() - start)
+  return 2 * n * n * steps / best / 1e9
+
+
 def add64_seconds(calls: int = 2000) -> float:
   """The time of one np.add of two 64-element float32 arrays (a batch of `calls`). Timed again before every kernel, and
   the run's best used, as the kernels' best times are."""
@@ -232,7 +248,7 @@ def main() -> int:
     flops = float_ops(program, vals)
     gflops = math.nan if flops is None else flops / e / 1e9
     line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x {gflops:8.2f} {100 * gflops / floor:5.0f}%"
-    if group == "six" and "matmul" in name: matmuls.append((name, gflops))
+    if group == "six" and "matmul" in name: matmuls.append((name, gflops, size))
     if args.tinygrad:
       tg = tg_time[name] if name in tg_time else tinygrad_export_seconds(program, [b.copy() for b in bufs], vals)
       if isinstance(tg, str): line += f"  tinygrad's emulator failed: {tg}"
@@ -247,8 +263,12 @@ def main() -> int:
   for group, ratios in groups.items():
     print(f"{group:20s} {len(ratios):4d} kernels  geometric mean {math.exp(np.mean(np.log(ratios))):7.1f}x CLANG  "
           f"worst {max(ratios):8.1f}x")
-  for name, gflops in matmuls:
-    print(f"{name}: {gflops:.2f} GFLOP/s, {100 * gflops / floor:.0f}% of numpy's floor at 65,536 lanes")
+  for name, gflops, size in matmuls:
+    n = math.isqrt(size)
+    outer = outer_floor_gflops(n)
+    print(f"{name}: {gflops:.2f} GFLOP/s, {100 * gflops / floor:.0f}% of numpy's floor at 65,536 lanes; numpy's rank-1 "
+          f"updates of a {n}x{n} tile: {outer:.2f} GFLOP/s ({100 * outer / floor:.0f}% of the floor), the kernel "
+          f"{100 * gflops / outer:.0f}% of them")
   corpus = [r for g, r in rows if g.startswith("corpus")]
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")

@@ -15,6 +15,9 @@
    hours on them and is not run). A run realizes the workload on fresh input Tensors of the
    same shapes, so every kernel comes from the device's caches. Every device's result is checked against CLANG's
    (rtol 1e-4) before anything is timed. PYTHON, tinygrad's own emulator, takes minutes (--no-python skips it).
+`--cpu-shaped`: the REFIMPL device gets the kernels tinygrad makes for a CPU (its renderer's launch options set as
+CLANG's: no locals, no global size limit, so every kernel is one thread that loops) instead of the GPU-shaped ones of
+tinygrad's PYTHON renderer (workgroups, locals, 8x16 local sizes), to compare the two shapes' cost on the emulator.
 `--kernels`: after each workload's table line, its kernels on REFIMPL and on CLANG (their names differ: REFIMPL gets
 tinygrad's GPU-shaped kernels, CLANG its CPU-shaped ones), each with its CPU time in one warm run, its share of the run
 and its GFLOP/s (tinygrad's own estimate of the kernel's operations).
@@ -182,11 +185,20 @@ def workload_time(fn, device: str, runs: int) -> tuple[float, list[np.ndarray]]:
     times.append(time.process_time() - start)
   return statistics.median(times), results
 
-def end_to_end(runs: int, python: bool, only: str, kernels: bool = False) -> None:
+def cpu_shaped(device: str) -> None:
+  """Makes tinygrad shape the kernels of `device` as it does for CLANG (ClangRenderer's launch options: no locals, no
+  global size limit: one thread whose loops do the work); before the device's first kernel, since tinygrad caches them."""
+  from tinygrad.device import Device
+  from tinygrad.renderer.cstyle import ClangRenderer
+  renderer = Device[device].renderer
+  renderer.has_local, renderer.has_shared, renderer.global_max = ClangRenderer.has_local, False, ClangRenderer.global_max
+
+def end_to_end(runs: int, python: bool, only: str, kernels: bool = False, cpu: bool = False) -> None:
   from refimpl.tinygrad.v0_10.toolchain import prepare_tinygrad
   why = prepare_tinygrad().get("CLANG")
   if why: raise SystemExit(f"tinygrad CLANG: {why}")
   ref = install_reference_device()
+  if cpu: cpu_shaped(ref)
   devices = ["CLANG", *(["PYTHON"] if python else []), ref]
   print(f"{'workload':22s}" + "".join(f"{'tinygrad ' + d if d != ref else d:>17s}" for d in devices) + f"{'REFIMPL/CLANG':>15s}"
         + (f"{'PYTHON/REFIMPL':>16s}" if python else ""))
@@ -218,9 +230,10 @@ def main() -> None:
   ap.add_argument("--no-python", action="store_true", help="end to end without tinygrad's PYTHON device (minutes)")
   ap.add_argument("--only", default=None, help="only the end-to-end workloads whose name contains this")
   ap.add_argument("--kernels", action="store_true", help="each workload's kernels on REFIMPL and CLANG: time, GFLOP/s")
+  ap.add_argument("--cpu-shaped", action="store_true", help="REFIMPL gets CLANG's kernel shapes (one thread, loops)")
   args = ap.parse_args()
   if args.only is not None:
-    end_to_end(args.runs, not args.no_python, args.only, args.kernels)
+    end_to_end(args.runs, not args.no_python, args.only, args.kernels, args.cpu_shaped)
     return
   t = import_times(args.repeat)
   print(f"import + verify: {len(t)} kernels, median {statistics.median(t) * 1e3:.2f} ms, largest {max(t) * 1e3:.2f} ms, "
@@ -230,7 +243,7 @@ def main() -> None:
   print(f"MLP training step (warm, median of {args.steps}): REFIMPL {t_ref * 1e3:.1f} ms, tinygrad PYTHON {t_py * 1e3:.1f} ms "
         f"(REFIMPL / PYTHON = {t_ref / t_py:.2f})")
   print()
-  end_to_end(args.runs, not args.no_python, "", args.kernels)
+  end_to_end(args.runs, not args.no_python, "", args.kernels, args.cpu_shaped)
 
 
 if __name__ == "__main__":
