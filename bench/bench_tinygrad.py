@@ -2,7 +2,7 @@
 
     python bench/bench_tinygrad.py [--repeat 20] [--steps 5] [--runs 5] [--no-python] [--only NAME] [--kernels]
 
-1. Import + verify: every distinct kernel of corpus/tinygrad-0.10.1/workload.py on tinygrad's PYTHON device (captured
+1. Import + verify: every distinct kernel of corpus/workload.py on tinygrad's PYTHON device (captured
    in this process), translated with refimpl.tinygrad.v0_10.importer.from_tinygrad (which verifies the program)
    --repeat times each: median and largest per-kernel time, and the total per kernel on average. Each translation
    verifies a new Program, so the verifier's memo never answers.
@@ -45,7 +45,7 @@ from refimpl.tinygrad.v0_10.reference import install_reference_device  # noqa: E
 def import_times(repeat: int) -> list[float]:
   from tinygrad.device import Device
   Device.DEFAULT = "PYTHON"
-  with capture() as kernels: runpy.run_path(str(ROOT / "corpus" / "tinygrad-0.10.1" / "workload.py"), run_name="__main__")
+  with capture() as kernels: runpy.run_path(str(ROOT / "corpus" / "workload.py"), run_name="__main__")
   per_kernel = []
   for k in kernels:
     gs, ls = k.program.global_size, k.program.local_size
