@@ -450,8 +450,9 @@ def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Pro
   chain = np.empty((lanes,) + tail + (1 + n * len(terms),), acc.dtype)
   chain[..., 0] = acc
   steps = chain[..., 1:].reshape((lanes,) + tail + (n, len(terms)))
+  first = (len(tail) + 1, *range(len(tail) + 1))  # the iterations' axis first
   for k, t in enumerate(terms):
-    slot = np.moveaxis(steps[..., k], -1, 0)  # (n, L, *vec)
+    slot = steps[..., k].transpose(first)  # (n, L, *vec)
     if isinstance(t, Product): t.fn(t.a, t.b, out=slot)
     else: np.copyto(slot, t)
   return fn.accumulate(chain, axis=-1, dtype=chain.dtype)[..., -1]  # numpy would widen small ints
