@@ -104,13 +104,13 @@ def test_undefined_behavior_rule_first_in_sequential_order_of_nested_loops(inner
     assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
 
 
-def _nested_sum(outer: int, inner: int, threads: int = 1, dt=F32, term: str = "load"):
+def _nested_sum(outer: int, inner: int, threads: int = 1, dt=F32, term: str = "load", short: int = 0):
   """out[t] = the sum over i < outer, then j < inner, of x[t, i, j] (term "load"), of x[t, i, j] * y[i, j] ("product")
   or of the quotient a[t, i, j] / d[t, i, j] ("idiv"), in that order, through one accumulator declared before both
-  loops (tinygrad's reduction over a batch axis and a row axis)."""
+  loops (tinygrad's reduction over a batch axis and a row axis). x is `short` elements shorter than its indices reach."""
   b = ProgramBuilder("nested_sum")
   size = threads * outer * inner
-  out, x, y = b.global_buf(dt, threads), b.global_buf(dt, size), b.global_buf(dt, outer * inner)
+  out, x, y = b.global_buf(dt, threads), b.global_buf(dt, size - short), b.global_buf(dt, outer * inner)
   t = b.special("gidx0", threads)
   acc = b.acc(b.const(0, dt))
   with b.loop(outer) as i:
@@ -174,6 +174,24 @@ def test_undefined_behavior_rule_first_in_sequential_order_of_a_nested_reduction
     assert (e.value.op, e.value.origin.op, e.value.origin.operands) == (Ops.STORE, Ops.IDIV, (7, 0)), as_lanes
     outcomes.append((emulation_outcome(p, inputs, (), True), emulation_outcome(p, inputs, (), False)))
   assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "permissive"])
+def test_undefined_behavior_rule_out_of_bounds_in_a_nested_reduction(strict, monkeypatch):
+  """An out-of-bounds LOAD in the inner loop of a reduction over two loops (x three elements short, so the loads at
+  (i, j) = (3, 1), (3, 2), (3, 3) are out of bounds) is reported as the sequential rule reports it: strict mode the first
+  in its order, permissive mode every event, the outputs and their levels, with or without lanes."""
+  p = _nested_sum(4, 4, short=3)
+  assert any(loop.nested is not None for loop in Plan.of(p, ()).lane_loops.values())
+  inputs = [np.zeros(1, np.float32), np.arange(13, dtype=np.float32), np.zeros(16, np.float32)]
+  outcomes = []
+  for as_lanes in (True, False):
+    monkeypatch.setattr(settings, "LOOPS_AS_LANES", as_lanes)
+    outcomes.append(emulation_outcome(p, inputs, (), strict))
+  assert outcomes[0] == outcomes[1]
+  if strict:
+    with pytest.raises(UndefinedBehavior) as e: emulate(p, inputs)
+    assert e.value.op is Ops.LOAD
 
 
 def test_looseness_rule_nan_in_a_max_chain():
