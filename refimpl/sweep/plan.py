@@ -1,8 +1,8 @@
 """The cases a sweep covers and the chunks it splits each into.
 
 A sweep case is an OpCase with one float32 operand: each unary float ALU op on float32 (NEG, RECIP, SQRT, EXP2, LOG2,
-SIN, TRUNC: every one alu_cases lists) and CAST from float32 to every other value dtype. A chunk is (case, start, count): the float32 bit patterns
-start .. start+count-1, with count = 2^chunk_bits and start a multiple of it."""
+SIN, TRUNC: every one alu_cases lists) and CAST from float32 to every other value dtype. A chunk is (case, start,
+count): the float32 bit patterns start .. start+count-1, with count = 2^chunk_bits and start a multiple of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

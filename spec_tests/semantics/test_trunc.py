@@ -2,8 +2,8 @@
 kept (a zero result is a zero of x's sign), +-inf itself, NaN gives NaN; defined for every input.
 
 Rule: alu.trunc (refimpl/emulator/alu.py; SPEC.md "Rules", `trunc`: TRUNC). Decision row: "TRUNC" (SPEC.md "Decisions").
-Backend tests: every backend's op sweep (refimpl/conformance/test_ops.py, cases TRUNC-f16 ... TRUNC-f64); the
-decomposition that targets without a TRUNC get: spec_tests/test_lower_trunc.py.
+Backend tests: refimpl/conformance/rules/test_trunc.py and every backend's op sweep (refimpl/conformance/test_ops.py,
+cases TRUNC-f16 ... TRUNC-f64); the decomposition that targets without a TRUNC get: spec_tests/test_lower_trunc.py.
 Oracle: `truncated` below, the rule on exact rationals (Python's int() of a Fraction truncates toward zero); the values
 of the table are written out from the rule.
 """

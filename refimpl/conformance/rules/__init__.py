@@ -5,7 +5,7 @@ spec_tests/test_backend_llvm.py also runs these tests unoptimized, on LLVM:O0.
 
 One module per rule family, named as the family's emulator tests are in refimpl's spec_tests/semantics/ (test_idiv_mod.py
 holds IDIV and MOD there and here): test_int_wrap, test_idiv_mod, test_shifts, test_max, test_compare, test_bool,
-test_mulacc, test_float_arith, test_cast, test_float_to_int, test_cast_bool, test_bitcast, test_threefry,
+test_mulacc, test_float_arith, test_trunc, test_cast, test_float_to_int, test_cast_bool, test_bitcast, test_threefry,
 test_transcendental. The rest are program-level: test_memory (LOAD / STORE, constants), test_loops, test_vectors,
 test_grid, test_kernels (the kernel as a whole), and test_every_op (every op and cast against the emulator). common.py
 holds what several of them share.
