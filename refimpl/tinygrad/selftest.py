@@ -10,7 +10,7 @@
    CLANG: tinygrad's, with refimpl's toolchain; PYTHON: tinygrad's emulator), and reads the outcome of every test from
    pytest's JUnit XML;
 3. writes tinygrad-selftest.md and tinygrad-selftest.html to DIR: per file, passed / failed / skipped and the wall time
-   per device, then every test that fails on REFIMPL while CLANG and PYTHON both pass it, with its class (undefined
+   per device, then every test that fails on REFIMPL while every other device passes it, with its class (undefined
    behaviour: a finding against the test, with the message that names the kernel, uop and lane; not translatable; an
    error of refimpl's device; the environment: a missing module such as torch, no network, a file that does not
    collect; anything else) and the first line of its error. A failure of the environment is shown apart (amber, not
@@ -197,21 +197,28 @@ def environment_only(r: FileRun) -> bool:
                                          for t, o in r.outcomes.items() if o == "failed")
 
 
+def other_devices(runs: list[FileRun]) -> list[str]:
+  """The devices REFIMPL is compared with: every other device of the runs, in order (CLANG and PYTHON for 0.10.1, CPU
+  and PYTHON for 0.14 by default)."""
+  return [d for d in dict.fromkeys(r.device for r in runs) if d != "REFIMPL"]
+
+
 def refimpl_failures(runs: list[FileRun]) -> list[tuple[str, str, str, dict[str, str]]]:
   """(file, test, error, {other device: its outcome}) of every test that fails on REFIMPL."""
   by = {(r.file, r.device): r for r in runs}
-  return [(r.file, t, r.errors.get(t, ""), {d: by[(r.file, d)].outcomes.get(t, "not run") for d in ("CLANG", "PYTHON")
+  return [(r.file, t, r.errors.get(t, ""), {d: by[(r.file, d)].outcomes.get(t, "not run") for d in other_devices(runs)
                                             if (r.file, d) in by})
           for r in runs if r.device == "REFIMPL" for t, o in r.outcomes.items() if o == "failed"]
 
 
 def refimpl_only(runs: list[FileRun]) -> list[tuple[str, str, str]]:
-  """(file, test, error) of every test that fails on REFIMPL and passes on both CLANG and PYTHON (when they ran)."""
+  """(file, test, error) of every test that fails on REFIMPL and passes on every other device (other_devices) that
+  ran its file."""
   by = {(r.file, r.device): r for r in runs}
   out = []
   for r in runs:
     if r.device != "REFIMPL": continue
-    others = [by[(r.file, d)] for d in ("CLANG", "PYTHON") if (r.file, d) in by]
+    others = [by[(r.file, d)] for d in other_devices(runs) if (r.file, d) in by]
     for test, outcome in r.outcomes.items():
       if outcome == "failed" and others and all(o.outcomes.get(test) == "passed" for o in others):
         out.append((r.file, test, r.errors.get(test, "")))
@@ -232,15 +239,16 @@ def markdown(runs: list[FileRun], devices: list[str], command: str, version: str
   out += [f"| {f} | " + " | ".join(cell(by.get((f, d))) for d in devices) + " |" for f in files]
   totals = [sum(by[(f, d)].count("passed") for f in files if (f, d) in by) for d in devices]
   out += ["| **total passed** | " + " | ".join(str(t) for t in totals) + " |", ""]
-  fails = refimpl_failures(runs)
-  out += [f"## Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)", "",
+  fails, others = refimpl_failures(runs), other_devices(runs)
+  out += [f"## Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on {' and '.join(others) or 'no other device'})",
+          "",
           "An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the "
           "lane, and the reproducer saved in tinygrad-selftest-undefined/ reruns with `python -m refimpl.fuzz replay`.", ""]
   if not fails: out += ["None.", ""]
   else:
-    out += ["| file | test | class | CLANG | PYTHON | error |", "|---|---|---|---|---|---|"]
-    out += [f"| {f} | {t} | {failure_class(e)} | {o.get('CLANG', 'not run')} | {o.get('PYTHON', 'not run')} | "
-            f"{e.replace('|', '/')} |" for f, t, e, o in fails] + [""]
+    out += ["| file | test | class | " + " | ".join(others) + " | error |", "|---|---|---|" + "---|" * (len(others) + 1)]
+    out += [f"| {f} | {t} | {failure_class(e)} | " + " | ".join(o.get(d, "not run") for d in others) +
+            f" | {e.replace('|', '/')} |" for f, t, e, o in fails] + [""]
   return "\n".join(out)
 
 
@@ -263,12 +271,13 @@ def html_page(runs: list[FileRun], devices: list[str], command: str, version: st
   totals = "".join(f"<td><b>{sum(by[(f, d)].count(o) for f in files if (f, d) in by)}</b></td>" for d in devices
                    for o in ("passed",))
   failed = "".join(f"<td>{sum(by[(f, d)].count('failed') for f in files if (f, d) in by)}</td>" for d in devices)
+  others = other_devices(runs)
   def row(f: str, t: str, e: str, o: dict) -> str:
     cls = failure_class(e)
+    outcomes = "".join(f"<td>{esc(o.get(d, 'not run'))}</td>" for d in others)
     return (f"<tr><td>{esc(f)}</td><td><code>{esc(t)}</code></td><td class={'relaxed' if cls == ENVIRONMENT else 'fail'}>"
-            f"{esc(cls)}</td><td>{esc(o.get('CLANG', 'not run'))}</td><td>{esc(o.get('PYTHON', 'not run'))}</td>"
-            f"<td>{rh.message_html(e, 4)}</td></tr>")
-  fails = "".join(row(*x) for x in refimpl_failures(runs)) or "<tr><td colspan=6>None.</td></tr>"
+            f"{esc(cls)}</td>{outcomes}<td>{rh.message_html(e, 4)}</td></tr>")
+  fails = "".join(row(*x) for x in refimpl_failures(runs)) or f"<tr><td colspan={len(others) + 4}>None.</td></tr>"
   links = "".join(f"<li><a href='{esc(u)}'>{esc(u)}</a>: <code>python -m refimpl.fuzz replay docs/conformance/{esc(u)}"
                   "</code></li>" for u in undefined or [])
   body = [rh.provenance_html(prov or {"command": command}, up),
@@ -279,10 +288,12 @@ def html_page(runs: list[FileRun], devices: list[str], command: str, version: st
           "device.</p>",
           f"<table><tr><th>file</th>{''.join(f'<th>{esc(d)}</th>' for d in devices)}</tr>{rows}"
           f"<tr><th>total passed</th>{totals}</tr><tr><th>total failed</th>{failed}</tr></table>",
-          f"<h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on both CLANG and PYTHON)</h2>",
+          f"<h2>Failing on REFIMPL ({len(refimpl_only(runs))} of them pass on {esc(' and '.join(others) or 'no other device')})"
+          "</h2>",
           "<p>An undefined-behaviour failure is a finding against the test: its message names the kernel, the uop and the "
           "lane; its reproducer is below.</p>",
-          f"<table><tr><th>file</th><th>test</th><th>class</th><th>CLANG</th><th>PYTHON</th><th>error</th></tr>{fails}</table>",
+          f"<table><tr><th>file</th><th>test</th><th>class</th>{''.join(f'<th>{esc(d)}</th>' for d in others)}"
+          f"<th>error</th></tr>{fails}</table>",
           f"<h2>Undefined-behaviour reproducers ({len(undefined or [])})</h2>",
           f"<ul>{links}</ul>" if links else "<p>None saved.</p>"]
   return rh.page(f"tinygrad {version}'s own tests on refimpl", "\n".join(body))
