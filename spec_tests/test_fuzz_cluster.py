@@ -106,8 +106,8 @@ def _wait_for(path: Path, proc: subprocess.Popen, log: Path) -> None:
 def test_a_two_node_cluster_started_with_dasks_own_cli_runs_a_campaign(tmp_path):
   """Rule: a scheduler and a worker process started apart through Dask's CLI (`dask scheduler`, `dask worker`, 2 worker
   processes of one thread, on localhost, found through a scheduler file) run a campaign to its end from
-  `python -m refimpl.fuzz --cluster FILE`, which finds the planted bug and reduces it there (the driver has no worker
-  of its own) from 44 uops to a handful; stopping them leaves no process behind."""
+  `python -m refimpl.fuzz --cluster FILE`, which finds the planted bug and reduces each finding of it there (the driver
+  has no worker of its own) to a handful of uops; stopping them leaves no process behind."""
   _distributed()
   sched_file, env = tmp_path / "scheduler.json", {**os.environ, "PYTHONPATH": str(ROOT)}
   dask = [sys.executable, "-m", "dask"]
@@ -127,8 +127,8 @@ def test_a_two_node_cluster_started_with_dasks_own_cli_runs_a_campaign(tmp_path)
                  "--out", str(out)])
     assert code == 1
     found = [load_finding(p) for p in out.glob("*.json")]
-    assert [(f.signature.backend, f.reduced) for f in found] == [("CONTRACTCLANG", True)]
-    assert len(found[0].case.program.uops) <= 16 < found[0].uops_before, found[0].case.program.listing()
+    assert found and all((f.signature.backend, f.reduced) == ("CONTRACTCLANG", True) for f in found), found
+    for f in found: assert len(f.case.program.uops) <= 16 < f.uops_before, f.case.program.listing()
     spawned = {p for proc in procs for p in _descendants(proc.pid)}
   finally:
     for proc in reversed(procs):
