@@ -134,19 +134,25 @@ def float_ops(program: Program, vals: tuple[int, ...]) -> int | None:
   return total * math.prod(program.global_size) * math.prod(program.local_size)
 
 
+def _best_fold_seconds(x: np.ndarray, y: np.ndarray, acc_shape: tuple[int, ...], steps: int) -> float:
+  """The best of five timings of `steps` fold steps: a multiply of x by y (broadcast) into a product, then an in-place
+  add of it into a float32 accumulator of `acc_shape`."""
+  acc, tmp, best = np.zeros(acc_shape, np.float32), np.empty(acc_shape, np.float32), math.inf
+  for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(steps):
+      np.multiply(x, y, out=tmp)
+      np.add(acc, tmp, out=acc)
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
 def fold_floor_gflops(lanes: int, steps: int = 64) -> float:
   """numpy's floor (module docstring): GFLOP/s of `steps` in-place multiply-then-add steps over `lanes` float32 lanes,
   the best of five."""
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal(lanes, np.float32), rng.standard_normal(lanes, np.float32)
-  acc, tmp, best = np.zeros(lanes, np.float32), np.empty(lanes, np.float32), math.inf
-  for _ in range(5):
-    start = time.perf_counter()
-    for _ in range(steps):
-      np.multiply(a, b, out=tmp)
-      np.add(acc, tmp, out=acc)
-    best = min(best, time.perf_counter() - start)
-  return 2 * lanes * steps / best / 1e9
+  return 2 * lanes * steps / _best_fold_seconds(a, b, (lanes,), steps) / 1e9
 
 
 def outer_floor_gflops(n: int, steps: int = 64) -> float:
@@ -154,14 +160,7 @@ def outer_floor_gflops(n: int, steps: int = 64) -> float:
   tile (a broadcast multiply of a column by a row into a product, then an in-place add), the best of five."""
   rng = np.random.default_rng(0)
   x, y = rng.standard_normal((n, 1), np.float32), rng.standard_normal((1, n), np.float32)
-  acc, tmp, best = np.zeros((n, n), np.float32), np.empty((n, n), np.float32), math.inf
-  for _ in range(5):
-    start = time.perf_counter()
-    for _ in range(steps):
-      np.multiply(x, y, out=tmp)
-      np.add(acc, tmp, out=acc)
-    best = min(best, time.perf_counter() - start)
-  return 2 * n * n * steps / best / 1e9
+  return 2 * n * n * steps / _best_fold_seconds(x, y, (n, n), steps) / 1e9
 
 
 def add64_seconds(calls: int = 2000) -> float:

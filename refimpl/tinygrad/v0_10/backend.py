@@ -55,13 +55,10 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable, load_object
 from refimpl.dtype import DType, ImageDType, PtrDType, dtypes
-from refimpl.ir import Ops, Program, elementwise
-from refimpl.lower import lower_for
-from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, refuse_undefined
+from refimpl.ir import Program
+from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, check_it_runs, refuse_undefined
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
 from refimpl.tinygrad.names import kernel_name
 
@@ -273,7 +270,7 @@ class TinygradDevice(Compiled):
     super().__init__(self.target.device, TinygradAllocator(self.tg.allocator), renderer,
                      TinygradCompiler(self.tg.compiler, self.target.device, sources, toolchain_identity()),
                      lambda name, lib: CheckedProgram(self, name, lib))
-    self._check_it_runs()
+    check_it_runs(self, launch=self.level == "ran")
 
   def synchronize(self) -> None: self.tg.synchronize()
 
@@ -304,21 +301,3 @@ class TinygradDevice(Compiled):
     if self.tinygrad_declares(dtype): return None
     return (f"{dtype.name}: tinygrad {importlib.metadata.version('tinygrad')} declares it unsupported on "
             f"{self.tinygrad_device} (tinygrad.device.is_dtype_supported)")
-
-  def _check_it_runs(self) -> None:
-    """DeviceUnavailable with the cause unless the smallest kernel (int32 ADD over 4 lanes) renders, compiles and runs
-    (up to the device's level: a stand-in judged at compiled or rendered does not run it): a device whose compiler
-    cannot run here (no clang on PATH) does not open, rather than refusing every dtype."""
-    program = elementwise(Ops.ADD, dtypes.int32, n=4)
-    program = Program("probe_i32", program.uops, program.global_size, program.local_size)
-    try:
-      src = self.renderer.render(program.name, lower_for(program, self.renderer))
-      prg = self.runtime(program.name, self.compiler.compile_cached(src))
-      if self.level != "ran": return  # it renders (and compiles): all a device judged below ran can show here
-      bufs = [self.allocator.alloc(16) for _ in program.buffers]
-      for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, np.int32).tobytes()))
-      prg(*bufs, global_size=program.global_size, local_size=program.local_size, wait=True)
-      self.synchronize()
-    except Exception as e:  # any failure to render, compile or run the smallest kernel is the device not working here
-      msg = f"{self.device}: opens but cannot run a kernel (int32 ADD) here: {type(e).__name__}: {e}"
-      raise DeviceUnavailable(" ".join(msg.split())[:600]) from None

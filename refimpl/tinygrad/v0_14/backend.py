@@ -27,13 +27,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import numpy as np
-
 from refimpl.device import Compiled, CompileError, Compiler, DeviceUnavailable
 from refimpl.dtype import INVERSE_DTYPES_DICT, DType, ImageDType, PtrDType, dtypes
-from refimpl.ir import Ops, Program, elementwise
-from refimpl.lower import lower_for
-from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, refuse_undefined
+from refimpl.ir import Program
+from refimpl.tinygrad.devices import NATIVE_GRID, TinygradAllocator, TinygradRenderer, check_it_runs, refuse_undefined
 from refimpl.tinygrad.lines import UnsupportedTinygrad, require
 from refimpl.tinygrad.names import kernel_name
 from refimpl.tinygrad.v0_14.exporter import FP8
@@ -130,7 +127,7 @@ class TinygradDevice(Compiled):
     self.unsupported_reasons: dict[DType, str] = {}
     super().__init__(device, TinygradAllocator(self.tg.allocator), Tinygrad14Renderer.of(device, self.tgr, sources),
                      Tinygrad14Compiler(self.tgr, device, sources), lambda name, lib: CheckedProgram(self, name, lib))
-    self._check_it_runs()
+    check_it_runs(self)
 
   def synchronize(self) -> None: self.tg.synchronize()
 
@@ -149,19 +146,3 @@ class TinygradDevice(Compiled):
     if tg is None: return f"{dtype.name}: no tinygrad 0.14 dtype of that name"
     if tg in self.tgr.supported_dtypes(): return None
     return f"{dtype.name}: tinygrad 0.14's {type(self.tgr).__name__} declares it unsupported (supported_dtypes)"
-
-  def _check_it_runs(self) -> None:
-    """DeviceUnavailable with the cause unless the smallest kernel (int32 ADD over 4 lanes) renders, compiles and
-    runs."""
-    program = elementwise(Ops.ADD, dtypes.int32, n=4)
-    program = Program("probe_i32", program.uops, program.global_size, program.local_size)
-    try:
-      src = self.renderer.render(program.name, lower_for(program, self.renderer))
-      prg = self.runtime(program.name, self.compiler.compile_cached(src))
-      bufs = [self.allocator.alloc(16) for _ in program.buffers]
-      for b in bufs: self.allocator._copyin(b, memoryview(np.zeros(4, np.int32).tobytes()))
-      prg(*bufs, global_size=program.global_size, local_size=program.local_size, wait=True)
-      self.synchronize()
-    except Exception as e:  # any failure to render, compile or run the smallest kernel is the device not working here
-      msg = f"{self.device}: opens but cannot run a kernel (int32 ADD) here: {type(e).__name__}: {e}"
-      raise DeviceUnavailable(" ".join(msg.split())[:600]) from None
