@@ -40,11 +40,14 @@ def _files(out: Path) -> dict[Path, tuple[int, bytes]]:
 
 SLOW = "sweep_planted:SlowClang"  # 50 ms a launch: 4096 chunks take minutes whatever the machine
 
-def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL, env: dict | None = None) -> subprocess.Popen:
-  """A SlowClang SQRT sweep of 4096 chunks (minutes from done when this returns), once `chunks` chunk files are written."""
+def _start_and_wait(out: Path, chunks: int, stderr=subprocess.DEVNULL, env: dict | None = None,
+                    sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen:
+  """A SlowClang SQRT sweep of 4096 chunks (minutes from done when this returns), once `chunks` chunk files are written;
+  it starts with SIGINT's disposition `sigint` (what it inherits: SIG_IGN from a parent that ignores Ctrl-C)."""
   cmd = [sys.executable, "-m", "refimpl.sweep", "--out", str(out), "--chunk-bits", str(BITS), "--jobs", "1",
          "--backend", SLOW, "--ops", "SQRT", "--range", _range(0, 4096), "--quiet"]
-  proc = subprocess.Popen(cmd, env=env or _env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+  proc = subprocess.Popen(cmd, env=env or _env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
   while not (out / "SQRT-f32").is_dir() or len(_files(out)) < chunks:  # SlowClang's sweep cannot end first
     if proc.poll() is not None: pytest.fail(f"the sweep ended before writing {chunks} chunks (exit {proc.poll()})")
     time.sleep(0.05)
@@ -85,10 +88,14 @@ def test_a_sweep_resumed_after_a_kill_redoes_no_finished_chunk(tmp_path):
   for pid in left: os.kill(pid, signal.SIGKILL)
   assert not left, f"processes {left} outlived the killed sweep"
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_sweep_keeps_every_finished_chunk(tmp_path, sig):
+@pytest.mark.parametrize("sig, inherited", [(signal.SIGINT, signal.SIG_DFL), (signal.SIGINT, signal.SIG_IGN),
+                                            (signal.SIGTERM, signal.SIG_DFL)],
+                         ids=["ctrl-c", "ctrl-c-inherited-ignore", "sigterm"])
+def test_an_interrupted_sweep_keeps_every_finished_chunk(tmp_path, sig, inherited):
+  """Ctrl-C or SIGTERM stops a sweep with every finished chunk kept, also one started with SIGINT ignored (a parent
+  that ignores Ctrl-C: Python then installs no KeyboardInterrupt handler of its own)."""
   out = tmp_path / "sweep"
-  proc = _start_and_wait(out, 3, stderr=subprocess.PIPE)
+  proc = _start_and_wait(out, 3, stderr=subprocess.PIPE, sigint=inherited)
   proc.send_signal(sig)  # the main process only (a terminal's Ctrl-C reaches the whole group; the workers ignore it)
   _, err = proc.communicate(timeout=120)
   assert proc.returncode == 130 and "interrupted" in err, err

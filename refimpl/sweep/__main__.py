@@ -72,6 +72,7 @@ def main_run(argv: list[str]) -> int:
   try: pool = open_pool(schedule.SweepWork(), args.jobs, {"run": args.timeout}, cluster=args.cluster)
   except (ImportError, ClusterError, OSError, ValueError) as e: return _usage(str(e))
   signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as Ctrl-C does: finished chunks are all on disk
+  signal.signal(signal.SIGINT, _interrupt)  # Ctrl-C stops it even when started with SIGINT ignored (Python then has no handler)
   t0 = time.monotonic()
   progress = schedule.ChunkProgress(total, done, remaining, args.quiet)
   outcome = schedule.run_tasks(tasks, pool, args.out, progress)
