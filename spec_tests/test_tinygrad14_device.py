@@ -11,7 +11,8 @@
   disagreement and saved as a reproducer (exit status 1), the same sum on values where the orders agree is not;
   `run --check CL` (pyopencl's OpenCL loader and PoCL) reports a multiply-add exactly when the device fused it;
 - the 0.10.1 commands refuse tinygrad 0.14 with exit status 2, naming the lines refimpl serves;
-- tinygrad 0.14's own test_tiny passes on the reference;
+- tinygrad 0.14's own test_tiny passes on the reference; `selftest --tests CHECKOUT` on REFIMPL gives tinygrad's CPU
+  (which tests use beside the default device) refimpl's clang, and saves each undefined kernel as a reproducer;
 - `--backend TINYGRAD:CPU` under 0.14 (refimpl.tinygrad.v0_14.backend: refimpl's programs exported to 0.14's kernel form,
   rendered, compiled and run by 0.14's CPU device): every CPU corpus kernel exports and renders, the ones run give the
   emulator's results but where tinygrad's C reassociates; a slice of the op suite passes but MAX-f32 (0.14 drops a
@@ -251,6 +252,44 @@ def test_tinygrads_own_tiny_tests_pass_on_the_reference(python14, tmp_path):
   assert passed >= 17, res.stdout[-2000:]
   for name, why in failed.items():
     assert shutil.which("clang") is None and "No such file or directory: 'clang'" in why, (name, why)
+
+
+CHECKOUT_TESTS = """
+from tinygrad import Tensor
+
+def test_cpu_beside_the_default_device():
+  assert (Tensor([1, 2, 3], device="CPU") + 1).tolist() == [2, 3, 4]
+
+def test_divides_by_zero():
+  print((Tensor([7, 7], dtype="int32") // Tensor([1, 0], dtype="int32")).numpy())
+"""
+
+
+def test_selftest_on_a_014_checkout_gives_tinygrads_cpu_its_toolchain_and_saves_each_undefined_kernel(python14, tmp_path):
+  """`selftest --tests CHECKOUT` under tinygrad 0.14 on REFIMPL: a test that uses tinygrad's CPU beside the default
+  device compiles there with refimpl's clang, as in the CPU run (tinygrad's disk cache off, so no earlier run's kernel
+  can stand in for the compile); where no clang exists at all it fails naming clang. An int division by zero (the spec:
+  CDIV by 0 is undefined) fails as undefined behaviour and its kernel is saved as a reproducer the page links."""
+  checkout = tmp_path / "tinygrad"
+  (checkout / "test").mkdir(parents=True)
+  (checkout / "test" / "test_mini.py").write_text(CHECKOUT_TESTS)
+  (checkout / "pyproject.toml").write_text('[project]\nname = "tinygrad"\nversion = "0.14.0"\n')
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  env.update(PYTHONPATH=str(ROOT), CACHELEVEL="0", CACHEDB=str(tmp_path / "cache.db"))
+  res = subprocess.run([python14, "-m", "refimpl.tinygrad", "selftest", "--tests", str(checkout), "--files", "test_mini.py",
+                        "--devices", "REFIMPL", "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=HANG_GUARD, cwd=tmp_path, env=env)
+  assert res.returncode == 0, res.stderr[-3000:]
+  md = (tmp_path / "out" / "tinygrad-0.14-selftest.md").read_text()
+  assert "test_divides_by_zero | undefined behaviour" in md, md
+  if _device_problem(python14, "CPU") is None:
+    assert "test_mini.py on REFIMPL: 1 passed, 1 failed, 0 skipped" in res.stderr, res.stderr[-3000:]
+  else:
+    assert "test_cpu_beside_the_default_device" in md and "clang" in md, md
+  saved = sorted((tmp_path / "out" / "tinygrad-selftest-undefined").glob("*.json"))
+  assert len(saved) == 1, saved
+  html_page = (tmp_path / "out" / "tinygrad-0.14-selftest.html").read_text()
+  assert f"tinygrad-selftest-undefined/{saved[0].name}" in html_page
 
 
 CAPTURED = """

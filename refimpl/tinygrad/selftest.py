@@ -126,11 +126,14 @@ def pytest_configure(config) -> None:
 
 
 def _configure_014(device: str) -> None:
-  """tinygrad 0.14: REFIMPL is refimpl.tinygrad.v0_14's device; any other is chosen by name (DEV), with the toolchain
+  """tinygrad 0.14: REFIMPL is refimpl.tinygrad.v0_14's device (with tinygrad's CPU prepared as for the CPU runs, since
+  tests use it beside the default device); any other is chosen by name (DEV), with the toolchain
   refimpl.tinygrad.v0_14.toolchain gives CPU and CL where the machine has none of its own."""
   if device == "REFIMPL":
-    from refimpl.tinygrad.v0_14.device import install
-    install(default=True)
+    from refimpl.tinygrad.v0_14.device import device_session
+    from refimpl.tinygrad.v0_14.pytest_device import install_for_tests
+    install_for_tests()
+    if os.environ.get(SAVE_ENV): device_session().save_undefined = Path(os.environ[SAVE_ENV])
     return
   from refimpl.tinygrad.v0_14.toolchain import use_device
   why = use_device(device)  # CPU gets refimpl's clang, CL pyopencl's PoCL, where the machine has no other

@@ -9,8 +9,14 @@ those tests fail as they would without refimpl)."""
 from __future__ import annotations
 
 
-def pytest_configure(config) -> None:
+def install_for_tests() -> None:
+  """REFIMPL becomes tinygrad 0.14's default device, with tinygrad's CPU given refimpl's clang first (tests use it beside
+  the default device; without it their results would depend on which kernels tinygrad's disk cache already holds)."""
   from refimpl.tinygrad.v0_14.device import install
   from refimpl.tinygrad.v0_14.toolchain import prepare_cpu
   prepare_cpu()
   install(default=True)
+
+
+def pytest_configure(config) -> None:
+  install_for_tests()
