@@ -292,6 +292,24 @@ def test_selftest_on_a_014_checkout_gives_tinygrads_cpu_its_toolchain_and_saves_
   assert f"tinygrad-selftest-undefined/{saved[0].name}" in html_page
 
 
+def test_selftests_defaults_under_014_name_its_devices_and_files_that_its_sources_hold(python14):
+  """Under tinygrad 0.14, `selftest` without --devices runs REFIMPL beside 0.14's CPU (CLANG's new name) and PYTHON, each
+  of which tinygrad 0.14 knows; without --files it runs test files that exist: test_tiny.py from the sdist, and from a
+  checkout test_tiny.py and the repository's backend/ emulator tests (0.14's layout)."""
+  try: root = fetch_sdist(version="0.14.0")
+  except RuntimeError as e: pytest.skip(f"tinygrad 0.14's sdist cannot be fetched here: {e}")
+  probe = ("import json; from refimpl.tinygrad.selftest import default_devices, default_files, line; "
+           "from tinygrad.device import ALL_DEVICES; v = line(); "
+           "print(json.dumps([v, default_devices(v), default_files(v, False), default_files(v, True), ALL_DEVICES]))")
+  res = subprocess.run([python14, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+  version, devices, sdist_files, checkout_files, known = json.loads(res.stdout)
+  assert version == "0.14.0" and devices[0] == "REFIMPL" and "CLANG" not in devices
+  assert all(d in known or d == "PYTHON" for d in devices[1:]), (devices, known)
+  assert sdist_files and all((root / "test" / f).is_file() for f in sdist_files), sdist_files
+  assert checkout_files[0] == "test_tiny.py" and all(f.startswith("backend/") for f in checkout_files[1:]), checkout_files
+
+
 CAPTURED = """
 import numpy as np
 from tinygrad import Tensor

@@ -18,7 +18,7 @@
                                       [--tests CHECKOUT]
       tinygrad's own tests (its sdist, fetched into a cache, or a checkout of the installed version) on each device, and
       the compatibility table
-      tinygrad-selftest.md / .html (refimpl.tinygrad.selftest)
+      tinygrad-selftest.md / .html, under 0.14 tinygrad-0.14-selftest.* with its defaults (refimpl.tinygrad.selftest)
 
 Under tinygrad 0.14, `run`, `run --check DEVICE` and `capture --device DEVICE` serve it (refimpl.tinygrad.v0_14: its
 REFIMPL device, check and capture; DEVICE PYTHON or CPU, whose clang refimpl.tinygrad.v0_14.toolchain provides).
@@ -58,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
   rep.add_argument("--backends", default="CLANG,LLVM,GPU,WEBGPU",
                    help="comma-separated tinygrad device names or module:Class (default CLANG,LLVM,GPU,WEBGPU)")
   st = sub.add_parser("selftest", help="tinygrad's own tests on REFIMPL and tinygrad's devices: a compatibility table")
-  st.add_argument("--files", help="comma-separated test files of tinygrad's test/ (default: refimpl.tinygrad.selftest.FILES)")
-  st.add_argument("--devices", default="REFIMPL,CLANG,PYTHON", help="comma-separated (default REFIMPL,CLANG,PYTHON)")
+  st.add_argument("--files", help="comma-separated test files of tinygrad's test/ (default: the installed line's set, "
+                  "refimpl.tinygrad.selftest.default_files)")
+  st.add_argument("--devices", help="comma-separated (default REFIMPL,CLANG,PYTHON; under tinygrad 0.14 REFIMPL,CPU,PYTHON)")
   st.add_argument("--out", type=Path, default=Path("docs/conformance"), help="output folder (default docs/conformance)")
   st.add_argument("--timeout", type=float, default=1200, help="seconds per test file and device (default 1200)")
   st.add_argument("--tests", type=Path, metavar="CHECKOUT",
@@ -68,9 +69,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def selftest_main(args: argparse.Namespace) -> int:
-  from refimpl.tinygrad.selftest import FILES, CheckoutError, line, page_name, refimpl_only, selftest
-  files = [f.strip() for f in args.files.split(",")] if args.files else list(FILES)
-  devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()]
+  from refimpl.tinygrad.selftest import CheckoutError, default_devices, default_files, line, page_name, refimpl_only, selftest
+  files = [f.strip() for f in args.files.split(",")] if args.files else list(default_files(line(), args.tests is not None))
+  devices = [d.strip().upper() for d in args.devices.split(",") if d.strip()] if args.devices else list(default_devices(line()))
   try:
     runs = selftest(files, devices, args.out, log=lambda line: print(line, file=sys.stderr, flush=True), timeout=args.timeout,
                     checkout=args.tests)

@@ -17,7 +17,8 @@
    red): it says nothing about the device. The runs are also saved as tinygrad-selftest.json, from which
    `rebuild_pages(DIR)` makes the pages again; each page names its commit, date, toolchains and command and links the
    undefined-behaviour reproducers it mentions.
-FILES are the test files that need neither torch nor tinygrad's `extra/` (which the sdist lacks).
+FILES are the test files that need neither torch nor tinygrad's `extra/` (which the sdist lacks); under tinygrad 0.14
+the defaults are its own (default_files, default_devices: CPU for CLANG).
 
 `--tests CHECKOUT` runs the tests of a tinygrad checkout the user has (its test/ folder, any file under it:
 `--files backend/test_dtype_alu.py` in 0.14's layout) instead of the sdist's: tinygrad 0.14's sdist ships only
@@ -42,6 +43,11 @@ VERSION = "0.10.1"  # the line whose tests run by default; under tinygrad 0.14 i
 FILES = ("test_tiny.py", "test_uops.py", "test_dtype_alu.py", "test_const_folding.py", "test_arange.py", "test_setitem.py",
          "test_assign.py", "test_symbolic_ops.py", "test_tensor_variable.py", "test_masked_st.py", "test_uop_graph.py")
 DEVICES = ("REFIMPL", "CLANG", "PYTHON")
+# tinygrad 0.14: its sdist ships only test_tiny.py; its repository's emulator test set (backend/) for --tests CHECKOUT
+FILES_014 = ("test_tiny.py",)
+CHECKOUT_FILES_014 = ("test_tiny.py", "backend/test_uops.py", "backend/test_dtype_alu.py", "backend/test_const_folding.py",
+                      "backend/test_tensor_variable.py", "backend/test_arange.py", "backend/test_setitem.py")
+DEVICES_014 = ("REFIMPL", "CPU", "PYTHON")  # 0.14 renamed CLANG to CPU
 DEVICE_ENV = "REFIMPL_SELFTEST_DEVICE"  # the device the plugin makes tinygrad's default in a test process
 SAVE_ENV = "REFIMPL_SELFTEST_SAVE"  # where the REFIMPL device saves a reproducer of each kernel with undefined behaviour
 
@@ -51,6 +57,19 @@ def line() -> str:
   from refimpl.tinygrad.lines import SUPPORTED, installed
   have = installed()
   return have if have in SUPPORTED else VERSION
+
+
+def default_files(version: str, checkout: bool) -> tuple[str, ...]:
+  """The test files run when --files is not given: 0.10.1's FILES; under 0.14 test_tiny.py from its sdist, from a
+  checkout (`checkout`) its repository's emulator test set."""
+  if version == VERSION: return FILES
+  return CHECKOUT_FILES_014 if checkout else FILES_014
+
+
+def default_devices(version: str) -> tuple[str, ...]:
+  """The devices run when --devices is not given: REFIMPL beside the line's C device (0.10.1 CLANG, 0.14 CPU) and
+  tinygrad's PYTHON emulator."""
+  return DEVICES if version == VERSION else DEVICES_014
 
 
 def page_name(version: str) -> str:
