@@ -384,6 +384,45 @@ def test_a_cast_to_fp8_saturates_as_tinygrad_014_converts(src, fp8, xs, want):
   assert same_value(got, np.array(want, np.float32)).all(), got.tolist()
 
 
+def _fp8_op_kernel(op: str, fp8: str, n: int, result: str) -> KernelRecord:
+  """out[i] = float(op(fp8(a[i]), fp8(b[i]))): float32 inputs CAST to `fp8` (rule 21), `op` on the fp8 values (of dtype
+  `result`: the fp8 dtype, or bool for a comparison), its result CAST to float32."""
+  k = Kernel14()
+  size = k.const(n)
+  out, a, b = (k.param(slot, n, size) for slot in range(3))
+  gid = k.add("SPECIAL", "int", (), "ALU", "gidx0", [size])
+  xs = [k.add("CAST", fp8, (), "ALU", None, [k.add("LOAD", "float", (), "ALU", None,
+                                                   [k.add("INDEX", "float", (), "GLOBAL", None, [buf, gid])])]) for buf in (a, b)]
+  value = k.add(op, result, (), "ALU", None, xs if op not in ("SQRT", "NEG") else xs[:1])
+  back = k.add("CAST", "float", (), "ALU", None, [value])
+  k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, gid]), back])
+  return k.record(global_size=(n, 1, 1))
+
+
+@pytest.mark.parametrize("op, fp8, a, b, want", [
+  ("MUL", "fp8e4m3", [13.0, 3.0], [13.0, 5.0], [176.0, 15.0]),        # 169 rounds to 176 (e4m3: 160, 176 its neighbours)
+  ("ADD", "fp8e4m3", [448.0, 1.0], [448.0, 0.0625], [448.0, 1.0]),     # 896 saturates to 448; 1.0625 ties to even 1.0
+  ("SUB", "fp8e5m2", [-57344.0, 1.0], [57344.0, 0.25], [-57344.0, 0.75]),  # -114688 saturates to -57344
+  ("FDIV", "fp8e4m3", [1.0, 1.0], [3.0, 0.0], [0.34375, NAN]),         # 1/3 rounds to 0.34375; 1/0 = inf: e4m3 NaN
+  ("MAX", "fp8e5m2", [-1.0, 2.0], [-2.0, 3.0], [-1.0, 3.0]),
+  ("SQRT", "fp8e4m3", [2.0, 9.0], [0.0, 0.0], [1.375, 3.0]),           # 1.414 rounds to 1.375
+  ("NEG", "fp8e4m3", [448.0, 0.0], [0.0, 0.0], [-448.0, -0.0]),
+  ("CMPLT", "fp8e4m3", [1.0, 2.0], [1.125, 2.0], [1.0, 0.0]),
+  ("CMPEQ", "fp8e5m2", [1.0, 1.0], [1.0, 1.25], [1.0, 0.0]),
+])
+def test_fp8_arithmetic_computes_in_float32_and_rounds_once_saturating(op, fp8, a, b, want):
+  """Rule 22: an ALU op on fp8 values is computed on the values CAST to float32 and an fp8 result rounds once back to
+  fp8 (to nearest even), saturating as rule 21 converts (a finite result beyond the largest finite value is +-L; an
+  infinity is fp8e4m3's NaN); a comparison compares the float32 values. The expected values are that rule's."""
+  result = "bool" if op.startswith("CMP") else fp8
+  tr = translate(_fp8_op_kernel(op, fp8, len(a), result))
+  assert "fp8-arithmetic" in tr.fired
+  assert not any(u.dtype.scalar() in (dtypes.fp8e4m3, dtypes.fp8e5m2) for u in tr.program.uops if u.op not in (Ops.CAST,))
+  buffers = [np.zeros(len(a), np.float32), np.array(a, np.float32), np.array(b, np.float32)]
+  got = emulate(tr.program, buffers).buffers[0]
+  assert same_value(got, np.array(want, np.float32)).all(), got.tolist()
+
+
 def test_an_int64_index_is_refused_naming_the_uop():
   """refimpl's INDEX takes an int32 index (the IR's index-dtype rule); 0.14 indexes with int64 only where int32 would
   overflow (buffers past 2^31 elements): such a kernel is a TranslationError naming the tinygrad uop, never a wrap."""

@@ -35,6 +35,9 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
                       refimpl's ops, then CAST (refimpl's rule: one rounding; an infinity stays one, so fp8e4m3's NaN and
                       fp8e5m2's inf; NaN stays NaN). The program so spells the saturating rule it chooses; refimpl's
                       CAST alone overflows to inf (fp8e4m3: NaN), tinygrad 0.10.1's rule
+  22 fp8-arithmetic   an ALU op on fp8 values (refimpl keeps fp8 storage and casts only) computes on them CAST to
+                      float32 (exact), and an fp8 result is CAST back saturating (rule 21): one rounding, as 0.14's
+                      renderers lower fp8 arithmetic; a comparison compares the float32 values
 
 DEFINE_GLOBALs are numbered in list order, which is the order the kernel is called with its buffers.
 
@@ -190,11 +193,13 @@ def rule_lane_index(c: _Ctx, i: int, r: Rec) -> None:
 
 def rule_cmpeq(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 12: CMPEQ (a, b) is XOR (CMPNE (a, b), true)."""
-  dt = _value_dtype(i, r)
-  ne = c.emit(i, Ops.CMPNE, dt, tuple(c.ref(i, s) for s in r.src))
+  _cmpeq(c, i, _value_dtype(i, r), [c.ref(i, s) for s in r.src])
+
+def _cmpeq(c: _Ctx, i: int, dt: DType, srcs: list[int]) -> int:
+  ne = c.emit(i, Ops.CMPNE, dt, tuple(srcs))
   true = c.emit(i, Ops.CONST, dtypes.bool, (), True)
   if dt.count > 1: true = c.emit(i, Ops.VECTORIZE, dt, (true,) * dt.count)
-  c.emit(i, Ops.XOR, dt, (ne, true))
+  return c.emit(i, Ops.XOR, dt, (ne, true))
 
 def rule_renamed_op(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 11: RECIPROCAL is RECIP, CDIV is IDIV, CMOD is MOD (both truncate toward zero, as C does), STACK is
@@ -218,22 +223,45 @@ def _clamp(c: _Ctx, i: int, x: int, dt: DType, bound: float | int, above: bool) 
     beyond = c.emit(i, Ops.AND, flags, (beyond, finite))
   return c.emit(i, Ops.WHERE, dt, (beyond, limit, x))
 
-def rule_fp8_saturate(c: _Ctx, i: int, r: Rec) -> None:
-  """Rule 21: CAST x to fp8 saturates (tinygrad 0.14's float_to_fp8): a finite x beyond the largest finite value L
-  becomes +-L, then refimpl's CAST rounds it (an infinity stays one, NaN stays NaN). An fp8 x is CAST to float32 first
-  (exact: fp8 is storage and casts only); a bool or an int whose range lies within +-L needs no clamp."""
-  dt, x = _value_dtype(i, r), c.ref(i, r.src[0])
+def _saturating_cast(c: _Ctx, i: int, x: int, dt: DType) -> int:
+  """Refimpl value x CAST to the fp8 dtype dt as tinygrad 0.14 converts (rule 21); the index of the result."""
   src = c.out[x].dtype
-  if src.scalar() in FP8_LARGEST:
-    src = dtypes.float32.vec(src.count) if src.count > 1 else dtypes.float32
-    x = c.emit(i, Ops.CAST, src, (x,))
+  if src.scalar() in FP8_LARGEST: x = c.emit(i, Ops.CAST, _widened(src), (x,))
+  src = c.out[x].dtype
   largest = FP8_LARGEST[dt.scalar()]
   if dtypes.is_float(src.scalar()):
     x = _clamp(c, i, _clamp(c, i, x, src, largest, True), src, -largest, False)
   elif dtypes.is_int(src.scalar()):
     if dtypes.max(src.scalar()) > largest: x = _clamp(c, i, x, src, int(largest), True)
     if dtypes.min(src.scalar()) < -largest: x = _clamp(c, i, x, src, -int(largest), False)
-  c.emit(i, Ops.CAST, dt, (x,))
+  return c.emit(i, Ops.CAST, dt, (x,))
+
+def _widened(dt: DType) -> DType:
+  """float32 of dt's width: every fp8 value is a float32 value (fp8 is storage and casts only in refimpl's spec)."""
+  return dtypes.float32.vec(dt.count) if dt.count > 1 else dtypes.float32
+
+def rule_fp8_saturate(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 21: CAST x to fp8 saturates (tinygrad 0.14's float_to_fp8): a finite x beyond the largest finite value L
+  becomes +-L, then refimpl's CAST rounds it (an infinity stays one, NaN stays NaN). An fp8 x is CAST to float32 first
+  (exact: fp8 is storage and casts only); a bool or an int whose range lies within +-L needs no clamp."""
+  _saturating_cast(c, i, c.ref(i, r.src[0]), _value_dtype(i, r))
+
+def rule_fp8_arithmetic(c: _Ctx, i: int, r: Rec) -> None:
+  """Rule 22: an ALU op on fp8 values computes on them widened to float32 (exact) and rounds an fp8 result once back
+  to fp8, saturating (rule 21), as tinygrad 0.14's renderers lower fp8 arithmetic (create_non_native_float_pats).
+  Its emulator computes in float64 and rounds once: the same fp8 for ADD, SUB, MUL, FDIV and SQRT, whose float32
+  result is correctly rounded and float32 holds more than 2p + 2 of fp8's p bits (a second rounding then cannot
+  change the first's result). A comparison compares the widened values."""
+  srcs = []
+  for s in r.src:
+    x = c.ref(i, s)
+    if c.out[x].dtype.scalar() in FP8_LARGEST: x = c.emit(i, Ops.CAST, _widened(c.out[x].dtype), (x,))
+    srcs.append(x)
+  dt = _value_dtype(i, r)
+  if r.op == "CMPEQ": return _cmpeq(c, i, dt, srcs)
+  wide = _widened(dt) if dt.scalar() in FP8_LARGEST else dt
+  x = c.emit(i, Ops[RENAMED.get(r.op, r.op)], wide, tuple(srcs), r.arg)
+  if wide != dt: _saturating_cast(c, i, x, dt)
 
 def rule_range_start(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 13: RANGE (end) is RANGE (0, end), its id the axis id; END (x, RANGE) is ENDRANGE (RANGE)."""
@@ -261,7 +289,8 @@ TRANSLATION_RULES: dict[str, Callable] = {
   "ordering-alias": rule_ordering_alias, "no-op": rule_no_op, "shrink-vector": rule_shrink_vector,
   "lane-index": rule_lane_index, "renamed-op": rule_renamed_op, "cmpeq": rule_cmpeq, "range-start": rule_range_start,
   "order-srcs": rule_order_srcs, "special-size": rule_special_size,
-  "concrete-const": rule_concrete_const, "core-id": rule_core_id, "fp8-saturate": rule_fp8_saturate}
+  "concrete-const": rule_concrete_const, "core-id": rule_core_id, "fp8-saturate": rule_fp8_saturate,
+  "fp8-arithmetic": rule_fp8_arithmetic}
 
 
 # ***** memory: plain, vector (rule 9) and accumulator (rule 6) accesses *****
@@ -300,12 +329,19 @@ def _store(c: _Ctx, i: int, r: Rec) -> None:
 
 # ***** the walk *****
 
+FP8_ARITHMETIC = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "NEG", "TRUNC", "RECIPROCAL", "ADD", "SUB", "MUL", "FDIV", "MAX",
+                            "MULACC", "CMPLT", "CMPNE", "CMPEQ", "WHERE"})  # the ALU ops rule 22 computes on fp8
+
+def _is_fp8(c: _Ctx, j: int) -> bool:
+  return j in c.to_ref and c.out[c.to_ref[j]].dtype.scalar() in FP8_LARGEST
+
 def _rule_of(c: _Ctx, r: Rec) -> str | None:
   """The rule that translates uop r, or None when it maps one to one."""
   op, space = r.op, r.addrspace
   if op == "CONST": return "weak-const" if r.dtype in WEAK else "concrete-const"
   if op == "CAST" and r.src and r.src[0] in c.weak: return "typed-const"
   if op == "CAST" and getattr(dtypes, r.dtype, None) in FP8_LARGEST: return "fp8-saturate"
+  if op in FP8_ARITHMETIC and any(_is_fp8(c, j) for j in r.src): return "fp8-arithmetic"
   if op == "PARAM" and space == "ALU": return "core-id" if r.arg.get("name") == "core_id" else "param-var"
   if op == "PARAM": return "param-buffer"
   if op == "BUFFER": return {"LOCAL": "local-buffer", "REG": "reg-accumulator"}.get(space or "")
