@@ -423,6 +423,25 @@ def test_fp8_arithmetic_computes_in_float32_and_rounds_once_saturating(op, fp8, 
   assert same_value(got, np.array(want, np.float32)).all(), got.tolist()
 
 
+@pytest.mark.parametrize("fp8, values, want", [
+  ("fp8e4m3", [1.4427, 500.0, -1e9, INF, NAN], [1.5, 448.0, -448.0, NAN, NAN]),
+  ("fp8e5m2", [0.6931, 60000.0, -INF], [0.75, 57344.0, -INF]),
+])
+def test_an_fp8_constant_saturates_as_a_cast_to_fp8_does(fp8, values, want):
+  """Rule 2 for fp8: a weak CONST typed as fp8 is rounded once to nearest even, a finite value past the largest finite
+  +-L made +-L first (rule 21's saturation, tinygrad 0.14's float_to_fp8); an infinity is fp8e4m3's NaN. The values are
+  that rule's (1.4427 lies nearer 1.5 than 1.375 in e4m3; 0.6931 nearer 0.75 than 0.625 in e5m2)."""
+  n = len(values)
+  k = Kernel14()
+  size = k.const(n)
+  out = k.param(0, n, size)
+  for lane, v in enumerate(values):
+    back = k.add("CAST", "float", (), "ALU", None, [k.const(v, fp8)])
+    k.add("STORE", "void", (), "GLOBAL", None, [k.add("INDEX", "float", (), "GLOBAL", None, [out, k.const(lane)]), back])
+  tr = translate(k.record())
+  got = emulate(tr.program, [np.zeros(n, np.float32)]).buffers[0]
+  assert same_value(got, np.array(want, np.float32)).all(), got.tolist()
+
 def test_an_int64_index_is_refused_naming_the_uop():
   """refimpl's INDEX takes an int32 index (the IR's index-dtype rule); 0.14 indexes with int64 only where int32 would
   overflow (buffers past 2^31 elements): such a kernel is a TranslationError naming the tinygrad uop, never a wrap."""

@@ -6,7 +6,7 @@ below renames them. Where 0.14's form departs from refimpl's IR one of these rul
 
    1 weak-const       a CONST of a weak type (weakint, weakfloat) emits nothing: the CAST that types it is the CONST
    2 typed-const      CAST of a weak CONST is a CONST of the CAST's dtype (a float rounded as tinygrad's C renderers
-                      round a literal; an int wrapped as C's `-1u`)
+                      round a literal, an fp8 one saturating as rule 21; an int wrapped as C's `-1u`)
    3 param-buffer     PARAM in GLOBAL memory is DEFINE_GLOBAL, numbered in list order, T.ptr(its element count)
    4 param-var        PARAM in the ALU space (a symbolic variable) is DEFINE_VAR (name, min, max)
    5 local-buffer     BUFFER in LOCAL memory is DEFINE_LOCAL, T.ptr(size, local=True)
@@ -125,14 +125,23 @@ def rule_weak_const(c: _Ctx, i: int, r: Rec) -> None:
 def _typed(i: int, dt: DType, value: float | int) -> float | int | bool:
   if dt == dtypes.bool: return bool(value)
   if dtypes.is_int(dt): return int(truncate[dt](int(value)))
+  if dt in FP8_LARGEST: return _fp8_const(dt, float(value))
   if math.isnan(value) or math.isinf(value): return float(value)
   rnd = FLOAT_CONST_ROUNDING.get(dt)
   if rnd is None: raise TranslationError(i, "CAST", f"no known rendering of a {dt!r} constant")
   return rnd(float(value))
 
+def _fp8_const(dt: DType, value: float) -> float:
+  """An fp8 constant as tinygrad 0.14 types one (its float_to_fp8, as rule 21 converts): a finite value past +-L is
+  +-L, then one rounding to nearest even; an infinity is fp8e4m3's NaN, fp8e5m2's inf; NaN stays NaN."""
+  largest = FP8_LARGEST[dt]
+  if math.isfinite(value): value = max(-largest, min(largest, value))
+  return float(truncate[dt](value))
+
 def rule_typed_const(c: _Ctx, i: int, r: Rec) -> None:
   """Rule 2: CAST of a weak CONST is a CONST of the CAST's dtype: a float rounded as tinygrad's C renderers round a
-  literal (to nearest even through float32 for float32, half and bfloat16), an int wrapped modulo 2**bits."""
+  literal (to nearest even through float32 for float32, half and bfloat16; an fp8 one saturating, _fp8_const), an int
+  wrapped modulo 2**bits."""
   dt = _scalar(i, r)
   c.emit(i, Ops.CONST, dt, (), _typed(i, dt, c.weak[r.src[0]]))
 
