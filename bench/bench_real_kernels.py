@@ -41,10 +41,11 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere in a checkout
 
-from refimpl.dtype import dtypes, to_np  # noqa: E402
+from refimpl.dtype import DType, dtypes, to_np  # noqa: E402
+from refimpl.emulator import alu  # noqa: E402
 from refimpl.emulator.machine import emulate  # noqa: E402
 from refimpl.fuzz.corpus import load_finding  # noqa: E402
-from refimpl.ir import Ops, Program, program_from_json, program_to_json  # noqa: E402
+from refimpl.ir import GroupOp, Ops, Program, program_from_json, program_to_json  # noqa: E402
 from refimpl.runner import Kernel  # noqa: E402
 
 KERNELS = ROOT / "bench" / "kernels"
@@ -108,20 +109,23 @@ def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]
 
 FLOAT_ALU = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
 
-INT_ALU = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max,
-           Ops.IDIV: lambda a, b: (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1),
-           Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b}
+def _int_alu(op: Ops, dtype: DType, args: list[int]) -> int | None:
+  """An integer ALU op on one lane of known operands by refimpl's own rule (alu.exec_alu); None where the rule leaves
+  it undefined."""
+  out = alu.exec_alu(op, dtype, *(np.array([a], to_np(dtype)) for a in args))
+  return None if out.undefined is not None and out.undefined.any() else int(out.values[0])
 
 def float_ops(program: Program, vals: tuple[int, ...]) -> int | None:
   """The float operations one launch executes: each float ALU uop (MULACC: two) times its vector width, the trip counts
-  of the RANGEs around it (bounds: constants, DEFINE_VARs and integer ADD, SUB, MUL, MAX, IDIV and shifts of them) and
-  the launch's work items; None where a bound is anything else."""
+  of the RANGEs around it (bounds: constants, DEFINE_VARs and integer ALU ops of them, by refimpl's rules: `_int_alu`)
+  and the launch's work items; None where a bound is anything else."""
   var = {i: v for i, v in zip((i for i, u in enumerate(program.uops) if u.op is Ops.DEFINE_VAR), vals)}
   def value(j: int) -> int | None:
     u = program.uops[j]
     if j in var or u.op is Ops.CONST: return var[j] if j in var else int(u.arg)
+    if u.op not in GroupOp.ALU or u.dtype is None or u.dtype.count != 1 or not dtypes.is_int(u.dtype): return None
     args = [value(s) for s in u.src]
-    return INT_ALU[u.op](*args) if u.op in INT_ALU and None not in args else None
+    return None if None in args else _int_alu(u.op, u.dtype, args)
   trips, total = [1], 0
   for u in program.uops:
     if u.op is Ops.RANGE:
