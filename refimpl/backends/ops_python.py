@@ -47,9 +47,12 @@ class EmulatedProgram:
 
   def __call__(self, *bufs, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-    start = time.perf_counter()
+    """One launch; with wait, the seconds its run took: the run alone (`run`), as a compiled device's time is its
+    kernel's alone, not the launch's preparation (`launched`: checks, a translation on a first launch; the views)."""
     program = self.launched(bufs, global_size, local_size)
-    self.run(program, views(program.signature, bufs), tuple(vals))
+    arrays = views(program.signature, bufs)
+    start = time.perf_counter()
+    self.run(program, arrays, tuple(vals))
     return time.perf_counter() - start if wait else None
 
 class PythonProgram(EmulatedProgram):
