@@ -28,8 +28,9 @@ from refimpl.emulator.memory import (
   track_store,
   write,
 )
-from refimpl.emulator.plan import Kind
+from refimpl.emulator.plan import Kind, Plan
 from refimpl.emulator.state import Handler, Machine
+from refimpl.emulator.straight import Step, StepMaker
 from refimpl.emulator.ub import UB
 from refimpl.emulator.values import Ref, Value, carried_levels, chosen_levels, either, lanewise, on_lane, with_levels
 from refimpl.ir import MOVE, UOp
@@ -137,7 +138,8 @@ def _index_at(m: Machine, ref: Ref, lane: int) -> int:
   """The index of an access on `lane` (for a report)."""
   form = m.plan.forms.get(ref.idx)
   if form is None: return int(on_lane(m.value_of(ref.idx).v, lane))
-  return int(np.broadcast_to(m.control.grid.evaluate(*m.place(form)), (m.control.grid.lanes,))[lane])
+  grid = m.control.grid
+  return int(np.broadcast_to(grid.evaluate(*grid.place(form, m.loops, m.axes)), (grid.lanes,))[lane])
 
 def _alternative(gate: Value, loaded: Value, alt: Value) -> Value:
   """A gated LOAD's value: what it loaded where the gate is true, its alternative where false. Its levels are those of
@@ -211,11 +213,13 @@ def _per_element(x: np.ndarray, lanes: np.ndarray, shape: tuple[int, ...], grid:
   return np.broadcast_to(x, (grid.lanes,) + x.shape[1:])[lanes].reshape(shape)
 
 def _in_bounds(m: Machine, mem: Memory, form: tuple, count: int) -> tuple[tuple[int, ...], int] | None:
-  """Where an access through affine `form` lands (Machine.place) when it is in bounds on every lane and nothing about
-  it is uncertain (no phantom lanes, no levels in memory); None elsewhere."""
-  if mem.cert is not None or m.control.phantom is not None: return None
-  coef, off = m.place(form)
-  lo, hi = m.control.grid.span(coef, off)
+  """Where an access through affine `form` lands (Grid.place) when it is in bounds on every lane and nothing about it
+  is uncertain (no phantom lanes, no levels in memory); None elsewhere."""
+  control = m.control
+  if mem.cert is not None or control.phantom is not None: return None
+  grid = control.grid
+  coef, off = grid.place(form, m.loops, m.axes)
+  lo, hi = grid.span(coef, off)
   return None if lo < 0 or hi > mem.size - count else (coef, off)
 
 def _plain_read(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
@@ -253,7 +257,7 @@ def addresses(m: Machine, ref: Ref, count: int, lanes: np.ndarray) -> tuple[np.n
   mem, grid = ref.mem, m.control.grid
   form = m.plan.forms.get(ref.idx)
   if form is not None:
-    idx, ok = grid.evaluate(*m.place(form)), lanes
+    idx, ok = grid.evaluate(*grid.place(form, m.loops, m.axes)), lanes
   else:
     x = m.value_of(ref.idx)
     idx, ok = x.v, lanes if x.cert is None else lanes & (x.cert != UNDEFINED)
@@ -270,7 +274,7 @@ def locate(m: Machine, i: int, u: UOp, ref: Ref, count: int, live: np.ndarray | 
   form = m.plan.forms.get(ref.idx)
   bad = None
   if form is not None:
-    coef, off = m.place(form)
+    coef, off = grid.place(form, m.loops, m.axes)
     lo, hi = grid.span(coef, off)
     if lo >= 0 and hi <= limit:
       if mem.local: coef = tuple(a + b for a, b in zip(coef, mem.base_coef + (0,) * (len(coef) - 6)))
@@ -332,6 +336,40 @@ def thread_name(m: Machine, tid: int) -> str:
   return "several threads" if tid > -3 else f"of workgroup {-3 - tid} (before that workgroup's barrier)"
 
 
+# ***** steps: INDEX and a plain access as steps of a straight-line stretch (straight.py), their handlers' paths *****
+
+def _index_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[int], bool]) -> Step:
+  """INDEX's step: the Ref its handler makes."""
+  buf, idx = u.src
+  def index(m: Machine, env: list) -> None: env[i] = Ref(env[buf], idx)
+  return index
+
+def _load_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[int], bool]) -> Step | None:
+  """A plain LOAD's step (Plan.plain_accesses): the handler's view of memory (`_plain_read`) where it is found, else
+  the handler; None (the handler's step) for any other LOAD."""
+  form = plan.plain_accesses[i]
+  if form is None: return None
+  buf, count = plan.uops[u.src[0]].src[0], u.dtype.count  # the DEFINE_GLOBAL: its env entry is the Memory
+  def plain_load(m: Machine, env: list) -> None:
+    v = _plain_read(m, env[buf], form, count)
+    if v is None: handler(m, i, u)
+    else: env[i] = Value(v)
+  return plain_load
+
+def _store_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[int], bool]) -> Step | None:
+  """A plain STORE's step (Plan.plain_accesses): the handler's write through a view of memory (`_plain_write`) where
+  the value is exact and the view is found, else the handler; None (the handler's step) for any other STORE."""
+  form = plan.plain_accesses[i]
+  if form is None: return None
+  buf, a = plan.uops[u.src[0]].src[0], u.src[1]
+  count, da = plan.uops[a].dtype.count, direct(a)
+  def plain_store(m: Machine, env: list) -> None:
+    x = env[a] if da else m.value_of(a)
+    if x.cert is not None or not _plain_write(m, env[buf], form, count, x.v): handler(m, i, u)
+  return plain_store
+
+
 HANDLERS: dict[Kind, Handler] = {
   Kind.DEFINE_GLOBAL: _define_global, Kind.DEFINE_LOCAL: _define_local, Kind.INDEX: _index, Kind.LOAD: _load,
   Kind.STORE: _store, Kind.BARRIER: _barrier}
+STEPS: dict[Kind, StepMaker] = {Kind.INDEX: _index_step, Kind.LOAD: _load_step, Kind.STORE: _store_step}

@@ -22,6 +22,7 @@ count of its own iteration.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,7 @@ def _range(m: Machine, i: int, u: UOp) -> int:
   loop = m.plan.lane_loops.get(i)
   exact = all(x.v.shape[0] == 1 and x.cert is None for x in (s, e))
   if settings.LOOPS_AS_LANES and loop is not None and exact and m.control.phantom is None and int(e.v[0]) - int(s.v[0]) >= 2:
-    lane = m.control.grid.lanes * m.plan.lane_bytes * _inner_trips(m, loop)
+    lane = m.control.grid.lanes * m.plan.lane_bytes * (1 if loop.nested is None else _inner_trips(m, loop))
     per = settings.LANE_MEMORY // lane
     if per >= 2:
       per = max(2, min(per, settings.LOOP_CHUNK_MEMORY // lane))
@@ -94,7 +95,8 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   if loop.nested is not None: n *= _inner_trips(m, loop)  # the fold runs over both loops' iterations (loops._nested_loop)
   m.regions.append((i, {}))  # the folds' findings join the loop's
   try:
-    tiled = _fold_tile(m, loop, from_memory if from_memory is not None else _tile_steps(m, loop, terms, n, lanes))
+    tiled = set() if loop.outer is None else _fold_tile(m, loop, from_memory if from_memory is not None
+                                                        else _tile_steps(m, loop, terms, n, lanes))
     for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
       if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
@@ -109,7 +111,7 @@ def _lanes_body(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> tuple
   end, lanes = m.plan.block_end[i], outer.grid.lanes
   grid = outer.grid.extend(n, loop.iteration_major)
   def rep(mask: np.ndarray | None) -> np.ndarray | None: return None if mask is None or mask.shape[0] == 1 else grid.spread(mask)
-  handlers, nested = _skipping(outer.handlers, loop.folded), []
+  handlers, nested = _skipping(m, outer.handlers, loop.folded), []
   if loop.nested is not None:
     handlers = list(handlers)
     handlers[loop.nested] = lambda m, j, u: _nested_body(m, j, m.plan.lane_loops[j], nested)
@@ -118,9 +120,9 @@ def _lanes_body(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> tuple
   m.env[i] = LAZY
   m.regions.append((i, {}))
   try:
-    from_memory = _memory_tile(m, loop, lanes)
+    from_memory = None if loop.outer is None or loop.outer.memory is None else _memory_tile(m, loop, lanes)
     if from_memory is not None:
-      m.control = m.control._replace(handlers=_skipping(outer.handlers, loop.folded | loop.outer.memory.ops))
+      m.control = m.control._replace(handlers=_skipping(m, outer.handlers, loop.folded | loop.outer.memory.ops))
     m.run(i + 1, end)
     skipped = set(loop.outer.scans) if from_memory is not None else set()
     terms = nested if loop.nested is not None else [None if k in skipped else [_chain_term(m, step) for step in scan.steps]
@@ -177,9 +179,14 @@ def _memory_chunk(m: Machine, i: int, loop: LaneLoop, s: int, e: int, per: int) 
     m.control = outer
   return max(per, settings.LOOP_CHUNK_MEMORY // (lanes * m.plan.tile_lane_bytes[i])) if ready else per
 
-def _skipping(handlers: list[Handler], skip: frozenset[int]) -> list[Handler]:
-  """The handler table with the ops in `skip` (the ones a loop run as lanes leaves to its folds) doing nothing."""
-  return [_skip if j in skip else h for j, h in enumerate(handlers)] if skip else handlers
+def _skipping(m: Machine, handlers: Sequence[Handler], skip: frozenset[int]) -> Sequence[Handler]:
+  """The handler table with the ops in `skip` (the ones a loop run as lanes leaves to its folds) doing nothing; made
+  once per table and `skip` (Plan.skipping keeps the last one made for each `skip`)."""
+  if not skip: return handlers
+  made = m.plan.skipping.get(skip)
+  if made is None or made[0] is not handlers:
+    made = m.plan.skipping[skip] = (handlers, [_skip if j in skip else h for j, h in enumerate(handlers)])
+  return made[1]
 
 def _chain_term(m: Machine, step: Step) -> Value | Product:
   """A chain step's term at the end of its loop's body: its value; for a product the fold makes itself (Step.product),

@@ -10,11 +10,12 @@ from __future__ import annotations
 from refimpl.emulator import access, blocks, compute, settings
 from refimpl.emulator.plan import OP_KINDS, Kind, Plan
 from refimpl.emulator.state import Handler
-from refimpl.emulator.straight import compile_stretches
+from refimpl.emulator.straight import StepMaker, compile_stretches
 from refimpl.ir import Ops
 
 HANDLERS: dict[Kind, Handler] = {**compute.HANDLERS, **access.HANDLERS, **blocks.HANDLERS}
 assert set(HANDLERS) == set(Kind), "every kind needs a handler"
+STEPS: dict[Kind, StepMaker] = dict(access.STEPS)  # kinds whose path has a step of its own (straight.compile_stretch)
 OP_HANDLERS: dict[Ops, Handler] = {op: HANDLERS[kind] for op, kind in OP_KINDS.items()}
 
 
@@ -25,5 +26,5 @@ def handler_table(plan: Plan) -> list[Handler]:
   plan.runs += 1
   if plan.handlers is None: plan.handlers = [HANDLERS[kind] for kind in plan.kinds]
   if settings.STRAIGHT_FROM is None or plan.runs < settings.STRAIGHT_FROM: return plan.handlers
-  if plan.straight is None: plan.straight = compile_stretches(plan, plan.handlers)
+  if plan.straight is None: plan.straight = compile_stretches(plan, plan.handlers, STEPS)
   return plan.straight

@@ -311,6 +311,24 @@ class Grid:
     if not self.base: return off  # the launch itself, or its first chunk: the origin is 0 on every axis
     return off + sum(c * o for c, o in zip(coef, self.origin))
 
+  def place(self, form: tuple, counters: dict[int, int], axes: dict[int, tuple[int, int]]) -> tuple[tuple[int, ...], int]:
+    """An affine form (coefficients on the launch's six axes, (RANGE, coefficient) pairs, offset) on this grid: (a
+    coefficient per grid axis, offset in this chunk's coordinates). A loop run sequentially puts its counter now
+    (`counters`: RANGE -> counter) times its coefficient in the offset; a loop run as lanes (`axes`: RANGE -> (its grid
+    axis, its first counter)) puts its coefficient on its axis and its first counter times it in the offset."""
+    coef, loops, off = form
+    off = self.shifted(coef, off)
+    extra = len(self.sizes) - 6  # the axes of loops run as lanes
+    if not loops: return (coef + (0,) * extra if extra else coef), off
+    on_axis = [0] * extra
+    for r, c in loops:
+      if r in axes:
+        axis, start = axes[r]
+        on_axis[axis - 6] += c
+        off += c * start
+      else: off += c * counters[r]
+    return coef + tuple(on_axis), off
+
   def iteration(self, lanes: np.ndarray) -> np.ndarray:
     """The iteration of each lane in the loops run as lanes, flat in C order over their sizes, outermost loop first
     (the sequential order of iterations; 0 when there are none)."""

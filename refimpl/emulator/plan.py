@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import functools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -159,6 +159,8 @@ class Plan:
     self.handlers: list[Callable] | None = None
     self.straight: list[Callable] | None = None
     self.runs = 0
+    # blocks._skipping's tables: (ops skipped) -> (the table they were made from, that table with them doing nothing)
+    self.skipping: dict[frozenset[int], tuple[Sequence[Callable], list[Callable]]] = {}
 
   def _choose_kinds(self) -> None:
     """Plan.kinds: each uop's Kind, and the rules the refined kinds bind (ufuncs, constant_rules, conversions)."""

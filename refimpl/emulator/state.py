@@ -153,7 +153,9 @@ class Machine:
     loop run as lanes, a value from before it is repeated for the loop's lanes)."""
     j = self.alias[j]
     x = self.env[j]
-    if x is LAZY: self.keep(j, Value(self.control.grid.evaluate(*self.place(self.plan.forms[j])).astype(np.int32)))
+    if x is LAZY:
+      grid = self.control.grid
+      self.keep(j, Value(grid.evaluate(*grid.place(self.plan.forms[j], self.loops, self.axes)).astype(np.int32)))
     elif self.regions and x.__class__ is Value and len(x.v) not in (1, self.control.grid.lanes):
       self.keep(j, _repeated(x, self.control.grid))
     else: return x
@@ -163,22 +165,6 @@ class Machine:
     """Sets uop j's value; one from before the innermost loop run as lanes is put back when that loop ends."""
     if self.regions and j < self.regions[-1][0]: self.regions[-1][1].setdefault(j, self.env[j])
     self.env[j] = x
-
-  def place(self, form: tuple) -> tuple[tuple[int, ...], int]:
-    """An affine form on the current grid: (a coefficient per grid axis, offset), loop counters filled in."""
-    coef, loops, off = form
-    grid = self.control.grid
-    off = grid.shifted(coef, off)
-    extra = len(grid.sizes) - 6  # the axes of loops run as lanes
-    if not loops: return (coef + (0,) * extra if extra else coef), off
-    on_axis = [0] * extra
-    for r, c in loops:
-      if r in self.axes:
-        axis, start = self.axes[r]
-        on_axis[axis - 6] += c
-        off += c * start
-      else: off += c * self.loops[r]
-    return coef + tuple(on_axis), off
 
   # ***** undefined behaviour *****
 

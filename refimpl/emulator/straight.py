@@ -7,11 +7,13 @@ plan; the handler table then holds it at the stretch's first op, and it returns 
 block's handler does.
 
 A step of an op with an exact path (Plan.exact) runs that path where its operands are exact and calls the op's handler
-otherwise (`exact_step`: the path compute.run_exact runs in the handler); any other op's step calls its handler. A step
-reads an operand an earlier step of the stretch made (a plain Value: its kind is one of plan.VALUES) straight from the
-env, and any other through Machine.value_of (lazy forms, values repeated into a loop's lanes, registers, which an
-ASSIGN of the stretch may change). Nothing is compiled from text: making a plan's steps costs about what one run of
-its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
+otherwise (`exact_step`: the path compute.run_exact runs in the handler). A kind whose module declares a step maker
+(access.STEPS, handed in by dispatch.py: INDEX, and a plain LOAD or STORE, which reads or writes the view of memory
+its handler would and calls the handler where it finds none) runs that step; any other op's step calls its handler.
+A step reads an operand an earlier step of the stretch made (a plain Value: its kind is one of plan.VALUES) straight
+from the env, and any other through Machine.value_of (lazy forms, values repeated into a loop's lanes, registers,
+which an ASSIGN of the stretch may change). Nothing is compiled from text: making a plan's steps costs about what one
+run of its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
 the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
 
 A loop that runs as lanes skips the ops its folds compute (loops.LaneLoop.folded), and the loads a tile's fold reads
@@ -20,13 +22,16 @@ still reaches them one by one.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from refimpl.emulator.plan import QUIET, VALUES, Plan
+from refimpl.emulator.plan import QUIET, VALUES, Kind, Plan
 from refimpl.emulator.state import Handler, Machine
 from refimpl.ir import GroupOp, UOp
 
 Step = Callable[[Machine, list], None]  # (machine, its env) -> None: one op of a stretch
+# (plan, op index, uop, its handler, direct) -> the op's step, or None where the handler's step (`_call`) is the one;
+# direct(j): operand j's Value is env[j] itself (an earlier step of the stretch made it), else it is read by value_of
+StepMaker = Callable[[Plan, int, UOp, Handler, Callable[[int], bool]], "Step | None"]
 
 
 def stretches(uops: Sequence[UOp], breaks: set[int] | frozenset[int]) -> list[tuple[int, int]]:
@@ -90,17 +95,22 @@ def exact_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[i
   return nary
 
 
-def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler]) -> Handler:
+def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler],
+                    makers: Mapping[Kind, StepMaker] | None = None) -> Handler:
   """The handler that runs ops lo..hi-1 of plan.uops as `handlers` would and returns hi. An op whose env entry a run
   sets when it starts (Plan.preset), to what its handler would set, gets no step; nor does one whose kind does nothing
-  (plan.QUIET)."""
+  (plan.QUIET). An op with an exact path gets `exact_step`; one whose kind has a maker in `makers` (a module's STEPS:
+  its handler's path as a step, e.g. access.STEPS) gets what that makes; any other, or where the maker makes none, its
+  handler's step."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
   for i in range(lo, hi):
     u, kind = plan.uops[i], plan.kinds[i]
     if i in plan.preset and kind in VALUES: made.add(i)
     if kind in QUIET or i in plan.preset: continue
-    steps.append(exact_step(plan, i, u, handlers[i], made.__contains__) if i in plan.exact else _call(handlers[i], i, u))
+    maker = exact_step if i in plan.exact else (makers or {}).get(kind)
+    step = None if maker is None else maker(plan, i, u, handlers[i], made.__contains__)
+    steps.append(_call(handlers[i], i, u) if step is None else step)
     if kind in VALUES: made.add(i)
   def stretch(m: Machine, i: int, u: UOp) -> int:
     env = m.env
@@ -110,10 +120,12 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler]) -
   return stretch
 
 
-def compile_stretches(plan: Plan, handlers: Sequence[Handler]) -> list[Handler]:
-  """`handlers` (one per uop) with each stretch's handler (compile_stretch) at the stretch's first op; the ops loops'
-  folds compute (Plan.folded) and those a fold may read from memory itself (Plan.from_memory) break stretches."""
+def compile_stretches(plan: Plan, handlers: Sequence[Handler],
+                      makers: Mapping[Kind, StepMaker] | None = None) -> list[Handler]:
+  """`handlers` (one per uop) with each stretch's handler (compile_stretch, with `makers`) at the stretch's first op;
+  the ops loops' folds compute (Plan.folded) and those a fold may read from memory itself (Plan.from_memory) break
+  stretches."""
   out = list(handlers)
   for lo, hi in stretches(plan.uops, plan.folded | plan.from_memory):
-    out[lo] = compile_stretch(plan, lo, hi, handlers)
+    out[lo] = compile_stretch(plan, lo, hi, handlers, makers)
   return out

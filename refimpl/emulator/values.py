@@ -18,7 +18,7 @@ its level is neither EXACT nor UNDEFINED. Comparing two runs: exact elements bit
 rule (refimpl.testing, refimpl.fuzz.expect).
 
 An op's *exact path* is what it computes where every operand is exact: `ExactPath`, chosen once per op by the plan
-(plan.Plan.exact) and run by the op's handler and its straight-line step alike (compute.run_exact, compute.exact_step).
+(plan.Plan.exact) and run by the op's handler and its straight-line step alike (compute.run_exact, straight.exact_step).
 """
 from __future__ import annotations
 
