@@ -163,7 +163,7 @@ def _max_loop(x: np.ndarray):
 @pytest.mark.parametrize("zeros_at, want", [((6, 7), C.ALLOWED_SET), ((2, 3), C.UNKNOWN), ((), C.EXACT)])
 def test_a_folded_chain_has_the_sequential_level(zeros_at, want, monkeypatch):
   """Rule: a chain's last step keeps its own level and earlier steps' levels arrive carried: max(+0, -0) at the last
-  step leaves ALLOWED_SET, at an earlier one UNKNOWN; a loop run as lanes (loops.fold) and one run step by step agree."""
+  step leaves ALLOWED_SET, at an earlier one UNKNOWN; a loop run as lanes (folds.fold) and one run step by step agree."""
   x = np.full(8, -5.0, np.float32)
   if zeros_at: x[zeros_at[0]], x[zeros_at[1]] = 0.0, -0.0
   levels = []

@@ -9,7 +9,7 @@ import pytest
 from generated import both_forms, scaled
 
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator import blocks, loops, settings
+from refimpl.emulator import blocks, folds, settings
 from refimpl.emulator.machine import emulate
 from refimpl.emulator.plan import Plan
 from refimpl.errors import UndefinedBehavior
@@ -377,13 +377,13 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
 
 @pytest.mark.parametrize("products", [0, 1 << 20], ids=["stepwise", "products_first"])
 def test_range_rule_tile_folds_in_blocks_as_the_rule(products, monkeypatch):
-  """A tile folded block by block (loops.TILE_BLOCK, here uneven blocks of a few hundred elements), its products made
-  step by step or all first (loops.TILE_PRODUCTS), gives the sequential rule's buffers and levels bit for bit."""
+  """A tile folded block by block (folds.TILE_BLOCK, here uneven blocks of a few hundred elements), its products made
+  step by step or all first (folds.TILE_PRODUCTS), gives the sequential rule's buffers and levels bit for bit."""
   p = _matmul_tile(F32, 512, 32)
   rng = np.random.default_rng(2)
   inputs = [np.zeros(4 * 512, np.float32), _specials(F32, 64 * 512, rng), _specials(F32, 64 * 512, rng)]
-  monkeypatch.setattr(loops, "TILE_BLOCK", 300)
-  monkeypatch.setattr(loops, "TILE_PRODUCTS", products)
+  monkeypatch.setattr(folds, "TILE_BLOCK", 300)
+  monkeypatch.setattr(folds, "TILE_PRODUCTS", products)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)

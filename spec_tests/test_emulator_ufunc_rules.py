@@ -1,5 +1,5 @@
 """ALU rules the emulator binds once per program: those that are one numpy ufunc (alu.ufunc_rule; compute._ufunc_alu,
-loops.fold_ufunc), those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
+folds.fold_ufunc), those of IDIV, MOD, SHL and SHR by a constant that leaves them defined everywhere
 (alu.constant_rule; compute._constant_alu), and the CASTs and BITCASTs that are one numpy function
 (alu.conversion_rule; compute._convert). Each must be its op's rule, and running them directly must never show."""
 from __future__ import annotations

@@ -124,7 +124,7 @@ def _rounded(fn: Callable, dt: DType, *xs: np.ndarray) -> np.ndarray:
   return fn(*(x.astype(w, copy=False) for x in xs)).astype(to_np(dt), copy=False)
 
 # the numpy ufunc each op's rule is built on, the one place that names it (the rules put rounding, NaN and signed-zero
-# handling around it where they must; alu.ufunc_rule says where a rule is the ufunc alone; loops.fold tries it first)
+# handling around it where they must; alu.ufunc_rule says where a rule is the ufunc alone; folds.fold tries it first)
 UFUNCS: dict[Ops, np.ufunc] = {
   Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide, Ops.NEG: np.negative, Ops.SQRT: np.sqrt,
   Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.MAX: np.maximum, Ops.CMPLT: np.less,
@@ -174,7 +174,7 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   (`float_arith`); TRUNC on float32 and float64 (`trunc`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT
   and CMPNE on ints and floats (`compare`). None for every other pair. Each such rule is defined on every lane and
   loose exactly on the NaNs it returns (NaN operands give NaN, so a chain of one is loose exactly where its result is
-  NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, loops.fold_ufunc)."""
+  NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, folds.fold_ufunc)."""
   if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
   if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
   if dtypes.is_int(dt): return UFUNCS[op] if op in _INT_FN or op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX) else None
@@ -286,7 +286,7 @@ def where(op: Ops, dt: DType, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> Ou
   included (it moves bits; a NaN it passes on is only as loose as its operand was)."""
   return Outcome(select(c, a, b))
 
-select = np.where  # WHERE's rule as a function of the operands' arrays, for every dtype (machine.py's exact path)
+select = np.where  # WHERE's rule on the operands' arrays, for every dtype (the exact path, loops' select chains)
 
 UNFUSED = (Ops.ADD, (Ops.MUL, 0, 1), 2)  # a * b + c with MUL rounded, then ADD rounded
 

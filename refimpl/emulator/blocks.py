@@ -8,7 +8,7 @@ observe each other (parallel), or observe each other only through accumulator ch
 at once: the grid gets one more axis, so each lane becomes one lane per iteration (lane-major, or iteration-major
 for a scan of computed terms: loops.LaneLoop, Grid.extend; race tracking still records threads). A value from before
 the loop is repeated for the loop's lanes; the body's values die with the loop. A scan's chains are not run in the
-body: loops.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
+body: folds.fold applies them afterwards in the sequential order, and ASSIGN's rule writes the result; a MUL term used
 by its chain only is made by the fold too, one iteration at a time, when its operands are exact (Step.product);
 the accumulators of an outer-product tile (tinygrad's upcast matmul: loops.OuterProduct) fold together, reading their
 operands from memory itself, and skipping the loads that would read them, where those loads are plain and in bounds in
@@ -31,7 +31,8 @@ from refimpl.emulator import alu, settings
 from refimpl.emulator.access import plain_site
 from refimpl.emulator.certainty import EXACT, carry, join
 from refimpl.emulator.compute import set_register
-from refimpl.emulator.loops import ROW_STEPS_FROM, LaneLoop, Product, Scan, Step, fold, fold_outer, fold_ufunc, iterations
+from refimpl.emulator.folds import ROW_STEPS_FROM, Product, fold, fold_outer, fold_ufunc, iterations
+from refimpl.emulator.loops import LaneLoop, Scan, Step
 from refimpl.emulator.memory import Memory
 from refimpl.emulator.plan import Kind
 from refimpl.emulator.state import Control, Handler, Machine, control_level
@@ -199,7 +200,7 @@ def _chain_term(m: Machine, step: Step) -> Value | Product:
 
 def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: int, n: int, lanes: int,
           iteration_major: bool) -> None:
-  """The register of a scan's accumulator after n iterations: loops.fold over the terms of every iteration, in order;
+  """The register of a scan's accumulator after n iterations: folds.fold over the terms of every iteration, in order;
   levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
   if not scan.steps: return
   acc = m.env[scan.acc]
@@ -231,7 +232,7 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
   set_register(m, scan.acc, with_levels(out.values, cert))
 
 def _tile_accumulators(m: Machine, loop: LaneLoop, lanes: int) -> list[Value] | None:
-  """The registers of loop.outer's tile when it folds at once (loops.fold_outer): every one an exact scalar, and the
+  """The registers of loop.outer's tile when it folds at once (folds.fold_outer): every one an exact scalar, and the
   lanes wide; else None (each scan folds on its own, `_fold`)."""
   if loop.outer is None or lanes < ROW_STEPS_FROM: return None
   accs = [m.env[loop.scans[k].acc] for k in loop.outer.scans]
@@ -293,7 +294,7 @@ def _memory_tile(m: Machine, loop: LaneLoop, lanes: int) -> list[Product] | None
   return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, loop.outer.memory.sources)]
 
 def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[int]:
-  """The folds of loop.outer's tile at once (loops.fold_outer) over `steps` (`_tile_steps`, `_memory_tile`; None:
+  """The folds of loop.outer's tile at once (folds.fold_outer) over `steps` (`_tile_steps`, `_memory_tile`; None:
   they fold one by one); the same registers `_fold` would give each. Returns the scans it folded."""
   if steps is None: return set()
   tile = loop.outer

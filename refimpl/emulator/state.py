@@ -72,7 +72,7 @@ class Control(NamedTuple):
   """The lanes that run the code now, and how surely (see "Control rule"). A block or a loop run as lanes runs under
   its own and puts the enclosing one back when it ends: the control is saved and restored as one value."""
   grid: Grid                    # the lanes: the launch or a chunk of its workgroups, with an axis per loop run as lanes
-  handlers: Sequence[Handler]   # per uop, what runs it (a loop run as lanes skips the steps loops.fold applies)
+  handlers: Sequence[Handler]   # per uop, what runs it (a loop run as lanes skips the steps folds.fold applies)
   active: np.ndarray | None = None   # the lanes executing; None: every lane
   real: np.ndarray | None = None     # the active lanes that really run (not phantom); None: every lane
   phantom: np.ndarray | None = None  # (lanes,) the active lanes that only might run
