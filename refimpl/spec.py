@@ -197,7 +197,8 @@ DECISIONS: tuple[Decision, ...] = (
            "on; every GPU store of one naturally aligned element writes the whole element, so writers that agree leave "
            "those bits (CUDA's and OpenCL's benign same-value writes in practice), and tinygrad's linearizer emits "
            "them (a reduction's result stored by every thread of a dimension: test_linearizer's multireduce kernels), "
-           "which its PYTHON device accepts", "emulator/machine.py (_write, _unsafe_reads, _launch), emulator/memory.py"),
+           "which its PYTHON device accepts",
+           "emulator/access.py (_write, _unsafe_reads), emulator/machine.py (_launch), emulator/memory.py"),
   Decision("deferred undefined values", "an op of a deferred kind (CAST_RANGE, SHIFT_COUNT, DIVISOR_ZERO, "
            "DIVISION_OVERFLOW, RACY_READ, UNINITIALISED) gives an undefined value in that lane, which arithmetic "
            "(a division included, as dividend or divisor) and moves carry and WHERE drops; the program is undefined "
@@ -209,13 +210,14 @@ DECISIONS: tuple[Decision, ...] = (
            "(test_div_int); what would trap or is undefined behaviour in a backend's language is guarded there: "
            "refimpl's C and OpenCL renderers guard the casts and shifts (refimpl.lower.guard_poison), its C, OpenCL, "
            "CUDA and LLVM renderers the divisions (refimpl.lower.guard_division)",
-           "emulator/ub.py, emulator/machine.py (Machine.defer, Machine.use), lower/poison.py"),
+           "emulator/ub.py, emulator/state.py (Machine.defer, Machine.use), lower/poison.py"),
   Decision("moves a compiler introduces", "a STORE with arg MOVE (the grid lowering's carries of a value across a "
            "BARRIER) stores an undefined element as undefined, which is not a use; a LOAD of it gives the value back "
            "undefined, and a later use names the op that first made it undefined", "a lowering must not make a defined "
            "program undefined: the grid form's value may be undefined on a lane where only a WHERE or dead code reads "
            "it, and the carry only moves it (as LLVM stores and loads poison); the carry is plain memory on every "
-           "backend", "ir/ops.py (MOVE), lower/grid_to_loops.py, emulator/machine.py (_store, Plan.deferred_sources)"),
+           "backend",
+           "ir/ops.py (MOVE), lower/grid_to_loops.py, emulator/access.py (_store), emulator/plan.py (Plan.deferred_sources)"),
   Decision("BARRIER", "a workgroup execution barrier: it orders every access its threads made before it, to locals and "
            "globals, against every access they make after it (CUDA's __syncthreads); threads of different workgroups "
            "are never ordered within a launch", "CUDA's __syncthreads, which tinygrad's CUDA and NV renderers emit, "
