@@ -132,3 +132,13 @@ def test_selftest_refuses_a_folder_that_is_not_a_checkout_of_the_installed_versi
   res = subprocess.run([sys.executable, "-m", "refimpl.tinygrad", "selftest", "--tests", str(checkout), "--files", files,
                         "--devices", "REFIMPL", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
   assert res.returncode == 2 and says in res.stderr, res.stderr[-2000:]
+
+
+def test_a_reproducer_is_named_as_the_page_links_it_never_by_a_machine_path(tmp_path):
+  """A REFIMPL failure's message names its reproducer relative to the page (the folder beside it), so a published
+  table carries no path of the machine that ran the tests."""
+  from refimpl.tinygrad.selftest import page_relative
+  save = tmp_path / "out" / "tinygrad-selftest-undefined"
+  message = f"tinygrad kernel r_a: index 3 is outside [0, 3) (reproducer: python -m refimpl.fuzz replay {save}/r_a.json)"
+  shown = page_relative(message, save)
+  assert str(tmp_path) not in shown and shown.endswith("replay tinygrad-selftest-undefined/r_a.json)"), shown

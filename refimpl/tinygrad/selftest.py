@@ -195,10 +195,16 @@ def run_file(root: Path, file: str, device: str, xml: Path, timeout: float = 360
     if bad is not None:
       run.outcomes[name] = "failed"
       text = (bad.get("message") or bad.text or "").strip()
-      run.errors[name] = text.splitlines()[0][:300] if text else ""
+      run.errors[name] = page_relative(text.splitlines()[0], save)[:300] if text else ""
     elif case.find("skipped") is not None: run.outcomes[name] = "skipped"
     else: run.outcomes[name] = "passed"
   return run
+
+
+def page_relative(message: str, save: Path | None) -> str:
+  """The message with the reproducer folder `save` named as the page links it (its name: the folder lies beside the
+  page), never as a path of the machine that ran the tests."""
+  return message if save is None else message.replace(str(save), save.name)
 
 
 ENVIRONMENT = "the environment (not the device)"
