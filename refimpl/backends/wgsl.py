@@ -30,7 +30,10 @@ is made to hold in WGSL by rendering, never by relaxing a comparison:
               identity (x-x, x*0, 0*x, x+0 with x=-0, 1/0, a*b+c fused) can be applied. NaN and
               infinity are tested on the bits (rf_isnan): CMPLT = a<b and neither is NaN, CMPNE = !(a==b) or either is
               NaN, MAX = select(b, a, a > b || isnan(a)) (NaN-propagating, as cstyle's), WHERE selects the bits.
-              RECIP is 1/x, SQRT sqrt(), TRUNC trunc() (round toward zero, the sign kept); EXP2/LOG2/SIN are
+              RECIP is 1/x, SQRT sqrt(); TRUNC is rf_trunc: trunc() on f32 (round toward zero, the sign kept; swept
+              over every f32 on lavapipe), on f64 computed on the bits (|x| < 1 gives x's signed zero, an exponent of
+              at least 52 gives x, NaN and infinity included, else the fraction bits are cleared), since lavapipe's
+              f64 trunc() lost the sign of -0.5 and left 2^52 - 0.5 as it was. EXP2/LOG2/SIN are
               decomposed by refimpl.lower.transcendental (WGSL's built-ins are outside the spec's ulp bounds).
   casts       to bool: x != 0 (a float by its bits: (bits & 0x7fffffff) != 0); from bool: select(0, 1, b); int->int: the
               32-bit pattern re-normalized to the destination's width; to a float: f32()/f64() through rf_r (else
@@ -174,7 +177,7 @@ FLOAT_RULES: dict[Ops, str] = {
   Ops.ADD: "rf_r{s}(rf_a{s}({0}) + rf_b{s}({1}))", Ops.SUB: "rf_r{s}(rf_a{s}({0}) - rf_b{s}({1}))",
   Ops.MUL: "rf_r{s}(rf_a{s}({0}) * rf_b{s}({1}))", Ops.FDIV: "rf_r{s}(rf_a{s}({0}) / rf_b{s}({1}))", Ops.NEG: "(-{0})",
   Ops.RECIP: "rf_r{s}({one} / rf_b{s}({0}))", Ops.SQRT: "rf_r{s}(sqrt(rf_a{s}({0})))",
-  Ops.TRUNC: "rf_r{s}(trunc(rf_a{s}({0})))",
+  Ops.TRUNC: "rf_r{s}(rf_trunc{s}(rf_a{s}({0})))",
   Ops.MULACC: "rf_r{s}(rf_r{s}(rf_a{s}({0}) * rf_b{s}({1})) + rf_b{s}({2}))",
   Ops.MAX: "select({1}, {0}, ({0} > {1}) || rf_isnan{s}({0}))",
   Ops.CMPLT: "(({0} < {1}) && !(rf_isnan{s}({0}) || rf_isnan{s}({1})))",
@@ -190,11 +193,19 @@ fn rf_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f80000
 fn rf_a(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z1); }
 fn rf_b(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z2); }
 fn rf_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ rf_z3); }
+fn rf_trunc(x: f32) -> f32 { return trunc(x); }
 """
 PRELUDE_F64 = """fn rf_isnan64(x: f64) -> bool { return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu; }
 fn rf_a64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z1)); }
 fn rf_b64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z2)); }
 fn rf_r64(x: f64) -> f64 { return bitcast<f64>(bitcast<u64>(x) ^ u64(rf_z3)); }
+fn rf_trunc64(x: f64) -> f64 {
+  let b = bitcast<u64>(x);
+  let e = u32((b >> 52u) & 0x7fflu);                                 // biased exponent: |x| >= 2^(e - 1023)
+  if (e < 1023u) { return bitcast<f64>(b & 0x8000000000000000lu); }   // |x| < 1: x's signed zero
+  if (e >= 1075u) { return x; }                                       // |x| >= 2^52, inf, NaN: x itself
+  return bitcast<f64>(b & ~((1lu << (1075u - e)) - 1lu));             // clear the 1075 - e fraction bits
+}
 """
 
 def kernel_symbol(name: str) -> str:
