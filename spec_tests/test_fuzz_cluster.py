@@ -83,6 +83,21 @@ def test_a_local_cluster_finds_what_the_local_pool_finds_and_survives_a_segfault
   assert not _left(_descendants() - before)
 
 
+def test_a_cluster_pool_keeps_its_live_workers_whatever_the_clients_cached_view_lists(monkeypatch):
+  """Rule: the pool counts a worker lost only when the scheduler no longer lists it. Dask's client replaces its cached
+  scheduler identity every few seconds with one that lists no worker (Client.scheduler_info documents it); read just
+  after such a refresh, that cache once made the pool retire both live workers of a campaign, which then waited
+  forever for a worker (seen twice on a loaded machine). Here the cache always lists none: the pool keeps both."""
+  distributed = _distributed()
+  from refimpl.sweep.schedule import SweepWork
+  from refimpl.workers.cluster import ClusterPool
+  monkeypatch.setattr(distributed.Client, "scheduler_info", lambda self, *a, **k: {"workers": {}})
+  with ClusterPool("local:2", SweepWork(), silent=True) as pool:
+    pool.wait_ready()
+    for _ in range(20): pool.poll(0.05)  # no job: each poll sleeps 0.05 s, so the list is read at least 3 times
+    assert pool.size() == 2 and not pool.gone and all(s.ready for s in pool.slots.values())
+
+
 def test_a_hung_worker_is_killed_through_the_engine_and_is_a_hang_finding(tmp_path):
   """Rule: a kernel that spins past --timeout on a cluster worker is a `hang` finding: the worker is killed through the
   engine (its nanny starts another) and the campaign ends with every program run."""

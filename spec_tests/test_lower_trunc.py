@@ -79,11 +79,12 @@ def test_a_program_without_trunc_comes_back_unchanged():
 
 NATIVE = {  # renderer -> the spelling of a float32 TRUNC it renders natively
   "GPU": (OpenCLRenderer("GPU"), "trunc(v"), "CUDA": (CUDARenderer(), "truncf(v"),
-  "WEBGPU": (WGSLRenderer("WEBGPU"), "rf_r(trunc(rf_a(v"), "LLVM": (LLVMRenderer("LLVM", native_trunc=True), "@llvm.trunc.f32(")}
+  "WEBGPU": (WGSLRenderer("WEBGPU"), "rf_r(rf_trunc(rf_a(v"),
+  "LLVM": (LLVMRenderer("LLVM", native_trunc=True), "@llvm.trunc.f32(")}
 
 @pytest.mark.parametrize("name", sorted(NATIVE))
 def test_trunc_renders_natively_where_the_backend_has_it(name):
-  """TRUNC rule, rendered: OpenCL C's trunc, CUDA's truncf, WGSL's trunc (through its opacity helpers) and, on a target
+  """TRUNC rule, rendered: OpenCL C's trunc, CUDA's truncf, WGSL's rf_trunc (through its opacity helpers) and, on a target
   that rounds in one instruction, LLVM's llvm.trunc; lower_for leaves their TRUNC alone."""
   renderer, spelling = NATIVE[name]
   lowered = lower_for(elementwise(Ops.TRUNC, dtypes.float32, n=4), renderer)

@@ -350,11 +350,17 @@ class ClusterPool:
     self.killed.append(s)
     events.append(Lost(s.job, (s.phase.key, s.phase.backend, s.phase.what), "hang", set(s.answered)))
 
+  def _workers(self) -> dict[str, dict]:
+    """The scheduler's workers now, {address: identity}, asked of the scheduler itself: Client.scheduler_info() returns
+    a cache that the client's own periodic refresh replaces with one listing no worker at all, so a reading taken
+    between the two would retire every live worker (the campaign then waited forever for a worker)."""
+    return self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+
   def _refresh(self, events: list) -> None:
     """Reads the scheduler's workers: slots whose process left are lost, new processes join (their open_task goes out),
     dead ones whose nanny started a new worker are reported, killed ones that stay are restarted by the engine."""
     self.checked = time.perf_counter()
-    workers = self.client.scheduler_info()["workers"]
+    workers = self._workers()
     present = {(a, str(w.get("local_directory"))) for a, w in workers.items()}
     left = [s for s in self.slots.values() if (s.address, s.instance) not in present]
     if left: self._receive(events)
