@@ -14,8 +14,8 @@ messages are, between processes of one run; nothing is read from a file.)
 
 A worker that dies (SIGSEGV, SIGFPE, an exit...) leaves the cluster and its nanny starts a new one, which joins the pool
 as any new worker does. The driver sees the worker gone (its task fails with KilledWorker, or it leaves the scheduler's
-list), reads how it ended from its nanny's log once the nanny's new worker is up ("Worker process P was killed by
-signal 11": the engine's one record of the signal; "crash:killed" when there is none), and reports `Lost` with the
+list), asks its nanny how it ended (the nanny's log: "Worker process P was killed by signal 11", the engine's one record
+of the signal; "crash:killed" when it does not say within REPLACE_S), and reports `Lost` with the
 culprit, exactly as local.Pool does. A worker that overruns its phase's time limit is killed through the engine: a
 function the worker runs kills its process group (the compilers it started too), else client.restart_workers; then
 `Lost` "hang". What a lost job stands for stays the caller's decision.
@@ -55,7 +55,7 @@ from refimpl.workers.messages import (
 
 INSTALL = "pip install 'refimpl[cluster]'"
 REFRESH_S = 0.25          # how often the driver reads the scheduler's list of workers
-REPLACE_S = 30.0          # how long a dead worker's nanny may take to start a new one (for its log) before "crash:killed"
+REPLACE_S = 30.0          # how long a dead worker's nanny may take to log how it ended before "crash:killed"
 KILL_S = 10.0             # how long a killed worker may stay before the driver asks the engine to restart it
 CONNECT_S = 60.0          # how long the driver waits for the scheduler and its first worker(s)
 
@@ -172,7 +172,7 @@ class ClusterPool:
     self.work, self.limits, self.env = work, {**getattr(work, "limits", {}), **(limits or {})}, env
     self.cluster, self.client, self.queue = None, None, None
     self.slots: dict[str, _Slot] = {}
-    self.dying: list[_Slot] = []             # dead, waiting for their nanny's new worker (the log says how they ended)
+    self.dying: list[_Slot] = []             # dead, waiting for their nanny's log to say how they ended
     self.killed: list[_Slot] = []            # killed for a hang, until they leave the cluster
     self.gone: set[tuple[str, str]] = set()  # (address, instance) of processes lost or killed: never used again
     self.tokens, self.by_token = itertools.count(), {}
@@ -356,9 +356,20 @@ class ClusterPool:
     between the two would retire every live worker (the campaign then waited forever for a worker)."""
     return self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
 
+  def _nanny_says(self, s: _Slot) -> str | None:
+    """How s's process ended, from its nanny's log (death_reason), asked of the nanny itself: the line is there as soon
+    as the nanny has seen its process exit, before any new worker is up. None while the log does not say it."""
+    if s.nanny is None: return None
+    async def logs() -> list:
+      async with self.dist.rpc(s.nanny, connection_args=self.client.connection_args) as nanny:
+        return await nanny.get_logs()
+    try: reason = death_reason({s.nanny: self.client.sync(logs)}, s.pid)
+    except Exception: return None  # (its nanny went away, or does not answer yet: nothing says how it ended)
+    return None if reason == signal_name(None) else reason
+
   def _refresh(self, events: list) -> None:
     """Reads the scheduler's workers: slots whose process left are lost, new processes join (their open_task goes out),
-    dead ones whose nanny started a new worker are reported, killed ones that stay are restarted by the engine."""
+    dead ones whose nanny has said how they ended are reported, killed ones that stay are restarted by the engine."""
     self.checked = time.perf_counter()
     workers = self._workers()
     present = {(a, str(w.get("local_directory"))) for a, w in workers.items()}
@@ -372,14 +383,10 @@ class ClusterPool:
       s.future = self.client.submit(open_task, self.work, self.silent, self.env, key=f"refimpl-open-{self.uid}-{a}-"
                                     f"{next(self.tokens)}", workers=[a], allow_other_workers=False, pure=False)
     for s in list(self.dying):
-      successor = next((a for a, w in workers.items() if w.get("nanny") == s.nanny and (a, str(w.get("local_directory")))
-                        not in self.gone), None)
-      if successor is None and s.nanny is not None and self.checked - s.ended < REPLACE_S: continue
+      reason = self._nanny_says(s)
+      if reason is None and s.nanny is not None and self.checked - s.ended < REPLACE_S: continue
       self.dying.remove(s)
-      reason = signal_name(None)
-      if successor is not None:
-        try: reason = death_reason(self.client.get_worker_logs(nanny=True, workers=[successor]), s.pid)
-        except Exception: pass  # (its nanny went away: nothing says how it ended)
+      if reason is None: reason = signal_name(None)
       culprit = None if s.phase is None else (s.phase.key, s.phase.backend, s.phase.what)
       events.append(Lost(s.job, culprit, reason, set(s.answered)))
     for s in list(self.killed):
