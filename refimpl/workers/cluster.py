@@ -58,6 +58,7 @@ REFRESH_S = 0.25          # how often the driver reads the scheduler's list of w
 REPLACE_S = 30.0          # how long a dead worker's nanny may take to log how it ended before "crash:killed"
 KILL_S = 10.0             # how long a killed worker may stay before the driver asks the engine to restart it
 CONNECT_S = 60.0          # how long the driver waits for the scheduler and its first worker(s)
+NANNY_S = 5.0             # how long the driver waits to connect to a dead worker's nanny (a host gone says nothing)
 
 
 class ClusterUnavailable(ImportError):
@@ -361,7 +362,7 @@ class ClusterPool:
     as the nanny has seen its process exit, before any new worker is up. None while the log does not say it."""
     if s.nanny is None: return None
     async def logs() -> list:
-      async with self.dist.rpc(s.nanny, connection_args=self.client.connection_args) as nanny:
+      async with self.dist.rpc(s.nanny, timeout=NANNY_S, connection_args=self.client.connection_args) as nanny:
         return await nanny.get_logs()
     try: reason = death_reason({s.nanny: self.client.sync(logs)}, s.pid)
     except Exception: return None  # (its nanny went away, or does not answer yet: nothing says how it ended)
