@@ -294,6 +294,59 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
   assert got.view(np.uint32)[0] == np.float32(-0.0).view(np.uint32)
 
 
+
+def _select_chains(dt, threads: int, n: int, acc_first: bool):
+  """Thread t folds x[t*n .. t*n+n-1] by a select chain from -inf (ints: INT_MIN): acc = WHERE(CMPLT(acc, v), v, acc),
+  or with the operands the other way round, WHERE(CMPLT(v, acc), acc, v)."""
+  b = ProgramBuilder("select_chains")
+  out, x = b.global_buf(dt, threads), b.global_buf(dt, threads * n)
+  t = b.gidx(0, threads)
+  acc = b.acc(b.const(float("-inf") if dtypes.is_float(dt) else -2**31, dt))
+  with b.loop(n) as r:
+    v = b.load(x, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(n, I32)), r))
+    p, q = (acc, v) if acc_first else (v, acc)
+    b.assign(acc, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, p, q), q, p))
+  b.store(out, t, acc)
+  return b.build()
+
+
+@pytest.mark.parametrize("dt", [F32, dtypes.float64, I32], ids=lambda d: d.name)
+@pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
+@pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
+@pytest.mark.parametrize("specials", [False, True], ids=["ordinary", "specials"])
+def test_range_rule_select_chain_lanes_match_the_rule(dt, threads, acc_first, specials, monkeypatch):
+  """A select chain (tinygrad's MAX reduction) run as lanes is CMPLT then WHERE per step, in order: where numpy's
+  `maximum` is the same chain (no NaN, no zeros of opposite signs meeting) the fold may take it, elsewhere alu's own
+  CMPLT and WHERE; either way the buffers and levels are the sequential rule's, bit for bit."""
+  p = _select_chains(dt, threads, 32, acc_first)
+  rng = np.random.default_rng(3)
+  x = _specials(dt, threads * 32, rng) if specials else rng.permutation(threads * 32).astype(to_np(dt))
+  inputs = [np.zeros(threads, to_np(dt)), x]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  assert Plan.of(p, ()).lane_loops
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+def test_range_rule_reduction_inside_an_if_changes_only_the_lanes_that_run():
+  """tinygrad's grouped reduction: only lane 0 (IF lidx0 < 1) runs the loop over the shared values; ASSIGN changes a
+  register only on the lanes that run, so thread t's accumulator, started at t, is 0 + x[0] + ... + x[15] on lane 0
+  (in order; here exact) and stays t on every other lane."""
+  b = ProgramBuilder("group_sum")
+  out, x = b.global_buf(F32, 16), b.global_buf(F32, 16)
+  t = b.lidx(0, 16)
+  acc = b.acc(b.cast(t, F32))
+  with b.when(b.alu(Ops.CMPLT, t, b.const(1, I32))), b.loop(16) as r:
+    b.assign(acc, b.alu(Ops.ADD, acc, b.load(x, r)))
+  b.store(out, t, acc)
+  p = b.build()
+  assert Plan.of(p, ()).lane_loops, "the loop should run as lanes"
+  xs = np.arange(1, 17, dtype=np.float32)
+  got = emulate(p, [np.zeros(16, np.float32), xs]).buffers[0]
+  np.testing.assert_array_equal(got, np.array([xs.sum()] + list(range(1, 16)), np.float32))
+
+
 # *** matmul-shaped scans: several accumulators per thread, vector loads through affine indices, MUL/ADD chains ***
 
 def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none", short: int = 0):

@@ -200,36 +200,60 @@ def _chain_term(m: Machine, step: Step) -> Value | Product:
 
 def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: int, n: int, lanes: int,
           iteration_major: bool) -> None:
-  """The register of a scan's accumulator after n iterations: folds.fold over the terms of every iteration, in order;
-  levels as the certainty rule says for a chain of ALU ops, then ASSIGN's rule on the active lanes."""
+  """The register of a scan's accumulator after n iterations: folds.fold over the terms of every iteration, in order,
+  on the outer lanes that really run (`_running`); levels as the certainty rule says for a chain of ALU ops, then
+  ASSIGN's rule on the active lanes."""
   if not scan.steps: return
+  keep = _running(m, lanes)
+  if keep is not None and keep.size == 0: return  # no lane runs: ASSIGN keeps every register
   acc = m.env[scan.acc]
   tail = acc.v.shape[1:]
+  def rows(a: np.ndarray) -> np.ndarray:
+    """A value as (iteration, running lane, *vector)."""
+    r = iterations(a, n, lanes, iteration_major)
+    return r if keep is None else r[:, keep]
   def chain(arrs: list[np.ndarray | None], fill: Any = EXACT) -> np.ndarray | None:
-    """Each step's per-lane arrays as one (outer lane, iteration * step, *vector) array, None when all are None."""
+    """Each step's per-lane arrays as one (running lane, iteration * step, *vector) array, None when all are None."""
     if all(a is None for a in arrs): return None
-    full = [iterations(np.broadcast_to(fill, (1,) + tail) if a is None else a, n, lanes, iteration_major) for a in arrs]
-    return np.stack(full, axis=2).swapaxes(0, 1).reshape((lanes, n * len(arrs)) + tail)
+    full = [rows(np.broadcast_to(fill, (1,) + tail) if a is None else a) for a in arrs]
+    return np.stack(full, axis=2).swapaxes(0, 1).reshape((-1, n * len(arrs)) + tail)
   def every_step(levels: np.ndarray | None) -> np.ndarray | None: return None if levels is None else levels.max(axis=1)
+  def spread(values: np.ndarray, cert: np.ndarray | None) -> Value:
+    """A fold's result on the running lanes as a register of every lane (the others keep theirs: ASSIGN's rule)."""
+    if keep is None: return with_levels(values, cert)
+    full = np.array(np.broadcast_to(acc.v, (lanes,) + tail))
+    full[keep] = values
+    if cert is None: return Value(full)
+    levels = np.full(full.shape, EXACT, cert.dtype)
+    levels[keep] = cert
+    return with_levels(full, levels)
+  start_acc = np.broadcast_to(acc.v, (lanes,) + tail)
+  start_acc = start_acc if keep is None else start_acc[keep]
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   fn = alu.ufunc_rule(scan.op, dt)
-  def rows(a: np.ndarray) -> np.ndarray: return iterations(a, n, lanes, iteration_major)
   if fn is not None and acc.cert is None and all(isinstance(t, Product) or t.cert is None for t in terms):  # exact operands
     views = [Product(t.fn, rows(t.a), rows(t.b)) if isinstance(t, Product) else rows(t.v) for t in terms]
-    done = fold_ufunc(fn, np.broadcast_to(acc.v, (lanes,) + tail), views)
-    set_register(m, scan.acc, with_levels(done.values, done.cert))
+    done = fold_ufunc(fn, start_acc, views)
+    set_register(m, scan.acc, spread(done.values, done.cert))
     return
   terms = [ufunc_value(t.fn(t.a, t.b)) if isinstance(t, Product) else t for t in terms]
-  out = fold(scan.op, dt, np.broadcast_to(acc.v, (lanes,) + tail), chain([t.v for t in terms]),
-             [step.acc_first for step in scan.steps])
+  out = fold(scan.op, dt, start_acc, chain([t.v for t in terms]), [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
     s, lane, ub, reason, operands = out.undefined_step
+    lane = lane if keep is None else int(keep[lane])
     m.loops[i] = start + s // len(scan.steps)
     node, found = scan.steps[s % len(scan.steps)].node, (ub, reason, tuple(map(as_python, operands)))
     if ub.deferred: m.defer(node, np.array([lane]), lambda k: found)
     else: m.ub(node, "alu", np.array([lane]), lambda k: found)
-  cert = join(carried_levels(acc), carry(every_step(chain([t.cert for t in terms]))), out.cert)
-  set_register(m, scan.acc, with_levels(out.values, cert))
+  folded = spread(out.values, join(carry(every_step(chain([t.cert for t in terms]))), out.cert))
+  set_register(m, scan.acc, with_levels(folded.v, join(carried_levels(acc), folded.cert)))
+
+def _running(m: Machine, lanes: int) -> np.ndarray | None:
+  """The outer lanes that really run (Control.real) as their indices where some do not, None where all do: a fold
+  runs on those alone, as ASSIGN's rule keeps the others' registers and they cannot meet undefined behaviour."""
+  real = m.control.real
+  if real is None or real.shape[0] != lanes or real.all(): return None
+  return np.flatnonzero(real)
 
 def _tile_accumulators(m: Machine, loop: LaneLoop, lanes: int) -> list[Value] | None:
   """The registers of loop.outer's tile when it folds at once (folds.fold_outer): every one an exact scalar, and the

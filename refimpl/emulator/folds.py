@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +36,7 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 # less than a sixteenth of it (far smaller buffers are slow too)
 TILE_BUFFER = 8192
 TILE_BLOCK = 1 << 16  # elements of a tile that fold_outer folds to the end at a time (with its products: 512 KB of float32)
-TILE_PRODUCTS = 1 << 20  # elements: the most a block's products made ahead of their steps may take (`_stepped`)
+TILE_PRODUCTS = 1 << 18  # elements (1 MB of float32): the products `_stepped` makes ahead of their steps, at most
 
 
 @dataclass(frozen=True)
@@ -66,17 +66,27 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   alu. The levels are the sequential rule's: the last step's own level, joined with every earlier step's carried
   through the chain."""
   terms = steps_first(lane_terms)
-  try:
-    with np.errstate(all="ignore"):
-      prefix = _select_prefix(acc, terms, acc_first) if op is Ops.WHERE else _prefix(alu.UFUNCS[op], acc, terms)
-  except TypeError: prefix = None  # a numpy dtype without that loop
-  if prefix is not None and prefix.dtype == terms.dtype:
+  for prefix in _prefixes(op, acc, terms, acc_first):
+    if prefix is None or prefix.dtype != terms.dtype: continue
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
     same = _bits(out.values) == _bits(prefix[1:])
     if out.loose is not None: same |= out.loose
     if out.undefined is None and same.all():
       return Folded(prefix[-1], _chain_level(out.certainty))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
+
+
+def _prefixes(op: Ops, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Iterator[np.ndarray | None]:
+  """The prefixes `fold` tries in turn, each kept only where alu's rule agrees with it: the op's ufunc in order; for a
+  select chain (a MAX spelled WHERE(CMPLT(p, q), q, p)) numpy's `maximum` in order first, which is the chain wherever
+  no NaN and no pair of zeros of opposite signs meet in it (one accumulate instead of three calls per step), then the
+  chain by alu's own functions. None where numpy has no loop for the dtype."""
+  candidates = [functools.partial(_prefix, alu.UFUNCS[Ops.MAX if op is Ops.WHERE else op], acc, terms)]
+  if op is Ops.WHERE: candidates.append(functools.partial(_select_prefix, acc, terms, acc_first))
+  for make in candidates:
+    try:
+      with np.errstate(all="ignore"): yield make()
+    except TypeError: yield None  # a numpy dtype without that loop
 
 
 def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product]) -> Folded:
@@ -152,19 +162,18 @@ def _squeezed(a: np.ndarray, lead: int) -> np.ndarray:
 
 def _stepped(fn: np.ufunc, out: np.ndarray, sides: list[tuple[np.ufunc, np.ndarray, np.ndarray]], n: int) -> None:
   """fold_outer's fold in place on `out`: each step's product, then fn into the accumulators, block by block
-  (`_blocks`: each block's chains run to the end while it stays in cache). Where every product of a block fits in
-  TILE_PRODUCTS elements they are made first, one call per step for all iterations (fewer numpy calls)."""
+  (`_blocks`: each block's chains run to the end while it stays in cache). The products of as many iterations as fit
+  in TILE_PRODUCTS elements are made ahead of their steps, one call per step for those iterations (fewer numpy calls,
+  each over more elements), then fn'd in, one call per step, in the chains' order."""
   for block in _blocks(out.shape, TILE_BLOCK):
     o, every = out[block], (slice(None), *block)
     views = [(mul, x[every], y[every]) for mul, x, y in sides]
-    if n * len(views) * o.size <= TILE_PRODUCTS:
-      products = np.empty((n * len(views),) + o.shape, o.dtype)
-      for s, (mul, x, y) in enumerate(views): mul(x, y, out=products[s::len(views)])
-      for p in products: fn(o, p, out=o)
-      continue
-    p = np.empty_like(o)
-    for it in range(n):
-      for mul, x, y in views: fn(o, mul(x[it], y[it], out=p), out=o)
+    per = max(1, min(n, TILE_PRODUCTS // (len(views) * o.size)))  # iterations whose products are made at a time
+    products = np.empty((per * len(views),) + o.shape, o.dtype)
+    for it in range(0, n, per):
+      made = products[:min(per, n - it) * len(views)]
+      for s, (mul, x, y) in enumerate(views): mul(x[it:it + per], y[it:it + per], out=made[s::len(views)])
+      for p in made: fn(o, p, out=o)
 
 
 def _blocks(shape: tuple[int, ...], most: int) -> list[tuple]:
