@@ -428,10 +428,11 @@ def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
-@pytest.mark.parametrize("products", [0, 1 << 20], ids=["stepwise", "products_first"])
+@pytest.mark.parametrize("products", [0, 3000, 1 << 20], ids=["stepwise", "in_chunks", "products_first"])
 def test_range_rule_tile_folds_in_blocks_as_the_rule(products, monkeypatch):
   """A tile folded block by block (folds.TILE_BLOCK, here uneven blocks of a few hundred elements), its products made
-  step by step or all first (folds.TILE_PRODUCTS), gives the sequential rule's buffers and levels bit for bit."""
+  step by step, a few iterations ahead (the last chunk shorter) or all first (folds.TILE_PRODUCTS), gives the
+  sequential rule's buffers and levels bit for bit."""
   p = _matmul_tile(F32, 512, 32)
   rng = np.random.default_rng(2)
   inputs = [np.zeros(4 * 512, np.float32), _specials(F32, 64 * 512, rng), _specials(F32, 64 * 512, rng)]
