@@ -151,16 +151,15 @@ class _Slot:
   ended: float = 0.0     # when it was found dead or killed
 
 
-def death_reason(logs: dict, pid: int | None) -> str:
-  """How worker process `pid` ended, from its nanny's log lines ({nanny: [(level, text), ...]}): "crash:SIGSEGV",
-  "crash:exit 3", or "crash:killed" when the log does not say."""
-  if pid is None: return signal_name(None)
+def death_reason(lines: list, pid: int | None) -> str | None:
+  """How worker process `pid` ended, from its nanny's log lines [(level, text), ...]: "crash:SIGSEGV", "crash:exit 3";
+  None while the log does not say."""
+  if pid is None: return None
   pattern = re.compile(rf"Worker process {pid} (?:was killed by signal (\d+)|exited with status (\d+))")
-  for lines in logs.values():
-    for _, text in lines:
-      m = pattern.search(text)
-      if m is not None: return signal_name(-int(m[1]) if m[1] is not None else int(m[2]))
-  return signal_name(None)
+  for _, text in lines:
+    m = pattern.search(text)
+    if m is not None: return signal_name(-int(m[1]) if m[1] is not None else int(m[2]))
+  return None
 
 
 class ClusterPool:
@@ -364,9 +363,8 @@ class ClusterPool:
     async def logs() -> list:
       async with self.dist.rpc(s.nanny, timeout=NANNY_S, connection_args=self.client.connection_args) as nanny:
         return await nanny.get_logs()
-    try: reason = death_reason({s.nanny: self.client.sync(logs)}, s.pid)
+    try: return death_reason(self.client.sync(logs), s.pid)
     except Exception: return None  # (its nanny went away, or does not answer yet: nothing says how it ended)
-    return None if reason == signal_name(None) else reason
 
   def _refresh(self, events: list) -> None:
     """Reads the scheduler's workers: slots whose process left are lost, new processes join (their open_task goes out),
