@@ -349,13 +349,15 @@ def test_range_rule_reduction_inside_an_if_changes_only_the_lanes_that_run():
 
 # *** matmul-shaped scans: several accumulators per thread, vector loads through affine indices, MUL/ADD chains ***
 
-def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none", short: int = 0):
+def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = "none", short: int = 0,
+                 swapped: tuple[int, ...] = ()):
   """tinygrad's upcast matmul: thread t keeps a 2x2 tile of accumulators; each iteration loads a 2-wide row of a and a
   2-wide column pair of b through affine indices (vector loads, GEPs) and adds the four products, acc on the side
   `acc_first` says, to the accumulators (a chain of two steps each per iteration). loose: "operand" takes the square
   root of a's elements first (NaN, so NAN_PAYLOAD, on negative ones: the products' operands have levels), "acc" starts
   the first accumulator at NaN (the accumulator has levels). short: b's buffer has that many elements fewer than its
-  loads reach."""
+  loads reach. swapped: the accumulators (0 .. 3, row-major) whose chain adds the second product first (as tinygrad
+  orders one row or column of a tile where both operands are vectors along the reduction)."""
   b = ProgramBuilder("matmul_tile")
   out, a, bm = b.global_buf(dt, 4 * threads), b.global_buf(dt, 2 * k * threads), b.global_buf(dt, 2 * k * threads - short)
   t = b.gidx(0, threads)
@@ -366,7 +368,7 @@ def _matmul_tile(dt, threads: int, k: int, acc_first: bool = True, loose: str = 
     cols = [b.load(bm, b.alu(Ops.ADD, base, b.const(2 * j, I32)), count=2) for j in range(2)]
     for n, acc in enumerate(accs):
       chain = acc
-      for s in range(2):
+      for s in ((1, 0) if n in swapped else (0, 1)):
         x = b.gep(rows[s], n // 2)
         term = b.alu(Ops.MUL, b.alu(Ops.SQRT, x) if loose == "operand" else x, b.gep(cols[s], n % 2))
         chain = b.alu(Ops.ADD, chain, term) if acc_first else b.alu(Ops.ADD, term, chain)
@@ -406,6 +408,27 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc
   assert (loop.outer.memory is not None) == (loose != "operand"), "the tile's operands are elements of its loads"
   rng = np.random.default_rng(threads)
   inputs = [np.zeros(4 * threads, to_np(dt)), _specials(dt, 64 * threads, rng), _specials(dt, 64 * threads, rng)]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+@pytest.mark.parametrize("swapped, parts", [((0, 1), 2), ((1, 3), 2), ((0, 3), None)], ids=["a_row", "a_column", "diagonal"])
+@pytest.mark.parametrize("loose", ["none", "operand"])
+@pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
+def test_range_rule_tile_whose_chains_order_their_steps_apart_folds_as_the_rule(swapped, parts, loose, threads, monkeypatch):
+  """RANGE and each chain in its own program order: where some accumulators of a tile add an iteration's products in
+  another order (tinygrad's transformer matmuls: one row of the tile adds its second product first), the tile still
+  folds at once, each rectangle of one order (a row, a column) with the steps in its order; orders that no cut into
+  rectangles separates (a diagonal) fold one chain at a time. Either way the buffers and levels are the sequential
+  rule's, bit for bit."""
+  p = _matmul_tile(F32, threads, 32, loose=loose, swapped=swapped)
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  if parts is None: assert loop.outer is None
+  else: assert loop.outer is not None and len(loop.outer.parts) == parts
+  rng = np.random.default_rng(threads)
+  inputs = [np.zeros(4 * threads, np.float32), _specials(F32, 64 * threads, rng), _specials(F32, 64 * threads, rng)]
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)

@@ -273,10 +273,11 @@ def _tile_steps(m: Machine, loop: LaneLoop, terms: list[list[Value | Product] | 
   rows, cols = len(tile.steps[0].rows), len(tile.steps[0].cols)
   def operand(p: Product, first: bool) -> np.ndarray: return iterations(p.a if first else p.b, n, lanes, loop.iteration_major)
   steps = []
+  def term(k: int, s: int) -> Product: return ts[k][tile.position(k, s)]  # tile step s in the chain at position k
   for s, step in enumerate(tile.steps):
-    x = _side_by_side([operand(ts[r * cols][s], step.row_first[r * cols]) for r in range(rows)])
-    y = _side_by_side([operand(ts[c][s], not step.row_first[c]) for c in range(cols)])
-    steps.append(Product(ts[0][s].fn, x, y))
+    x = _side_by_side([operand(term(r * cols, s), step.row_first[r * cols]) for r in range(rows)])
+    y = _side_by_side([operand(term(c, s), not step.row_first[c]) for c in range(cols)])
+    steps.append(Product(term(0, s).fn, x, y))
   return steps
 
 def _memory_sites(m: Machine, loop: LaneLoop, lanes: int) -> dict[int, tuple[Memory, tuple[tuple[int, ...], int]]] | None:
@@ -314,8 +315,10 @@ def _memory_tile(m: Machine, loop: LaneLoop, lanes: int) -> list[Product] | None
       return np.ndarray((shape[0], len(at)) + shape[1:], flat.dtype, flat, off * flat.itemsize,
                         (first.strides[0], gap * flat.itemsize) + first.strides[1:])
     return np.stack([view(*place) for place in at], axis=1)
-  muls = [m.plan.ufuncs[step.term] for step in loop.scans[loop.outer.scans[0]].steps]  # one rule across the tile
-  return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, loop.outer.memory.sources)]
+  tile = loop.outer
+  chain = loop.scans[tile.scans[0]].steps
+  muls = [m.plan.ufuncs[chain[tile.position(0, s)].term] for s in range(len(tile.steps))]  # one rule across the tile
+  return [Product(mul, side(rows), side(cols)) for mul, (rows, cols) in zip(muls, tile.memory.sources)]
 
 def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[int]:
   """The folds of loop.outer's tile at once (folds.fold_outer) over `steps` (`_tile_steps`, `_memory_tile`; None:
@@ -325,7 +328,7 @@ def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[i
   scans = [loop.scans[k] for k in tile.scans]
   lanes = m.control.grid.lanes
   fn = alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
-  done = fold_outer(fn, [np.broadcast_to(m.env[scan.acc].v, (lanes,)) for scan in scans], steps)
+  done = fold_outer(fn, [np.broadcast_to(m.env[scan.acc].v, (lanes,)) for scan in scans], steps, tile.parts)
   for k, scan in enumerate(scans):
     set_register(m, scan.acc, with_levels(done.values[k], None if done.cert is None else done.cert[k]))
   return set(tile.scans)

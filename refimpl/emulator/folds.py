@@ -24,6 +24,7 @@ import numpy as np
 from refimpl.dtype import DType
 from refimpl.emulator import alu, certainty
 from refimpl.emulator.certainty import Certainty, of_loose
+from refimpl.emulator.loops import TilePart
 from refimpl.emulator.ub import UB
 from refimpl.ir import Ops
 
@@ -129,13 +130,30 @@ def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Pro
   return fn.accumulate(chain, axis=-1, dtype=chain.dtype)[..., -1]  # numpy would widen small ints
 
 
-def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product]) -> Folded:
+def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product],
+               parts: Sequence[TilePart] | None = None) -> Folded:
   """fold_ufunc of an OuterProduct tile at once: accs the tile's accumulators (L,) in (r, c) order; step s is
   Product(mul, x, y) with x (n, rows, *G) the rows' operands and y (n, cols, *G) the columns' (G: the outer lanes, as
   one axis of L or as the grid's axes, prod(G) = L), so that accumulator (r, c) is fn'd with mul(x[it, r], y[it, c]),
   step by step, iteration by iteration: each accumulator's own chain in its own order (mul and fn commute, as
-  fold_ufunc's chains do), two ufunc calls per step (`_stepped`). The tile is held in the axis order `_tile_layout`
-  picks, which does not change what an accumulator computes. The result is (rows * cols, L), in accs' order."""
+  fold_ufunc's chains do), two ufunc calls per step (`_tile_fold`); where the chains take the steps in orders of their
+  own (OuterProduct.parts), each rectangle of one order folds as a tile of its own, the steps in that order. The result
+  is (rows * cols, L), in accs' order."""
+  rows, cols = steps[0].a.shape[1], steps[0].b.shape[1]
+  if parts is None: values = _tile_fold(fn, accs, steps)
+  else:
+    values = np.empty((rows * cols,) + np.shape(accs[0]), np.result_type(accs[0]))
+    for part in parts:
+      at = [r * cols + c for r in range(part.r0, part.r1) for c in range(part.c0, part.c1)]
+      cut = [Product(steps[s].fn, steps[s].a[:, part.r0:part.r1], steps[s].b[:, part.c0:part.c1]) for s in part.order]
+      values[at] = _tile_fold(fn, [accs[k] for k in at], cut)
+  nan = np.isnan(values) if values.dtype.kind == "f" else None
+  return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+
+
+def _tile_fold(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product]) -> np.ndarray:
+  """fold_outer's fold of a tile whose chains take the steps in step order, two ufunc calls per step (`_stepped`),
+  the tile held in the axis order `_tile_layout` picks (which does not change what an accumulator computes)."""
   n, rows, cols = steps[0].a.shape[0], steps[0].a.shape[1], steps[0].b.shape[1]
   shape = (rows, cols) + steps[0].a.shape[2:]
   a, b = steps[0].a, steps[0].b
@@ -149,15 +167,13 @@ def fold_outer(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
     out = np.empty(tuple(shape[d] for d in order), start.dtype)
     out[...] = start.transpose(order)
     _stepped(fn, _squeezed(out, 0), [(mul, _squeezed(x, 1), _squeezed(y, 1)) for mul, x, y in sides], n)
-  values = out.transpose(np.argsort(order)).reshape(rows * cols, -1)
-  nan = np.isnan(values) if values.dtype.kind == "f" else None
-  return Folded(values, of_loose(values, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+  return out.transpose(np.argsort(order)).reshape(rows * cols, -1)
 
 
 def _squeezed(a: np.ndarray, lead: int) -> np.ndarray:
-  """`a` without its axes of length 1 after the first `lead` (a view; the grid's axes of one lane are many, and every
-  numpy call pays for each axis)."""
-  return a.reshape(a.shape[:lead] + tuple(d for d in a.shape[lead:] if d != 1))
+  """`a` without its axes of length 1 after the first `lead` (a view, as basic indexing always gives; the grid's axes
+  of one lane are many, and every numpy call pays for each axis)."""
+  return a[(slice(None),) * lead + tuple(0 if d == 1 else slice(None) for d in a.shape[lead:])]
 
 
 def _stepped(fn: np.ufunc, out: np.ndarray, sides: list[tuple[np.ufunc, np.ndarray, np.ndarray]], n: int) -> None:

@@ -78,15 +78,34 @@ class MemoryOperands:
   loads: tuple[int, ...]
 
 @dataclass(frozen=True)
+class TilePart:
+  """A rectangle of an OuterProduct tile whose chains all take its steps in one order: rows [r0, r1), columns
+  [c0, c1), `order` the tile steps in the order each of its chains applies them."""
+  r0: int
+  r1: int
+  c0: int
+  c1: int
+  order: tuple[int, ...]
+
+@dataclass(frozen=True)
 class OuterProduct:
   """Scans of one loop whose folds may run together (folds.fold_outer): a tile of len(steps[0].rows) x
   len(steps[0].cols) accumulators, scan `scans[r * cols + c]` (an index into LaneLoop.scans) at (r, c), whose chains
   have one op and one dtype, and whose every step is a product (Step.product) of an operand its row shares with one
   its column shares (tinygrad's upcast matmul). `memory`: where every operand is an element of a LOAD
-  (MemoryOperands), else None."""
+  (MemoryOperands), else None. `orders`: where the chains take the tile's steps in different orders (tinygrad puts one
+  column's first two products the other way round), orders[k] is the tile steps in the order the chain at position k
+  applies them, and `parts` cuts the tile into rectangles of one order each; None where every chain takes them in
+  step order."""
   scans: tuple[int, ...]
   steps: tuple[TileStep, ...]
   memory: MemoryOperands | None = None
+  orders: tuple[tuple[int, ...], ...] | None = None
+  parts: tuple[TilePart, ...] | None = None
+
+  def position(self, k: int, s: int) -> int:
+    """Where tile step s is in the chain of the scan at tile position k (its own program order)."""
+    return s if self.orders is None else self.orders[k].index(s)
 
 @dataclass(frozen=True)
 class LaneLoop:
@@ -274,7 +293,8 @@ def _products(program: Program, infos: dict[int, IntInfo], i: int, end: int, end
 
 def _outer_product(program: Program, scans: Sequence[Scan]) -> OuterProduct | None:
   """The loop's scans as one OuterProduct tile when every one of them has the shape its docstring gives (at least two
-  accumulators); the tile's rows and columns are the distinct first and second operands of the first step."""
+  accumulators): the chains' steps side by side in program order (`_aligned_steps`), or else matched by their operands
+  (`_matched_steps`: each chain one product of each tile step, in an order of its own)."""
   uops = program.uops
   if len(scans) < 2 or any(not scan.steps or not all(s.product for s in scan.steps) for scan in scans): return None
   if len({(scan.op, len(scan.steps), uops[scan.steps[0].node].dtype) for scan in scans}) != 1: return None
@@ -282,17 +302,99 @@ def _outer_product(program: Program, scans: Sequence[Scan]) -> OuterProduct | No
   def same(j: int) -> Any:  # one key for uops that are one value: the same GEP or ALU op of the same operands
     u = uops[j]
     return (u.op, u.dtype, u.arg, *map(same, u.src)) if u.op in GroupOp.ALU or u.op is Ops.GEP else j
-  def operands(step: Step) -> tuple[Any, Any]: return same(step.product[0]), same(step.product[1])
-  first = {operands(scan.steps[0]): k for k, scan in enumerate(scans)}
+  pairs = [[(same(step.product[0]), same(step.product[1])) for step in scan.steps] for scan in scans]
+  return _aligned_steps(pairs) or _matched_steps(pairs)
+
+
+def _aligned_steps(pairs: list[list[tuple[Any, Any]]]) -> OuterProduct | None:
+  """The tile when step s of every chain is tile step s; its rows and columns are the distinct first and second
+  operands of the first step."""
+  first = {chain[0]: k for k, chain in enumerate(pairs)}
   xs, ys = list(dict.fromkeys(x for x, _ in first)), list(dict.fromkeys(y for _, y in first))
-  if len(first) != len(scans) or len(xs) * len(ys) != len(scans): return None
+  if len(first) != len(pairs) or len(xs) * len(ys) != len(pairs): return None
   tile = tuple(first[(x, y)] for x in xs for y in ys)
   steps = []
-  for s in range(len(scans[0].steps)):
-    step = _tile_step([operands(scans[k].steps[s]) for k in tile], len(xs), len(ys))
+  for s in range(len(pairs[0])):
+    step = _tile_step([pairs[k][s] for k in tile], len(xs), len(ys))
     if step is None: return None
     steps.append(TileStep(*step))
   return OuterProduct(tile, tuple(steps))
+
+
+def _matched_steps(pairs: list[list[tuple[Any, Any]]]) -> OuterProduct | None:
+  """The tile when the chains' products fall apart into tile steps by their operands: tile step s is the products
+  linked by a shared operand (a connected set, in the order the first chain applies them), each chain has one product
+  in each, and each is an outer product (its operands two sides, rows x columns = the chains, the same rows and
+  columns in every step). The tile's rows and columns are the two sides of step 0, each in the order of first use.
+  Every set of chains that applies the steps in one order must be a rectangle of the tile (`TilePart`)."""
+  root: dict[Any, Any] = {}
+  def find(x: Any) -> Any:
+    while root.setdefault(x, x) != x: x = root[x]
+    return x
+  for chain in pairs:
+    for x, y in chain: root[find(x)] = find(y)
+  steps_of = {r: s for s, r in enumerate(dict.fromkeys(find(x) for x, _ in pairs[0]))}
+  orders = [tuple(steps_of.get(find(x), -1) for x, _ in chain) for chain in pairs]
+  if any(sorted(order) != list(range(len(pairs[0]))) for order in orders): return None
+  def in_step(k: int, s: int) -> tuple[Any, Any]: return pairs[k][orders[k].index(s)]
+  side = _two_sides([in_step(k, 0) for k in range(len(pairs))])
+  if side is None: return None
+  xs = list(dict.fromkeys(x if side[x] == 0 else y for x, y in (in_step(k, 0) for k in range(len(pairs)))))
+  ys = list(dict.fromkeys(y if side[x] == 0 else x for x, y in (in_step(k, 0) for k in range(len(pairs)))))
+  at = {}
+  for k in range(len(pairs)):
+    x, y = in_step(k, 0)
+    at[(xs.index(x if side[x] == 0 else y), ys.index(y if side[x] == 0 else x))] = k
+  if len(at) != len(pairs) or len(xs) * len(ys) != len(pairs): return None
+  tile = tuple(at[(r, c)] for r in range(len(xs)) for c in range(len(ys)))
+  steps = []
+  for s in range(len(pairs[0])):
+    step = _tile_step([in_step(k, s) for k in tile], len(xs), len(ys))
+    if step is None: return None
+    steps.append(TileStep(*step))
+  tile_orders = tuple(orders[k] for k in tile)
+  if all(order == tuple(range(len(steps))) for order in tile_orders): return OuterProduct(tile, tuple(steps))
+  parts = _tile_parts(tile_orders, len(xs), len(ys))
+  return None if parts is None else OuterProduct(tile, tuple(steps), None, tile_orders, parts)
+
+
+def _two_sides(edges: list[tuple[Any, Any]]) -> dict[Any, int] | None:
+  """A side (0 or 1) for each operand such that every pair has one of each, or None: the pairs are not bipartite."""
+  side: dict[Any, int] = {}
+  links: dict[Any, list[Any]] = {}
+  for x, y in edges:
+    links.setdefault(x, []).append(y)
+    links.setdefault(y, []).append(x)
+  for start, _ in edges:
+    if start in side: continue
+    side[start], todo = 0, [start]
+    while todo:
+      x = todo.pop()
+      for y in links[x]:
+        if y not in side:
+          side[y] = 1 - side[x]
+          todo.append(y)
+        elif side[y] == side[x]: return None
+  return side
+
+
+def _tile_parts(orders: tuple[tuple[int, ...], ...], rows: int, cols: int) -> tuple[TilePart, ...] | None:
+  """The tile cut into rectangles whose chains share one order: runs of columns with the same order in every row, or
+  else runs of rows with the same order in every column; None where neither cut gives one order per rectangle."""
+  def at(r: int, c: int) -> tuple[int, ...]: return orders[r * cols + c]
+  def runs(n: int, key: Any) -> list[tuple[int, int]]:
+    out = []
+    for j in range(n):
+      if out and key(j) == key(out[-1][0]): out[-1] = (out[-1][0], j + 1)
+      else: out.append((j, j + 1))
+    return out
+  by_cols = runs(cols, lambda c: tuple(at(r, c) for r in range(rows)))
+  if all(len({at(r, c) for r in range(rows) for c in range(c0, c1)}) == 1 for c0, c1 in by_cols):
+    return tuple(TilePart(0, rows, c0, c1, at(0, c0)) for c0, c1 in by_cols)
+  by_rows = runs(rows, lambda r: tuple(at(r, c) for c in range(cols)))
+  if all(len({at(r, c) for r in range(r0, r1) for c in range(cols)}) == 1 for r0, r1 in by_rows):
+    return tuple(TilePart(r0, r1, 0, cols, at(r0, 0)) for r0, r1 in by_rows)
+  return None
 
 
 def _tile_step(pairs: list[tuple[Any, Any]], rows: int, cols: int) -> tuple[tuple, tuple, tuple[bool, ...]] | None:
@@ -327,7 +429,7 @@ def _memory_operands(program: Program, i: int, end: int, ends: dict[int, int], u
   if any(not set(users.get(j, ())) <= (terms if j in operands else ops) for j in ops): return None
   cols = len(tile.steps[0].cols)
   def pair(k: int, s: int, row: bool) -> tuple[int, int]:
-    step, first = scans[tile.scans[k]].steps[s], tile.steps[s].row_first[k]
+    step, first = scans[tile.scans[k]].steps[tile.position(k, s)], tile.steps[s].row_first[k]
     return found[step.product[0 if first == row else 1]]
   rows = len(tile.steps[0].rows)
   sources = tuple((tuple(pair(r * cols, s, True) for r in range(rows)), tuple(pair(c, s, False) for c in range(cols)))
