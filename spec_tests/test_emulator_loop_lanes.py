@@ -9,7 +9,7 @@ import pytest
 from generated import both_forms, scaled
 
 from refimpl.dtype import dtypes, to_np
-from refimpl.emulator import blocks, folds, settings
+from refimpl.emulator import blocks, folds, loops, settings
 from refimpl.emulator.machine import emulate
 from refimpl.emulator.plan import Plan
 from refimpl.errors import UndefinedBehavior
@@ -433,6 +433,29 @@ def test_range_rule_tile_whose_chains_order_their_steps_apart_folds_as_the_rule(
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+@pytest.mark.parametrize("parts", [None, (loops.TilePart(0, 1, 0, 3, (1, 0)), loops.TilePart(1, 2, 0, 3, (0, 1)))],
+                         ids=["one_order", "two_orders"])
+def test_range_rule_fold_outer_is_each_accumulators_chain(parts):
+  """fold_outer's rule, the chain of each accumulator in its own order: accumulator (r, c) adds mul(x[it, r], y[it, c])
+  of each step, in the order its part gives, iteration by iteration, each MUL and ADD rounded to float32 (checked one
+  scalar step at a time). Here y strides through memory (a transposed buffer), the layout fold_outer copies once."""
+  rng = np.random.default_rng(5)
+  n, rows, cols, lanes = 6, 2, 3, 300
+  xs = [rng.standard_normal((n, rows, lanes)).astype(np.float32) for _ in range(2)]
+  ys = [rng.standard_normal((lanes, cols, n)).astype(np.float32).transpose(2, 1, 0) for _ in range(2)]  # strided lanes
+  accs = [rng.standard_normal(lanes).astype(np.float32) for _ in range(rows * cols)]
+  steps = [folds.Product(np.multiply, x, y) for x, y in zip(xs, ys)]
+  got = folds.fold_outer(np.add, accs, steps, parts).values
+  for r in range(rows):
+    for c in range(cols):
+      order = (0, 1) if parts is None else parts[r].order
+      for lane in (0, 7, lanes - 1):
+        acc = accs[r * cols + c][lane]
+        for it in range(n):
+          for s in order: acc = np.float32(acc + np.float32(xs[s][it, r, lane] * ys[s][it, c, lane]))
+        assert got[r * cols + c, lane].view(np.uint32) == acc.view(np.uint32)
 
 
 def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):

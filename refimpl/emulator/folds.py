@@ -159,15 +159,25 @@ def _tile_fold(fn: np.ufunc, accs: Sequence[np.ndarray], steps: Sequence[Product
   a, b = steps[0].a, steps[0].b
   order, run = _tile_layout(shape, (a.strides[1], 0) + a.strides[2:], (0, b.strides[1]) + b.strides[2:])
   lead, full = (0,) + tuple(d + 1 for d in order), (n,) + tuple(shape[d] for d in order)
-  sides = [(p.fn, np.broadcast_to(p.a[:, :, None].transpose(lead), full), np.broadcast_to(p.b[:, None].transpose(lead), full))
+  sides = [(p.fn, np.broadcast_to(_compact(p.a[:, :, None].transpose(lead)), full),
+            np.broadcast_to(_compact(p.b[:, None].transpose(lead)), full))
            for p in steps]  # as views of the whole tile, so that a block of it is a block of each
   with np.errstate(all="ignore"):
-    np.setbufsize(min(TILE_BUFFER, max(TILE_BUFFER // 16, 2 * run)))  # until the errstate ends
+    # a multiple of 16, as numpy requires; until the errstate ends
+    np.setbufsize(16 * math.ceil(min(TILE_BUFFER, max(TILE_BUFFER // 16, 2 * run)) / 16))
     start = np.stack(accs).reshape(shape)
     out = np.empty(tuple(shape[d] for d in order), start.dtype)
     out[...] = start.transpose(order)
     _stepped(fn, _squeezed(out, 0), [(mul, _squeezed(x, 1), _squeezed(y, 1)) for mul, x, y in sides], n)
   return out.transpose(np.argsort(order)).reshape(rows * cols, -1)
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+  """A tile's operand view (n, *tile in its layout's order) as it is where it is broadcast or contiguous along the
+  layout's innermost axis; where it strides through memory there, its elements laid out contiguously in that order,
+  each once (its broadcast axes of length 1): one copy, after which every step reads runs of memory."""
+  if a.strides[-1] in (0, a.itemsize): return a
+  return np.ascontiguousarray(a[tuple(slice(None) if st else slice(0, 1) for st in a.strides)])
 
 
 def _squeezed(a: np.ndarray, lead: int) -> np.ndarray:
