@@ -181,9 +181,9 @@ def _compact(a: np.ndarray) -> np.ndarray:
 
 
 def _squeezed(a: np.ndarray, lead: int) -> np.ndarray:
-  """`a` without its axes of length 1 after the first `lead` (a view, as basic indexing always gives; the grid's axes
-  of one lane are many, and every numpy call pays for each axis)."""
-  return a[(slice(None),) * lead + tuple(0 if d == 1 else slice(None) for d in a.shape[lead:])]
+  """`a` without its axes of length 1 after the first `lead` (a view; the grid's axes of one lane are many, and every
+  numpy call pays for each axis)."""
+  return a.reshape(a.shape[:lead] + tuple(d for d in a.shape[lead:] if d != 1))
 
 
 def _stepped(fn: np.ufunc, out: np.ndarray, sides: list[tuple[np.ufunc, np.ndarray, np.ndarray]], n: int) -> None:
