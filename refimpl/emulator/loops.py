@@ -94,7 +94,7 @@ class OuterProduct:
   have one op and one dtype, and whose every step is a product (Step.product) of an operand its row shares with one
   its column shares (tinygrad's upcast matmul). `memory`: where every operand is an element of a LOAD
   (MemoryOperands), else None. `orders`: where the chains take the tile's steps in different orders (tinygrad puts one
-  column's first two products the other way round), orders[k] is the tile steps in the order the chain at position k
+  row's first two products the other way round), orders[k] is the tile steps in the order the chain at position k
   applies them, and `parts` cuts the tile into rectangles of one order each; None where every chain takes them in
   step order."""
   scans: tuple[int, ...]
