@@ -307,18 +307,10 @@ def _outer_product(program: Program, scans: Sequence[Scan]) -> OuterProduct | No
 
 
 def _aligned_steps(pairs: list[list[tuple[Any, Any]]]) -> OuterProduct | None:
-  """The tile when step s of every chain is tile step s; its rows and columns are the distinct first and second
-  operands of the first step."""
-  first = {chain[0]: k for k, chain in enumerate(pairs)}
-  xs, ys = list(dict.fromkeys(x for x, _ in first)), list(dict.fromkeys(y for _, y in first))
-  if len(first) != len(pairs) or len(xs) * len(ys) != len(pairs): return None
-  tile = tuple(first[(x, y)] for x in xs for y in ys)
-  steps = []
-  for s in range(len(pairs[0])):
-    step = _tile_step([pairs[k][s] for k in tile], len(xs), len(ys))
-    if step is None: return None
-    steps.append(TileStep(*step))
-  return OuterProduct(tile, tuple(steps))
+  """The tile when step s of every chain is tile step s, its rows and columns the distinct first and second operands
+  of the first step (`_outer_tile`)."""
+  found = _outer_tile([chain[0] for chain in pairs], [[chain[s] for chain in pairs] for s in range(len(pairs[0]))])
+  return None if found is None else OuterProduct(*found)
 
 
 def _matched_steps(pairs: list[list[tuple[Any, Any]]]) -> OuterProduct | None:
@@ -336,26 +328,28 @@ def _matched_steps(pairs: list[list[tuple[Any, Any]]]) -> OuterProduct | None:
   steps_of = {r: s for s, r in enumerate(dict.fromkeys(find(x) for x, _ in pairs[0]))}
   orders = [tuple(steps_of.get(find(x), -1) for x, _ in chain) for chain in pairs]
   if any(sorted(order) != list(range(len(pairs[0]))) for order in orders): return None
-  def in_step(k: int, s: int) -> tuple[Any, Any]: return pairs[k][orders[k].index(s)]
-  side = _two_sides([in_step(k, 0) for k in range(len(pairs))])
+  by_step = [[chain[order.index(s)] for chain, order in zip(pairs, orders)] for s in range(len(pairs[0]))]
+  side = _two_sides(by_step[0])
   if side is None: return None
-  xs = list(dict.fromkeys(x if side[x] == 0 else y for x, y in (in_step(k, 0) for k in range(len(pairs)))))
-  ys = list(dict.fromkeys(y if side[x] == 0 else x for x, y in (in_step(k, 0) for k in range(len(pairs)))))
-  at = {}
-  for k in range(len(pairs)):
-    x, y = in_step(k, 0)
-    at[(xs.index(x if side[x] == 0 else y), ys.index(y if side[x] == 0 else x))] = k
-  if len(at) != len(pairs) or len(xs) * len(ys) != len(pairs): return None
-  tile = tuple(at[(r, c)] for r in range(len(xs)) for c in range(len(ys)))
-  steps = []
-  for s in range(len(pairs[0])):
-    step = _tile_step([in_step(k, s) for k in tile], len(xs), len(ys))
-    if step is None: return None
-    steps.append(TileStep(*step))
+  found = _outer_tile([(x, y) if side[x] == 0 else (y, x) for x, y in by_step[0]], by_step)
+  if found is None: return None
+  tile, steps = found
   tile_orders = tuple(orders[k] for k in tile)
-  if all(order == tuple(range(len(steps))) for order in tile_orders): return OuterProduct(tile, tuple(steps))
-  parts = _tile_parts(tile_orders, len(xs), len(ys))
-  return None if parts is None else OuterProduct(tile, tuple(steps), None, tile_orders, parts)
+  if all(order == tuple(range(len(steps))) for order in tile_orders): return OuterProduct(tile, steps)
+  parts = _tile_parts(tile_orders, len(steps[0].rows), len(steps[0].cols))
+  return None if parts is None else OuterProduct(tile, steps, None, tile_orders, parts)
+
+
+def _outer_tile(firsts: list[tuple[Any, Any]], by_step: list[list[tuple[Any, Any]]]) -> tuple[tuple, tuple] | None:
+  """(tile, TileSteps): the chains laid out rows x columns by their pair in `firsts` (row operand, column operand;
+  rows and columns in the order of first use), and each step's TileStep from its pairs (by_step[s][chain],
+  `_tile_step`); None where the pairs are not such a tile."""
+  at = {pair: k for k, pair in enumerate(firsts)}
+  xs, ys = list(dict.fromkeys(x for x, _ in firsts)), list(dict.fromkeys(y for _, y in firsts))
+  if len(at) != len(firsts) or len(xs) * len(ys) != len(firsts): return None
+  tile = tuple(at[(x, y)] for x in xs for y in ys)
+  steps = [_tile_step([pairs[k] for k in tile], len(xs), len(ys)) for pairs in by_step]
+  return None if None in steps else (tile, tuple(TileStep(*step) for step in steps))
 
 
 def _two_sides(edges: list[tuple[Any, Any]]) -> dict[Any, int] | None:
