@@ -3,11 +3,16 @@ under masks, ALU undefined behaviour on active vs inactive lanes, and how permis
 through selects, gates and blocks (refimpl/emulator/machine.py). Expected values come from plain Python on the inputs."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from refimpl import UndefinedBehavior
 from refimpl.dtype import dtypes
+from refimpl.emulator import blocks, settings
+from refimpl.emulator.indexing import Grid
 from refimpl.emulator.machine import emulate
 from refimpl.ir import Ops, ProgramBuilder
+from refimpl.testing.programs import emulation_outcome
 
 I32, F32 = dtypes.int32, dtypes.float32
 rng = np.random.default_rng(99)
@@ -240,3 +245,78 @@ def test_permissive_undefined_value_stays_undefined_through_index_arithmetic():
   res = emulate(b.build(), [zeros(n), np.full(n, 9, np.int32), np.array([1, 0, 3, 0], np.int32)], strict=False)
   assert res.undefined[0].tolist() == [False, True, False, True]
   np.testing.assert_array_equal(res.buffers[0][[0, 2]], [7, 7])
+
+
+# ***** an IF whose gate fixes lidx runs on a box of the lanes (blocks._in_box): nothing may show *****
+
+def test_grid_box_threads_are_the_launch_threads_with_the_pinned_ids():
+  # lane numbers are C-order positions in (gidx2, gidx1, gidx0, lidx2, lidx1, lidx0): the box pinning lidx0 = 2 of a
+  # launch of 3 x 2 workgroups of 4 x 3 threads holds, in order, the threads whose lidx0 is 2, and spreads a launch
+  # array onto exactly them
+  grid = Grid((3, 2, 1), (4, 3, 1))
+  box = grid.pinned({5: 2})
+  ids = np.indices(grid.shape).reshape(6, -1)
+  want = np.flatnonzero(ids[5] == 2)
+  assert (box.lanes, box.workgroups, box.group) == (len(want), grid.workgroups, 3)
+  np.testing.assert_array_equal(box.tids(box.ids), want)
+  np.testing.assert_array_equal(box.spread(np.arange(grid.lanes) * 10), want * 10)
+  assert [box.thread(k)[3] for k in range(box.lanes)] == [2] * box.lanes
+  inner = box.pinned({4: 1})  # a box of a box: lidx1 = 1 too
+  np.testing.assert_array_equal(inner.tids(inner.ids), np.flatnonzero((ids[5] == 2) & (ids[4] == 1)))
+
+
+BOX_GATES = ("lidx0 == p", "lidx0 == p and lidx1 == 0", "lidx0 < 1", "lidx0 == p and gidx0 < 2")
+BOX_BODIES = ("store", "race", "divide", "loop", "uninitialised", "out of bounds")
+
+def boxed_if(groups: int, l0: int, l1: int, p: int, gate: str, body: str):
+  """tmp[lid] = a[tid] (all but the last lid with body "uninitialised"); BARRIER; if <gate>: <body>, on `groups`
+  workgroups of l0 x l1 threads (lid = lidx1 * l0 + lidx0, tid = gidx0 * l0 * l1 + lid)."""
+  b = ProgramBuilder("boxed")
+  n = l0 * l1
+  out, a = b.global_buf(I32, groups * n + 2), b.global_buf(I32, groups * n)
+  tmp = b.local_buf(I32, n)
+  g, x, y = b.gidx(0, groups), b.lidx(0, l0), b.lidx(1, l1)
+  lid = add(b, b.alu(Ops.MUL, y, c32(b, l0)), x)
+  tid = add(b, b.alu(Ops.MUL, g, c32(b, n)), lid)
+  b.store(tmp, lid, b.load(a, tid), gate=lt(b, lid, c32(b, n - 1)) if body == "uninitialised" else None)
+  b.barrier()
+  def eq(v, k): return b.alu(Ops.CMPNE, b.alu(Ops.CMPNE, v, c32(b, k)), b.const(True, dtypes.bool))
+  cond = {"lidx0 == p": lambda: eq(x, p), "lidx0 == p and lidx1 == 0": lambda: b.alu(Ops.AND, eq(x, p), eq(y, 0)),
+          "lidx0 < 1": lambda: lt(b, x, c32(b, 1)),
+          "lidx0 == p and gidx0 < 2": lambda: b.alu(Ops.AND, eq(x, p), lt(b, g, c32(b, 2)))}
+  with b.when(cond[gate]()):
+    if body == "store": b.store(out, tid, b.alu(Ops.MUL, b.load(tmp, lid), c32(b, 3)))
+    if body == "race": b.store(out, c32(b, 0), add(b, g, y))  # several workgroups (or lidx1 values): a race
+    if body == "divide": b.store(out, tid, b.alu(Ops.IDIV, c32(b, 100), b.load(tmp, lid)))  # a zero divisor: undefined
+    if body == "loop":
+      acc = b.acc(c32(b, 0))
+      with b.loop(n) as r: b.assign(acc, add(b, acc, b.load(tmp, r)))
+      b.store(out, g, acc)  # every lidx1 of a workgroup stores the same sum: not a race
+    if body in ("uninitialised", "out of bounds"):
+      b.store(out, add(b, tid, c32(b, 3 if body == "out of bounds" else 0)), b.load(tmp, lid))
+  return b.build()
+
+@given(groups=st.integers(1, 3), l0=st.integers(2, 5), l1=st.integers(1, 3), p=st.integers(0, 4),
+       gate=st.sampled_from(BOX_GATES), body=st.sampled_from(BOX_BODIES),
+       data=st.lists(st.integers(-2, 3), min_size=45, max_size=45))
+def test_if_rule_a_box_of_the_lanes_its_gate_fixes_shows_nothing(groups, l0, l1, p, gate, body, data):
+  # IF: the body runs on the active lanes whose gate is true. Running it on the box of the lanes whose lidx ids the gate
+  # fixes must give what running it on every lane gives (settings.IF_BOXES False: the rule's own path): the buffers and
+  # their levels, every permissive event, and strict mode's report (op, uop, thread, operands, count, origin)
+  p = p % l0
+  prog = boxed_if(groups, l0, l1, p, gate, body)
+  inputs = [np.full(groups * l0 * l1 + 2, -1, np.int32), np.array(data[:groups * l0 * l1], np.int32)]
+  boxed: list[bool] = []
+  spy = blocks._in_box
+  def in_box(*args):
+    boxed.append(spy(*args))
+    return boxed[-1]
+  blocks._in_box = in_box
+  try:
+    with_box = [emulation_outcome(prog, [x.copy() for x in inputs], strict=s) for s in (True, False)]
+    settings.IF_BOXES = False
+    without = [emulation_outcome(prog, [x.copy() for x in inputs], strict=s) for s in (True, False)]
+  finally:
+    blocks._in_box, settings.IF_BOXES = spy, True
+  assert with_box == without
+  assert any(boxed), "the IF should have run on a box"

@@ -1,6 +1,8 @@
 """Memory rules of the emulator's executor: bounds, uninitialised locals, races (with and without barriers), permissive
 mode's masks and events, looseness carried through memory, and the index analysis that lets most accesses skip checks
 (refimpl/emulator/machine.py, memory.py, indexing.py)."""
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -10,8 +12,9 @@ from refimpl import UndefinedBehavior
 from refimpl.dtype import dtypes
 from refimpl.emulator import settings
 from refimpl.emulator.certainty import Certainty
-from refimpl.emulator.indexing import Grid, analyze, race_free
+from refimpl.emulator.indexing import Grid, analyze
 from refimpl.emulator.machine import emulate
+from refimpl.emulator.ownership import pins, race_free
 from refimpl.emulator.ub import UB
 from refimpl.ir import Ops, ProgramBuilder
 
@@ -642,6 +645,107 @@ def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef
   if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
   if shared:
     with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
+
+
+
+# ***** race freedom by phases and pins (refimpl/emulator/ownership.py) *****
+
+def grouped_sum(L: int, barrier: bool, finishers: int):
+  """tinygrad's grouped reduction: tmp[l] = a[g*L + l]; [BARRIER]; on threads l < finishers: out[g] = tmp[0] + ... +
+  tmp[L-1], in order."""
+  b = ProgramBuilder("grouped")
+  out, a = b.global_buf(F32, 2), b.global_buf(F32, 2 * L)
+  tmp = b.local_buf(F32, L)
+  g, lid = b.gidx(0, 2), b.lidx(0, L)
+  b.store(tmp, lid, b.load(a, add(b, mul(b, g, c32(b, L)), lid)))
+  if barrier: b.barrier()
+  with b.when(b.alu(Ops.CMPLT, lid, c32(b, finishers))):
+    acc = b.acc(b.const(0.0, F32))
+    with b.loop(L) as r: b.assign(acc, b.alu(Ops.ADD, acc, b.load(tmp, r)))
+    b.store(out, g, acc)
+  return b.build(), out, tmp
+
+def test_race_freedom_phases_and_pins_clear_a_grouped_reduction():
+  # phases: the local is written before the BARRIER and only read after it; pins: only lidx0 == 0 stores out[g], so
+  # one thread owns each element. Both are cleared, and the sum is the in-order one. Without the barrier the local's
+  # accesses share a phase (thread 0 reads what threads 1.. wrote: a race, which tracking finds); with two finishing
+  # threads out[g] has two writers (of the same bits: defined, but tracked)
+  a = (np.arange(16, dtype=np.float32) * 0.1 + 0.05).astype(np.float32)
+  want = [np.float32(0)] * 2
+  for g in range(2):
+    for x in a[8 * g:8 * g + 8]: want[g] = np.float32(want[g] + x)
+  for barrier, finishers, cleared in ((True, 1, {"out", "tmp"}), (False, 1, {"out"}), (True, 2, {"tmp"})):
+    p, out, tmp = grouped_sum(8, barrier, finishers)
+    free = race_free(p, analyze(p), Grid(p.global_size, p.local_size))
+    assert {name for name, buf in (("out", out), ("tmp", tmp)) if buf in free} == cleared
+    if barrier: np.testing.assert_array_equal(emulate(p, [zeros(2, np.float32), a]).buffers[0], want)
+    else:
+      with pytest.raises(UndefinedBehavior, match="race"): emulate(p, [zeros(2, np.float32), a])
+
+def test_race_freedom_pins_are_the_thread_ids_a_gate_is_true_on_one_value_of():
+  # pins evaluates a gate with the ALU's rules on every combination of the ids it reads (axis ids: gidx0 2, lidx0 5)
+  b = ProgramBuilder("gates")
+  buf = b.global_buf(I32, 1)
+  g, lid = b.gidx(0, 4), b.lidx(0, 8)
+  true = b.const(True, dtypes.bool)
+  cases = {
+    b.alu(Ops.CMPNE, b.cast(lid, dtypes.bool), true): {5: 0},  # tinygrad's `!(bool)lidx0`
+    b.alu(Ops.CMPLT, lid, c32(b, 1)): {5: 0},
+    b.alu(Ops.CMPLT, lid, c32(b, 2)): {},  # true on two values
+    b.alu(Ops.AND, b.alu(Ops.CMPNE, b.alu(Ops.CMPNE, lid, c32(b, 3)), true),
+          b.alu(Ops.CMPLT, c32(b, 2), g)): {5: 3, 2: 3},
+    b.alu(Ops.CMPLT, b.load(buf, c32(b, 0)), lid): {},  # reads memory
+    b.alu(Ops.CMPLT, b.alu(Ops.IDIV, c32(b, 8), lid), c32(b, 1)): {},  # undefined on lidx0 == 0
+    b.alu(Ops.CMPLT, lid, c32(b, 0)): {},  # never true: fixes nothing
+  }
+  p = b.build()
+  assert {gate: pins(p, gate) for gate in cases} == cases
+
+
+GATES = st.sampled_from([None, ("eq", 0), ("eq", 2), ("lt", 1), ("lt", 3)])
+
+def _gate(b: ProgramBuilder, lid: int, gate) -> int | None:
+  if gate is None: return None
+  op, k = gate
+  if op == "lt": return b.alu(Ops.CMPLT, lid, c32(b, k))
+  return b.alu(Ops.CMPNE, b.alu(Ops.CMPNE, lid, c32(b, k)), b.const(True, dtypes.bool))
+
+def _holds(gate, lid: int) -> bool: return gate is None or (lid == gate[1] if gate[0] == "eq" else lid < gate[1])
+
+@given(threads=st.integers(1, 5), store=st.tuples(st.integers(-2, 2), st.integers(0, 3)),
+       load=st.tuples(st.integers(-2, 2), st.integers(0, 3)), gates=st.tuples(GATES, GATES), barrier=st.booleans())
+def test_race_freedom_proof_with_phases_and_pins_is_sound(threads, store, load, gates, barrier):
+  # in each of 2 workgroups, thread l stores l + 1 at tmp[a*l + s] under an IF of its gate, then (after a BARRIER or
+  # not) loads tmp[c*l + t] under a gated LOAD (else 0) and writes it to out[thread]. Brute force over the threads
+  # says whether two of them race (the same element, one writing, no barrier between) and whether a read finds an
+  # element nobody wrote: a proof of freedom must never hold when they race, strict mode must raise exactly when the
+  # program is undefined, and otherwise out holds the value each thread read
+  L, (a, s), (c, t) = threads, store, load
+  sh_s, sh_t = max(0, -a * (L - 1)), max(0, -c * (L - 1))
+  stored = {lid: a * lid + s + sh_s for lid in range(L) if _holds(gates[0], lid)}
+  loaded = {lid: c * lid + t + sh_t for lid in range(L) if _holds(gates[1], lid)}
+  size = max([*stored.values(), *loaded.values(), 0]) + 1
+  writers: dict[int, set[int]] = {}
+  for lid, x in stored.items(): writers.setdefault(x, set()).add(lid)
+  race = any(len(w) > 1 for w in writers.values())
+  race |= not barrier and any(writers.get(x, {lid}) != {lid} for lid, x in loaded.items())
+  unset = any(x not in writers for x in loaded.values())
+  b = ProgramBuilder("phases")
+  out = b.global_buf(I32, 2 * L)
+  tmp = b.local_buf(I32, size)
+  g, lid = b.gidx(0, 2), b.lidx(0, L)
+  with b.when(_gate(b, lid, gates[0])) if gates[0] else contextlib.nullcontext():
+    b.store(tmp, add(b, mul(b, lid, c32(b, a)), c32(b, s + sh_s)), add(b, lid, c32(b, 1)))
+  if barrier: b.barrier()
+  v = b.load(tmp, add(b, mul(b, lid, c32(b, c)), c32(b, t + sh_t)), gate=_gate(b, lid, gates[1]))
+  b.store(out, add(b, mul(b, g, c32(b, L)), lid), v)
+  p = b.build()
+  if tmp in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not race
+  if race or unset:
+    with pytest.raises(UndefinedBehavior): emulate(p, [zeros(2 * L)])
+  else:
+    want = [min(writers[loaded[lid]]) + 1 if lid in loaded else 0 for lid in range(L)] * 2
+    np.testing.assert_array_equal(emulate(p, [zeros(2 * L)]).buffers[0], want)
 
 
 @given(st.lists(st.integers(0, 63), min_size=0, max_size=40), st.integers(1, 4))

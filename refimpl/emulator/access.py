@@ -4,8 +4,9 @@ An access lands through its INDEX: an affine index (indexing.py) is a strided vi
 without a scan, any other an array of addresses checked lane by lane (`locate`). Race tracking (memory.py) watches
 only the memories two threads could meet in; its findings and the reads a later write races (memory.LateWrites) are
 reported as state.py's "Undefined behaviour" says. A *plain* access (Plan.plain_accesses: no gate, an affine index, a
-global buffer without race tracking) that is in bounds on every lane and meets nothing uncertain reads or writes a
-view of memory directly; everything else takes the general path, with its checks.
+buffer or local without race tracking) that is in bounds on every lane and meets nothing uncertain reads or writes a
+view of memory directly (a local's, where every element it reads has been written: `_unwritten`); everything else
+takes the general path, with its checks.
 """
 from __future__ import annotations
 
@@ -106,6 +107,7 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   previous run found: Machine.late) (RACY_READ); each is deferred."""
   if not (mem.local or mem.tracked) or (site.live is not None and not site.live.any()): return None
   grid = m.control.grid
+  if not mem.tracked and not _unwritten(mem, site, grid): return None  # a local whose elements read were all written
   lanes, e = elements(site, grid)
   found = np.zeros((len(lanes), count), dtype=bool)
   def defer(bad: np.ndarray, describe: Callable[[int, int], tuple[UB, str, tuple]]) -> None:
@@ -124,7 +126,8 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
         f"{grid.thread(lanes[r])} reads it with no barrier between", (int(e[r, c] % mem.size),)))
       found |= hit
     if mem.name in m.late.rows:
-      late, writer = m.late.racy(mem.name, launch_elements(m, mem, e), tids, tids // grid.group, barrier_counts(m, mem, tids))
+      late, writer = m.late.racy(mem.name, launch_elements(m, mem, e), tids, tids // m.plan.grid.group,
+                                  barrier_counts(m, mem, tids))
       defer(late, lambda r, c: (UB.RACY_READ, f"write after read race: thread {grid.thread(lanes[r])} reads "
         f"{element_name(m, mem, int(e[r, c]))} and thread {thread_name(m, int(writer[r, c]))} writes it after with no "
         f"barrier between", (int(e[r, c] % mem.size),)))
@@ -133,6 +136,12 @@ def _unsafe_reads(m: Machine, i: int, mem: Memory, site: Site, count: int) -> np
   full = np.zeros((grid.lanes, count), dtype=bool)
   full[lanes] = found
   return full if count > 1 else full[:, 0]
+
+def _unwritten(mem: Memory, site: Site, grid: Grid) -> bool:
+  """Whether a read of local `mem` at `site` finds an element never stored in this launch on one of its live lanes."""
+  written = read(mem.written, site, grid, snapshot=False)
+  if site.live is not None: written = written | ~lanewise(np.broadcast_to(site.live, (grid.lanes,)), written.ndim)
+  return not written.all()
 
 def _index_at(m: Machine, ref: Ref, lane: int) -> int:
   """The index of an access on `lane` (for a report)."""
@@ -190,8 +199,8 @@ def _write(m: Machine, i: int, ref: Ref, value: Value, live: np.ndarray | None, 
   site, _ = locate(m, i, m.plan.uops[i], ref, count, live)
   if site.live is not None and not site.live.any(): return
   races = before = None
-  if mem.tracked or mem.local: lanes, e = elements(site, grid)
   if mem.tracked:
+    lanes, e = elements(site, grid)
     tids = grid.tids(lanes)
     races = track_store(mem, tids, e, as_bits(_per_element(value.v, lanes, e.shape, grid).astype(mem.data.dtype)))
     late_write(m, mem, tids, e, races.late)
@@ -205,7 +214,7 @@ def _write(m: Machine, i: int, ref: Ref, value: Value, live: np.ndarray | None, 
     if races is not None:
       new = np.zeros(e.shape, LEVEL) if value.cert is None else _per_element(value.cert, lanes, e.shape, grid)
       join_met_levels(mem, e, races, new, before)
-  if mem.local: mem.written[e] = True
+  if mem.local: write(mem.written, site, grid, np.ones((1,) + site.tail(), dtype=bool))
   if races is not None and races.bad.any(): mem.levels()[e[races.bad]] = UNDEFINED
 
 def _per_element(x: np.ndarray, lanes: np.ndarray, shape: tuple[int, ...], grid: Grid) -> np.ndarray:
@@ -213,28 +222,36 @@ def _per_element(x: np.ndarray, lanes: np.ndarray, shape: tuple[int, ...], grid:
   return np.broadcast_to(x, (grid.lanes,) + x.shape[1:])[lanes].reshape(shape)
 
 def _in_bounds(m: Machine, mem: Memory, form: tuple, count: int) -> tuple[tuple[int, ...], int] | None:
-  """Where an access through affine `form` lands (Grid.place) when it is in bounds on every lane and nothing about it
-  is uncertain (no phantom lanes, no levels in memory); None elsewhere."""
+  """Where an access through affine `form` lands (Grid.place; a local's flat address, its workgroup's block
+  included) when it is in bounds on every lane and nothing about it is uncertain (no phantom lanes, no levels in
+  memory); None elsewhere."""
   control = m.control
   if mem.cert is not None or control.phantom is not None: return None
   grid = control.grid
   coef, off = grid.place(form, m.loops, m.axes)
   lo, hi = grid.span(coef, off)
-  return None if lo < 0 or hi > mem.size - count else (coef, off)
+  if lo < 0 or hi > mem.size - count: return None
+  if mem.local: coef = tuple(a + b for a, b in zip(coef, mem.base_coef + (0,) * (len(coef) - 6)))
+  return coef, off
 
 def _plain_read(m: Machine, mem: Memory, form: tuple, count: int) -> np.ndarray | None:
-  """What a plain LOAD (Plan.plain_accesses) reads, as a view of memory, where `_in_bounds` finds it; None (the
-  general path) elsewhere."""
+  """What a plain LOAD (Plan.plain_accesses) reads, as a view of memory, where `_in_bounds` finds it and, in a
+  local, every element it reads on a lane that really runs has been written; None (the general path) elsewhere."""
   view = _in_bounds(m, mem, form, count)
-  return None if view is None else read_view(mem.data, view, count, m.control.grid, mem.mutable)
+  if view is None: return None
+  grid = m.control.grid
+  if mem.local and _unwritten(mem, Site(mem, count, m.control.real, view=view), grid): return None
+  return read_view(mem.data, view, count, grid, mem.mutable)
 
 def plain_site(m: Machine, i: int) -> tuple[Memory, tuple[tuple[int, ...], int]] | None:
-  """Where LOAD i reads on the current grid, as (memory, view), when it is plain (Plan.plain_accesses) and `_in_bounds`
-  finds it: it then reads that view and finds nothing; None elsewhere. Its INDEX need not have run."""
+  """Where LOAD i reads on the current grid, as (memory, view), when it is plain (Plan.plain_accesses), from a global
+  buffer, and `_in_bounds` finds it: it then reads that view and finds nothing; None elsewhere. Its INDEX need not have
+  run."""
   form = m.plan.plain_accesses[i]
   if form is None: return None
   u = m.plan.uops[i]
   mem = m.env[m.plan.uops[u.src[0]].src[0]]
+  if mem.local: return None  # its reads check that the elements were written
   view = _in_bounds(m, mem, form, u.dtype.count)
   return None if view is None else (mem, view)
 
@@ -248,6 +265,7 @@ def _plain_write(m: Machine, mem: Memory, form: tuple, count: int, values: np.nd
   lanes = lane_view(mem.data, view, count, m.control.grid)
   if lanes is None: return False
   lanes[...] = values
+  if mem.local: lane_view(mem.written, view, count, m.control.grid)[...] = True
   return True
 
 
@@ -349,7 +367,7 @@ def _load_step(plan: Plan, i: int, u: UOp, handler: Handler, direct: Callable[[i
   the handler; None (the handler's step) for any other LOAD."""
   form = plan.plain_accesses[i]
   if form is None: return None
-  buf, count = plan.uops[u.src[0]].src[0], u.dtype.count  # the DEFINE_GLOBAL: its env entry is the Memory
+  buf, count = plan.uops[u.src[0]].src[0], u.dtype.count  # the DEFINE_GLOBAL / LOCAL: its env entry is the Memory
   def plain_load(m: Machine, env: list) -> None:
     v = _plain_read(m, env[buf], form, count)
     if v is None: handler(m, i, u)

@@ -361,8 +361,32 @@ def _if(m: Machine, i: int, u: UOp) -> int:
     return m.plan.block_end[i] + 1
   if act.shape[0] == 1:
     if act[0]: m.block(i, m.control.active)
-  elif act.any(): m.block(i, act)
+  elif act.any() and not _in_box(m, i, act): m.block(i, act)
   return m.plan.block_end[i] + 1
+
+def _in_box(m: Machine, i: int, act: np.ndarray) -> bool:
+  """Runs the body of IF i on the box of the grid whose lidx ids its gate fixes (Plan.if_pins, Grid.pinned) instead of
+  on every lane, where every lane runs the code around it and it runs no loop as lanes; whether it did. `act`, where
+  the gate is true, lies inside the box (the gate is exact and true nowhere else: ownership.pins), so the body's lanes
+  outside it would all be inactive: what it computes, stores and finds is the same. Values from before it are taken on
+  the box's lanes (value_of, as a loop run as lanes repeats them); the block's own die with it (the scope rule)."""
+  fixed, outer = m.plan.if_pins.get(i), m.control
+  if fixed is None or not settings.IF_BOXES or outer.active is not None or outer.grid.inner != 1: return False
+  box = outer.grid.pinned(fixed)
+  if box.lanes == outer.grid.lanes: return False
+  inside = box.spread(act)
+  mask = None if inside.all() else inside
+  end = m.plan.block_end[i]
+  m.control = Control(box, outer.handlers, active=mask, real=mask)
+  m.regions.append((i, {}))
+  try: m.run(i + 1, end)
+  finally:
+    _, restore = m.regions.pop()
+    m.env[i + 1:end] = [None] * (end - i - 1)
+    for j, x in restore.items(): m.env[j] = x
+    m.control = outer
+  if m.strict and not m.regions and not m.chunked: m.raise_first()
+  return True
 
 
 HANDLERS: dict[Kind, Handler] = {Kind.RANGE: _range, Kind.IF: _if, Kind.END_BLOCK: _end_block}

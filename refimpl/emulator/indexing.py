@@ -24,8 +24,8 @@ What the emulator does with this (machine.py, memory.py):
   - at run time loop counters are numbers, so an INDEX with a form is `offset + sum(c_d * id_d)` over the six thread
     ids: one strided numpy view of the buffer covers every lane, and its bounds follow from the form without a scan;
   - an INDEX without a form but with a static range inside the buffer needs no bounds scan either;
-  - `race_free` proves, per buffer, that two threads can never touch one element; race tracking runs only on the
-    other buffers.
+  - ownership.py's `race_free` proves from these forms, per buffer, that two threads never race on one element; race
+    tracking runs only on the other buffers.
 """
 from __future__ import annotations
 
@@ -165,6 +165,7 @@ def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
 # ***** the thread grid *****
 
 MEMO_SIZE = 4096  # the most entries a grid memoises per question (coefficients -> answer)
+EVALUATED_BYTES = 1 << 22  # the most bytes of affine forms' lanes a grid memoises (Grid.evaluate)
 
 class Grid:
   """The launch as six axes (AXES order), and, inside a loop that runs as lanes, one more axis per such loop (`extend`):
@@ -175,7 +176,9 @@ class Grid:
   asks (loops.LaneLoop.iteration_major); the thread axes stay together, in launch order. A grid may be one chunk of the
   launch (`chunks`): a box of whole workgroups at `origin` (a position per thread axis) whose threads are the launch's
   threads base .. base + threads - 1; lanes, ids and shapes are the chunk's, thread numbers (`tids`, `thread`) the
-  launch's."""
+  launch's. A grid may also be a box of another (`pinned`): the lanes whose thread ids on some workgroup-local axes
+  (lidx) have one value each; those axes are one thread wide in it, `origin` holds the values, and its threads are not
+  consecutive in the launch (`tids` maps them)."""
   def __init__(self, global_size: tuple[int, int, int], local_size: tuple[int, int, int]):
     g, lo = global_size, local_size
     self.sizes: tuple[int, ...] = (g[2], g[1], g[0], lo[2], lo[1], lo[0])
@@ -185,22 +188,27 @@ class Grid:
     self.workgroups = self.threads // self.group
     self.inner = 1  # lanes per thread: the iterations of the loops that run as lanes
     self.after = 1  # the lanes of one step along the thread axes: the iterations of the loops placed after them
-    self.parent: Grid | None = None  # the grid this one extends by its last loop axis
+    self.parent: Grid | None = None  # the grid this one extends by its last loop axis, or is a box of (`pinned`)
+    self.pins: dict[int, int] | None = None  # a box's pinned axes (id -> thread id), this grid's and its extensions'
     self.launch, self.origin, self.base = self.shape, (0,) * 6, 0  # the whole launch's axes; where this chunk starts
     self.first_group = 0  # the launch's number of this chunk's first workgroup
     self._ids: np.ndarray | None = None
     self._lane_strides: dict[tuple[int, ...], int | None] = {}
     self._reach: dict[tuple[int, ...], tuple[int, int]] = {}  # span's memo: coefficients -> (lowest, highest) offset
     self._extended: dict[tuple[int, bool], Grid] = {}
+    self._evaluated: dict[tuple[tuple[int, ...], int], np.ndarray] = {}  # evaluate's memo
+    self._evaluated_bytes = 0
+    self._boxes: dict[tuple[tuple[int, int], ...], Grid] = {}
 
   def _like(self, sizes: tuple[int, ...], order: tuple[int, ...], group: int) -> Grid:
     out = Grid.__new__(Grid)
     out.sizes, out.order, out.shape = sizes, order, tuple(sizes[a] for a in order)
     out.lanes, out.group, out.threads, out.inner = math.prod(sizes), group, math.prod(sizes[:6]), math.prod(sizes[6:])
     out.after = math.prod(out.shape[order.index(5) + 1:])
-    out.workgroups, out.parent = out.threads // group, None
+    out.workgroups, out.parent, out.pins = out.threads // group, None, self.pins
     out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
-    out._lane_strides, out._reach, out._extended = {}, {}, {}
+    out._lane_strides, out._reach, out._extended, out._evaluated, out._evaluated_bytes = {}, {}, {}, {}, 0
+    out._boxes = {}
     return out
 
   def extend(self, n: int, first: bool) -> Grid:
@@ -213,11 +221,28 @@ class Grid:
     if len(self._extended) < 64: self._extended[(n, first)] = out
     return out
 
+  def pinned(self, pins: dict[int, int]) -> Grid:
+    """The box of this grid (the launch or a chunk of it, without loop axes) whose lanes have thread id pins[d] on each
+    workgroup-local axis d (ids 3-5) of `pins` that is more than one thread wide here: the same workgroups, with those
+    axes one thread wide (made once)."""
+    key = tuple(sorted((d, v) for d, v in pins.items() if self.sizes[d] > 1))
+    if key in self._boxes: return self._boxes[key]
+    sizes = tuple(1 if d in dict(key) else n for d, n in enumerate(self.sizes))
+    out = self._like(sizes, self.order, math.prod(sizes[3:6]))
+    out.parent, out.pins = self, {**(self.pins or {}), **dict(key)}
+    out.origin = tuple(o + dict(key).get(d, 0) for d, o in enumerate(self.origin))
+    if len(self._boxes) < 64: self._boxes[key] = out
+    return out
+
   def spread(self, a: np.ndarray) -> np.ndarray:
-    """An array over the lanes of an ancestor grid (one this one extends), (its lanes, *tail), on this grid's lanes:
-    the same for every iteration of the axes added since (a copy)."""
+    """An array over the lanes of an ancestor grid (one this one extends or is a box of), (its lanes, *tail), on this
+    grid's lanes: the same for every iteration of the axes added since, the box's part of it (a copy)."""
     if a.shape[0] == self.lanes: return a
     a = self.parent.spread(a)
+    if len(self.sizes) == len(self.parent.sizes):  # a box: the pinned positions of the parent's axes
+      where = tuple(slice(self.pins[d], self.pins[d] + 1) if d in self.pins and self.parent.sizes[d] > 1
+                    else slice(None) for d in self.parent.order)
+      return a.reshape(self.parent.shape + a.shape[1:])[where].reshape((self.lanes,) + a.shape[1:])
     n = self.sizes[-1]
     if self.order[0] == len(self.sizes) - 1: return np.broadcast_to(a, (n,) + a.shape).reshape((self.lanes,) + a.shape[1:])
     return np.repeat(a, n, axis=0)
@@ -249,7 +274,9 @@ class Grid:
 
   def tids(self, lanes: np.ndarray) -> np.ndarray:
     """The thread of each lane, as its lane number in the launch without loop axes (what race tracking records)."""
-    return self._thread_lane(lanes) + self.base
+    if self.pins is None: return self._thread_lane(lanes) + self.base  # a run of consecutive threads
+    at = np.unravel_index(self._thread_lane(lanes), self.sizes[:6])
+    return np.ravel_multi_index(tuple(x + o for x, o in zip(at, self.origin)), self.launch)
 
   def workgroup(self, lanes: np.ndarray) -> np.ndarray:
     """The workgroup of each lane, numbered in this grid (0 .. workgroups - 1)."""
@@ -293,13 +320,20 @@ class Grid:
     return coef if len(self.order) == 6 else tuple(coef[a] for a in self.order)
 
   def evaluate(self, coef: tuple[int, ...], off: int) -> np.ndarray:
-    """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane."""
+    """off + sum(coef[d] * id_d) on every lane: int64 of shape (lanes,), or (1,) when it is the same on every lane.
+    Read-only: memoised while the grid's memo holds EVALUATED_BYTES (a plan's grids serve every run of it)."""
+    key = (coef, off)
+    if key in self._evaluated: return self._evaluated[key]
     x: np.ndarray | int = off
     k = len(self.shape)
     for d, (c, n) in enumerate(zip(self.strides(coef), self.shape)):
       if c and n > 1: x = x + (np.arange(n, dtype=np.int64) * c).reshape((1,) * d + (n,) + (1,) * (k - 1 - d))
-    if isinstance(x, int): return np.array([x], dtype=np.int64)
-    return np.broadcast_to(x, self.shape).reshape(self.lanes)
+    out = np.array([x], dtype=np.int64) if isinstance(x, int) else np.broadcast_to(x, self.shape).reshape(self.lanes)
+    out.flags.writeable = False
+    if self._evaluated_bytes + out.nbytes <= EVALUATED_BYTES:
+      self._evaluated[key] = out
+      self._evaluated_bytes += out.nbytes
+    return out
 
   def thread(self, lane: int) -> tuple[int, ...]:
     """The thread of a lane: (gidx0, gidx1, gidx2, lidx0, lidx1, lidx2)."""
@@ -308,7 +342,7 @@ class Grid:
 
   def shifted(self, coef: tuple[int, ...], off: int) -> int:
     """The offset of an affine form (coefficients on this grid's axes) in this chunk's coordinates."""
-    if not self.base: return off  # the launch itself, or its first chunk: the origin is 0 on every axis
+    if not any(self.origin): return off  # the launch itself, or its first chunk
     return off + sum(c * o for c, o in zip(coef, self.origin))
 
   def place(self, form: tuple, counters: dict[int, int], axes: dict[int, tuple[int, int]]) -> tuple[tuple[int, ...], int]:
@@ -356,55 +390,3 @@ def thread_form(aff: Affine) -> tuple[tuple[int, ...], tuple[tuple[int, int], ..
     if isinstance(s, str): coef[AXIS[s]] += c
     else: loops.append((s, c))
   return tuple(coef), tuple(loops), aff.const
-
-
-# ***** race freedom *****
-
-def accesses(program: Program) -> dict[int, list[tuple[bool, int, int]]]:
-  """buffer uop -> (is_store, index uop, elements per access) for every LOAD and STORE of it."""
-  uops, out = program.uops, {}
-  for u in uops:
-    if u.op not in (Ops.LOAD, Ops.STORE): continue
-    buf, idx = uops[u.src[0]].src
-    count = u.dtype.count if u.op is Ops.LOAD else uops[u.src[1]].dtype.count
-    out.setdefault(buf, []).append((u.op is Ops.STORE, idx, count))
-  return out
-
-def race_free(program: Program, infos: dict[int, IntInfo], grid: Grid) -> set[int]:
-  """The buffers (DEFINE_GLOBAL / DEFINE_LOCAL uop indices) on which no two threads can touch one element.
-
-  Proof rule: the buffer is never stored to; or every access's index is affine with the same coefficients on the
-  thread axes that share the memory (all six for a global, lidx0-2 for a local: workgroups have their own locals), and
-  `separated` holds for those coefficients with w spanning every other term of every access (loop counters, the
-  other axes, the constant, the vector's width). Then an element determines the thread, so only one thread uses it."""
-  free, table = set(), accesses(program)
-  for i, u in enumerate(program.uops):
-    if u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
-    acc = table.get(i, [])
-    if not any(store for store, _, _ in acc):
-      free.add(i)
-      continue
-    shared = range(3, 6) if u.op is Ops.DEFINE_LOCAL else range(6)
-    forms = [infos.get(idx, FULL).aff for _, idx, _ in acc]
-    if any(f is None for f in forms): continue
-    parts = [thread_form(f) for f in forms]
-    coef = tuple(c if d in shared else 0 for d, c in enumerate(parts[0][0]))
-    if any(any(p[0][d] != coef[d] for d in shared) for p in parts): continue
-    hulls = []  # per access: (its constant, its lowest and highest offset from it)
-    for (tc, loops, const), (_, _, count) in zip(parts, acc):
-      spans = [(min(0, c * (n - 1)), max(0, c * (n - 1))) for d, (c, n) in enumerate(zip(tc, grid.sizes)) if d not in shared]
-      spans += [(min(c * infos[r].lo, c * infos[r].hi), max(c * infos[r].lo, c * infos[r].hi)) for r, c in loops]
-      hulls.append((const, sum(s[0] for s in spans), sum(s[1] for s in spans) + count - 1))
-    lo, hi = min(c + a for c, a, _ in hulls), max(c + b for c, _, b in hulls)
-    if grid.separated(coef, hi - lo + 1, shared) or _copies_separated(grid, coef, shared, hulls): free.add(i)
-  return free
-
-def _copies_separated(grid: Grid, coef: tuple[int, ...], shared: range, hulls: list[tuple[int, int, int]]) -> bool:
-  """race_free's rule for accesses that are copies of one access shifted by constants in an arithmetic progression
-  (tinygrad's upcast stores: out[base + 0], out[base + 256], ...): the copy number is one more mixed-radix term."""
-  consts = sorted({c for c, _, _ in hulls})
-  if len(consts) < 2 or len({(a, b) for _, a, b in hulls}) != 1: return False
-  step = consts[1] - consts[0]
-  if consts != list(range(consts[0], consts[0] + step * len(consts), step)): return False
-  _, a, b = hulls[0]
-  return grid.separated(coef, b - a + 1, shared, (step, len(consts)))

@@ -5,7 +5,7 @@ elements per workgroup: workgroup w owns [w*size, (w+1)*size)), with per-element
   cert     the stored value's certainty level (refimpl/emulator/certainty.py): what was stored with it, UNDEFINED after
            two threads raced on it
   written  locals only: the element has been stored to in this launch (reading one that has not is undefined)
-  writer / reader  race tracking (only on buffers `indexing.race_free` cannot clear): the thread that wrote / read
+  writer / reader  race tracking (only on buffers `ownership.race_free` cannot clear): the thread that wrote / read
            each element since its workgroup's last BARRIER; reader -2 = several threads; on globals, -3 - g = threads
            of workgroup g whose accesses a BARRIER of g has ordered (a thread of another workgroup still races them)
   reader_group  globals only: the workgroup of the threads in `reader` (-2: several workgroups)

@@ -26,8 +26,9 @@ import numpy as np
 from refimpl.dtype import PtrDType, dtypes, to_np
 from refimpl.emulator import alu
 from refimpl.emulator.certainty import LEVEL, Certainty
-from refimpl.emulator.indexing import Grid, accesses, analyze, race_free, thread_form
+from refimpl.emulator.indexing import Grid, analyze, thread_form
 from refimpl.emulator.loops import LaneLoop, lane_loops
+from refimpl.emulator.ownership import accesses, pins, race_free
 from refimpl.emulator.values import LAZY, ExactPath, Value, scalar_float_value, stacked, ufunc_value
 from refimpl.ir import MOVE, GroupOp, Ops, Program, UOp, verify
 
@@ -113,7 +114,7 @@ class Plan:
     self.infos = analyze(program, vals)
     self.forms = {i: thread_form(info.aff) for i, info in self.infos.items() if info.aff is not None}
     self.free = race_free(program, self.infos, self.grid)
-    self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _ in acc)}
+    self.stored = {buf for buf, acc in accesses(program).items() if any(store for store, _, _, _ in acc)}
     self.alias = [u.src[0] if u.op is Ops.ASSIGN else i for i, u in enumerate(uops)]
     self.global_defs = [(i, u) for i, u in enumerate(uops) if u.op is Ops.DEFINE_GLOBAL]
     self.names = {i: f"buffer {u.arg}" if u.op is Ops.DEFINE_GLOBAL else f"local {u.arg}" for i, u in enumerate(uops)
@@ -127,6 +128,12 @@ class Plan:
     # accumulators defined before a block and assigned inside it (spoiled when a lane's control is undefined)
     self.assigned = {b: {uops[j].src[0] for j in range(b, e) if uops[j].op is Ops.ASSIGN and uops[j].src[0] < b}
                      for b, e in self.block_end.items()}
+    # IFs whose body may run on a box of the grid (Grid.pinned, blocks._if): the workgroup-local thread axes (lidx,
+    # ids 3-5) their gate fixes (ownership.pins), where the body assigns no register from before it
+    self.if_pins: dict[int, dict[int, int]] = {}
+    for b in self.block_end:
+      fixed = {d: v for d, v in pins(program, uops[b].src[0]).items() if d >= 3} if uops[b].op is Ops.IF else {}
+      if fixed and not self.assigned[b]: self.if_pins[b] = fixed
     self.lane_loops = lane_loops(program, self.infos)
     self._sources: dict[int, tuple[int, ...]] = {}  # deferred_sources, as they are asked for
     self.operand_dtype = [uops[u.src[-1]].dtype.scalar() if u.src else None for u in uops]  # the dtype alu's rule gets
@@ -230,11 +237,11 @@ class Plan:
     return max(1, 2 * sum(u.dtype.itemsize for u in body if not isinstance(u.dtype, PtrDType)))
 
   def _plain_access(self, u: UOp) -> tuple | None:
-    """The index form of a *plain* LOAD or STORE: one with no gate, through an affine index, into a global buffer that
-    needs no race tracking; None for any other."""
+    """The index form of a *plain* LOAD or STORE: one with no gate, through an affine index, into a buffer or local
+    that needs no race tracking; None for any other."""
     buf, idx = self.uops[u.src[0]].src
     ungated = len(u.src) == (1 if u.op is Ops.LOAD else 2)
-    plain = ungated and idx in self.forms and self.uops[buf].op is Ops.DEFINE_GLOBAL and buf in self.free
+    plain = ungated and idx in self.forms and buf in self.free
     return self.forms[idx] if plain else None
 
   @functools.cached_property

@@ -205,7 +205,7 @@ class Machine:
     loops run as lanes, then the lowest thread."""
     g = self.control.grid
     if g.inner == 1: return 0
-    return int(np.argmin(g.iteration(lanes) * g.threads + g.tids(lanes)))
+    return int(np.argmin(g.iteration(lanes) * self.plan.grid.threads + g.tids(lanes)))
 
   def order_key(self, i: int, lane: int) -> tuple[int, ...]:
     """Where uop i on `lane` comes in the sequential order: (loop, counter) for each RANGE around it, the uop, the
