@@ -14,7 +14,7 @@ from refimpl.emulator import settings
 from refimpl.emulator.certainty import Certainty
 from refimpl.emulator.indexing import Grid, analyze
 from refimpl.emulator.machine import emulate
-from refimpl.emulator.ownership import pins, race_free
+from refimpl.emulator.ownership import lattice, pins, race_free
 from refimpl.emulator.ub import UB
 from refimpl.ir import Ops, ProgramBuilder
 
@@ -386,6 +386,24 @@ def test_index_analysis_keeps_no_form_where_int32_could_wrap():
   np.testing.assert_array_equal(emulate(p, [zeros(4) + 7]).buffers[0], [0, 7, 7, 7])
 
 
+def test_index_analysis_gives_mulacc_the_form_of_a_mul_then_an_add():
+  # tinygrad 0.14 writes index arithmetic as MULACC: out[4 l + k] for k < 4 through MULACC(l, 4, k) has the form
+  # 4 lidx0 + k (so the four stores are one lattice of copies: race free), and MULACC(l, 2^30, 0) may wrap: no form
+  b = ProgramBuilder("mulacc")
+  out = b.global_buf(I32, 64)
+  lid = b.lidx(0, 16)
+  idx = [b.alu(Ops.MULACC, lid, c32(b, 4), c32(b, k)) for k in range(4)]
+  big = b.alu(Ops.MULACC, lid, c32(b, 2**30), c32(b, 0))
+  for k, i in enumerate(idx): b.store(out, i, add(b, lid, c32(b, 100 * k)))
+  p = b.build()
+  infos = analyze(p)
+  assert [(infos[i].aff.terms, infos[i].aff.const) for i in idx] == [({"lidx0": 4}, k) for k in range(4)]
+  assert infos[big].aff is None
+  assert out in race_free(p, infos, Grid(p.global_size, p.local_size))
+  want = (np.arange(16)[:, None] + 100 * np.arange(4)).ravel()
+  np.testing.assert_array_equal(emulate(p, [zeros(64)]).buffers[0], want)
+
+
 # ***** permissive mode: masks and events instead of a raise *****
 
 def test_permissive_out_of_bounds_store_does_nothing_and_is_an_event():
@@ -646,6 +664,55 @@ def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef
   if shared:
     with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
 
+
+
+def test_upcast_stores_shifted_by_a_lattice_of_constants_are_proven_race_free():
+  # tinygrad's transformer matmul stores a 4-vector at 2048 g + 256 l0 + 4 l1 + 64 i + 4096 j for i, j < 4 (one STORE
+  # per (i, j)): the constants are a lattice of steps 64 and 4096, and with the thread terms they are one mixed radix,
+  # so an element is one (thread, i, j, w). With a step of 32 instead of 64, copy i + 1 of lidx1 = l meets copy i of
+  # lidx1 = l + 8 (4 (l + 8) = 4 l + 32), and the proof must fail
+  assert lattice([64 * i + 4096 * j for i in range(4) for j in range(4)]) == [(64, 4), (4096, 4)]
+  assert lattice([0, 1, 5]) is None
+  for step, free_expected in ((64, True), (32, False)):
+    b = ProgramBuilder("lattice")
+    out, a = b.global_buf(F32, 4 * 4096), b.global_buf(F32, 4)
+    g, l0, l1 = b.gidx(0, 2), b.lidx(0, 8), b.lidx(1, 16)
+    base = add(b, add(b, mul(b, g, c32(b, 2048)), mul(b, l0, c32(b, 256))), mul(b, l1, c32(b, 4)))
+    v = b.load(a, c32(b, 0), count=4)
+    for i in range(4):
+      for j in range(4): b.store(out, add(b, base, c32(b, step * i + 4096 * j)), v)
+    p = b.build()
+    assert (out in race_free(p, analyze(p), Grid(p.global_size, p.local_size))) == free_expected
+
+@given(gs=st.integers(1, 4), ls=st.integers(1, 4), coef=st.lists(st.integers(-8, 8), min_size=2, max_size=2),
+       steps=st.lists(st.tuples(st.integers(1, 30), st.integers(2, 3)), min_size=2, max_size=2), width=st.integers(1, 2))
+def test_race_freedom_proof_is_sound_on_stores_shifted_by_a_lattice_of_constants(gs, ls, coef, steps, width):
+  # every thread stores its id as a `width`-vector at  off + c0*gidx0 + c1*lidx0 + s1*k1 + s2*k2, one STORE per
+  # (k1, k2). Brute force over (thread, k1, k2, element) says whether two threads share an element: a proof of freedom
+  # must never hold when they do, and strict mode must raise exactly when they do
+  (s1, n1), (s2, n2) = steps
+  ids = np.indices((gs, ls)).reshape(2, -1)
+  tid = np.arange(ids.shape[1])
+  shifts = (s1 * np.arange(n1)[:, None] + s2 * np.arange(n2)).ravel()
+  addr = (coef[0] * ids[0] + coef[1] * ids[1])[:, None, None] + shifts[:, None] + np.arange(width)
+  off = -addr.min()
+  addr = (addr + off).reshape(len(tid), -1)
+  size = int(addr.max()) + 1
+  owners: dict[int, set[int]] = {}
+  for t, row in zip(tid, addr):
+    for x in row: owners.setdefault(int(x), set()).add(int(t))
+  shared = any(len(o) > 1 for o in owners.values())
+  b = ProgramBuilder("lattice")
+  out = b.global_buf(I32, size)
+  g0, l0 = b.gidx(0, gs), b.lidx(0, ls)
+  t = add(b, mul(b, g0, c32(b, ls)), l0)
+  value = b.vectorize(*[t] * width) if width > 1 else t
+  idx = add(b, add(b, mul(b, g0, c32(b, coef[0])), mul(b, l0, c32(b, coef[1]))), c32(b, off))
+  for shift in shifts.tolist(): b.store(out, add(b, idx, c32(b, shift)), value)
+  p = b.build()
+  if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
+  if shared:
+    with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
 
 
 # ***** race freedom by phases and pins (refimpl/emulator/ownership.py) *****

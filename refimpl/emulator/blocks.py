@@ -371,7 +371,8 @@ def _in_box(m: Machine, i: int, act: np.ndarray) -> bool:
   outside it would all be inactive: what it computes, stores and finds is the same. Values from before it are taken on
   the box's lanes (value_of, as a loop run as lanes repeats them); the block's own die with it (the scope rule)."""
   fixed, outer = m.plan.if_pins.get(i), m.control
-  if fixed is None or not settings.IF_BOXES or outer.active is not None or outer.grid.inner != 1: return False
+  if fixed is None or not settings.IF_BOXES or outer.grid.inner != 1: return False
+  if outer.active is not None or outer.level is not None or outer.phantom is not None: return False
   box = outer.grid.pinned(fixed)
   if box.lanes == outer.grid.lanes: return False
   inside = box.spread(act)

@@ -13,6 +13,7 @@ Rules (table INT_INFO_RULES, op -> rule):
   SPECIAL                  [0, size-1]; the id itself
   RANGE                    [min start, max end - 1]; its counter
   ADD SUB NEG, MUL / SHL   interval arithmetic; affine arithmetic (MUL and SHL only by a constant)
+  MULACC                   a * b + c as MUL then ADD (tinygrad 0.14's index arithmetic)
   IDIV MOD SHR by a const  ranges; the identity form where the range shows the op changes nothing (x % 8, x in [0, 8))
   AND OR XOR MAX WHERE     ranges (bit ops on non-negative values); MAX keeps a side that always wins
   CAST from a narrow int   the source dtype's range
@@ -30,7 +31,7 @@ What the emulator does with this (machine.py, memory.py):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +101,8 @@ def _mul(u, a, b):
   corners = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
   return _fit(min(corners), max(corners))
 
+def _mulacc(u, a, b, c): return _add(u, _mul(u, a, b), c)
+
 def _shl(u, a, b): return _via(_scaled(a, 1 << b.const), b) if b.const is not None and 0 <= b.const < 32 else FULL
 def _shr(u, a, b):
   if b.const is None or not 0 <= b.const < 32: return FULL
@@ -133,8 +136,8 @@ def _or_xor(u, a, b):
 def _where(u, c, a, b): return IntInfo(min(a.lo, b.lo), max(a.hi, b.hi))
 
 INT_INFO_RULES: dict[Ops, Callable[..., IntInfo]] = {
-  Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.SHL: _shl, Ops.SHR: _shr, Ops.IDIV: _idiv,
-  Ops.MOD: _mod, Ops.MAX: _max, Ops.AND: _and, Ops.OR: _or_xor, Ops.XOR: _or_xor, Ops.WHERE: _where}
+  Ops.ADD: _add, Ops.SUB: _sub, Ops.NEG: _neg, Ops.MUL: _mul, Ops.MULACC: _mulacc, Ops.SHL: _shl, Ops.SHR: _shr,
+  Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max, Ops.AND: _and, Ops.OR: _or_xor, Ops.XOR: _or_xor, Ops.WHERE: _where}
 
 
 def analyze(program: Program, vals: tuple[int, ...] = ()) -> dict[int, IntInfo]:
@@ -370,12 +373,13 @@ class Grid:
     coords = np.unravel_index(lanes, self.shape)
     return np.ravel_multi_index([coords[self.order.index(a)] for a in range(6, len(self.sizes))], self.sizes[6:])
 
-  def separated(self, coef: tuple[int, ...], extent: int, axes: range = range(6), copies: tuple[int, int] = (1, 1)) -> bool:
-    """True when off + sum(coef[d] * id_d for d in axes) + step * k + w, w in [0, extent), k in [0, m) for
-    copies = (step, m), is one-to-one in (ids, k, w). Sufficient condition (mixed radix): sorted by |coefficient|,
-    each term's coefficient exceeds the largest value all smaller terms reach together. An axis of more than one
-    thread with coefficient 0 fails it."""
-    terms = sorted([(abs(coef[d]), self.sizes[d]) for d in axes if self.sizes[d] > 1] + [(1, extent), copies])
+  def separated(self, coef: tuple[int, ...], extent: int, axes: Sequence[int] = range(6),
+                copies: Sequence[tuple[int, int]] = ()) -> bool:
+    """True when off + sum(coef[d] * id_d for d in axes) + sum(step_j * k_j) + w, w in [0, extent), k_j in [0, m_j)
+    for each (step_j, m_j) of `copies`, is one-to-one in (ids, k, w). Sufficient condition (mixed radix): sorted by
+    |coefficient|, each term's coefficient exceeds the largest value all smaller terms reach together. An axis of more
+    than one thread with coefficient 0 fails it."""
+    terms = sorted([(abs(coef[d]), self.sizes[d]) for d in axes if self.sizes[d] > 1] + [(1, extent), *copies])
     reach = 0
     for c, n in terms:
       if c <= reach: return False

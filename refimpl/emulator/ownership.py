@@ -15,6 +15,8 @@ touched what. The proof is a sufficient condition; a buffer it cannot clear is t
            workgroups have their own blocks), and those coefficients must separate the threads (Grid.separated) with
            every other term of every access (loop counters, the other axes, the constant, the vector's width) inside
            one stride. Then an element determines the thread that touches it.
+  copies   Accesses that are one access shifted by constants forming a lattice (`lattice`: tinygrad's upcast stores
+           along one or more axes) take each of its steps as one more term instead of spanning the whole hull.
   pins     A thread axis that the gates around every access of the phase fix to one value (`pins`: tinygrad's
            `if (lidx0 == 0)` around a reduction's final store) has one thread on it: its coefficient does not matter.
 """
@@ -159,11 +161,27 @@ def _owned(group: list[Access], infos: dict[int, IntInfo], grid: Grid, shared: r
   return grid.separated(coef, hi - lo + 1, owners) or _copies_separated(grid, coef, owners, hulls)
 
 def _copies_separated(grid: Grid, coef: tuple[int, ...], owners: list[int], hulls: list[tuple[int, int, int]]) -> bool:
-  """The owner rule for accesses that are copies of one access shifted by constants in an arithmetic progression
-  (tinygrad's upcast stores: out[base + 0], out[base + 256], ...): the copy number is one more mixed-radix term."""
-  consts = sorted({c for c, _, _ in hulls})
-  if len(consts) < 2 or len({(a, b) for _, a, b in hulls}) != 1: return False
-  step = consts[1] - consts[0]
-  if consts != list(range(consts[0], consts[0] + step * len(consts), step)): return False
+  """The owner rule for accesses that are copies of one access shifted by constants that form a lattice (tinygrad's
+  upcast stores: out[base + 0], out[base + 64], ..., out[base + 4096], ...: `lattice`): each of its steps is one more
+  mixed-radix term, instead of the whole hull."""
+  if len({(a, b) for _, a, b in hulls}) != 1: return False
+  steps = lattice([c for c, _, _ in hulls])
+  if not steps: return False
   _, a, b = hulls[0]
-  return grid.separated(coef, b - a + 1, owners, (step, len(consts)))
+  return grid.separated(coef, b - a + 1, owners, steps)
+
+def lattice(consts: list[int]) -> list[tuple[int, int]] | None:
+  """(step, count) of arithmetic progressions whose sums, added to the least constant, are exactly the distinct
+  `consts`: each progression's step is the least constant its predecessors do not reach. None where no such product
+  of progressions (of two or more members each) gives them."""
+  base = min(consts)
+  rest = {c - base for c in consts}
+  reached, steps = {0}, []
+  while len(reached) < len(rest):
+    step = min(rest - reached)
+    n = 1
+    while all(r + step * n in rest for r in reached): n += 1
+    if n == 1: return None
+    reached = {r + step * k for r in reached for k in range(n)}
+    steps.append((step, n))
+  return steps if reached == rest else None
