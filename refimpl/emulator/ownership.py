@@ -113,20 +113,29 @@ def pins(program: Program, gate: int) -> dict[int, int]:
 
 def race_free(program: Program, infos: dict[int, IntInfo], grid: Grid) -> set[int]:
   """The buffers (DEFINE_GLOBAL / DEFINE_LOCAL uop indices) on which no two unordered threads can touch one element
-  (the module docstring's rules)."""
-  free, table, phase = set(), accesses(program), phases(program)
+  (the module docstring's rules). A phase's pins are looked for only where the owner rule fails without them."""
+  free, table = set(), accesses(program)
+  phase = phases(program) if any(u.op is Ops.DEFINE_LOCAL for u in program.uops) else None  # locals only
+  guards: dict[int, list[int]] | None = None  # gates(program), made when a phase needs its pins
   fixed: dict[int, dict[int, int]] = {}  # gate -> its pins (a gate often guards several accesses)
-  for gs in gates(program).values():
-    for g in gs:
+  def pinned(at: int) -> dict[int, int]:
+    for g in guards[at]:
       if g not in fixed: fixed[g] = pins(program, g)
-  pinned = {i: _joined([fixed[g] for g in gs]) for i, gs in gates(program).items()}
+    return _joined([fixed[g] for g in guards[at]])
   for i, u in enumerate(program.uops):
     if u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL): continue
     local = u.op is Ops.DEFINE_LOCAL
     split: dict[int, list[Access]] = {}
     for a in table.get(i, []): split.setdefault(phase[a[3]] if local and phase is not None else 0, []).append(a)
     shared = range(3, 6) if local else range(6)
-    if all(_owned(group, infos, grid, shared, pinned) for group in split.values()): free.add(i)
+    owned = True
+    for group in split.values():
+      if _owned(group, infos, grid, shared, {}): continue
+      if guards is None: guards = gates(program)
+      if not _owned(group, infos, grid, shared, {a[3]: pinned(a[3]) for a in group}):
+        owned = False
+        break
+    if owned: free.add(i)
   return free
 
 def _joined(fixes: list[dict[int, int]]) -> dict[int, int]:
@@ -140,12 +149,13 @@ def _joined(fixes: list[dict[int, int]]) -> dict[int, int]:
 def _owned(group: list[Access], infos: dict[int, IntInfo], grid: Grid, shared: range,
            pinned: dict[int, dict[int, int]]) -> bool:
   """Whether one phase's accesses to a buffer leave every element to one thread: no store, or the owner rule with
-  the axes every access is pinned to on one value taken as one thread (module docstring)."""
+  the axes every access is pinned to on one value taken as one thread (module docstring; `pinned`: access uop -> its
+  pins, none where it is missing)."""
   if not any(store for store, _, _, _ in group): return True
   forms = [infos.get(idx, FULL).aff for _, idx, _, _ in group]
   if any(f is None for f in forms): return False
   parts = [thread_form(f) for f in forms]
-  first = pinned[group[0][3]]
+  first = pinned.get(group[0][3], {})
   one = {d: v for d, v in first.items() if all(pinned[a[3]].get(d) == v for a in group)}  # axes of one thread
   owners = [d for d in shared if d not in one]
   coef = tuple(c if d in owners else 0 for d, c in enumerate(parts[0][0]))
