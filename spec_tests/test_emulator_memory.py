@@ -635,16 +635,13 @@ def test_upcast_stores_shifted_by_constants_are_proven_race_free():
     assert (out in race_free(p, analyze(p), Grid(p.global_size, p.local_size))) == free_expected
 
 
-@given(gs=st.integers(1, 6), ls=st.integers(1, 4), coef=st.lists(st.integers(-8, 8), min_size=2, max_size=2),
-       step=st.integers(-9, 9), copies=st.integers(2, 4), width=st.integers(1, 2))
-def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef, step, copies, width):
-  # every thread stores its id as a `width`-vector at  off + c0*gidx0 + c1*lidx0 + step*k, one STORE per k < copies.
-  # Brute force over (thread, k, element) says whether two threads share an element: a proof of freedom must never
-  # hold when they do, and strict mode must raise exactly when they do
+def shifted_stores_check(gs: int, ls: int, coef: list[int], shifts: list[int], width: int) -> None:
+  """Every thread stores its id as a `width`-vector at  off + c0*gidx0 + c1*lidx0 + shift, one STORE per shift.
+  Brute force over (thread, shift, element) says whether two threads share an element: a proof of freedom must never
+  hold when they do, and strict mode must raise exactly when they do."""
   ids = np.indices((gs, ls)).reshape(2, -1)
   tid = np.arange(ids.shape[1])
-  base = coef[0] * ids[0] + coef[1] * ids[1]
-  addr = base[:, None, None] + step * np.arange(copies)[:, None] + np.arange(width)
+  addr = (coef[0] * ids[0] + coef[1] * ids[1])[:, None, None] + np.array(shifts)[:, None] + np.arange(width)
   off = -addr.min()
   addr = (addr + off).reshape(len(tid), -1)
   size = int(addr.max()) + 1
@@ -658,12 +655,17 @@ def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef
   t = add(b, mul(b, g0, c32(b, ls)), l0)
   value = b.vectorize(*[t] * width) if width > 1 else t
   idx = add(b, add(b, mul(b, g0, c32(b, coef[0])), mul(b, l0, c32(b, coef[1]))), c32(b, off))
-  for k in range(copies): b.store(out, add(b, idx, c32(b, step * k)), value)
+  for shift in shifts: b.store(out, add(b, idx, c32(b, shift)), value)
   p = b.build()
   if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
   if shared:
     with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
 
+@given(gs=st.integers(1, 6), ls=st.integers(1, 4), coef=st.lists(st.integers(-8, 8), min_size=2, max_size=2),
+       step=st.integers(-9, 9), copies=st.integers(2, 4), width=st.integers(1, 2))
+def test_race_freedom_proof_is_sound_on_stores_shifted_by_constants(gs, ls, coef, step, copies, width):
+  # one STORE per k < copies at a shift of step * k (shifted_stores_check says what must hold)
+  shifted_stores_check(gs, ls, coef, [step * k for k in range(copies)], width)
 
 
 def test_upcast_stores_shifted_by_a_lattice_of_constants_are_proven_race_free():
@@ -687,33 +689,9 @@ def test_upcast_stores_shifted_by_a_lattice_of_constants_are_proven_race_free():
 @given(gs=st.integers(1, 4), ls=st.integers(1, 4), coef=st.lists(st.integers(-8, 8), min_size=2, max_size=2),
        steps=st.lists(st.tuples(st.integers(1, 30), st.integers(2, 3)), min_size=2, max_size=2), width=st.integers(1, 2))
 def test_race_freedom_proof_is_sound_on_stores_shifted_by_a_lattice_of_constants(gs, ls, coef, steps, width):
-  # every thread stores its id as a `width`-vector at  off + c0*gidx0 + c1*lidx0 + s1*k1 + s2*k2, one STORE per
-  # (k1, k2). Brute force over (thread, k1, k2, element) says whether two threads share an element: a proof of freedom
-  # must never hold when they do, and strict mode must raise exactly when they do
+  # one STORE per (k1, k2) at a shift of s1 * k1 + s2 * k2 (shifted_stores_check says what must hold)
   (s1, n1), (s2, n2) = steps
-  ids = np.indices((gs, ls)).reshape(2, -1)
-  tid = np.arange(ids.shape[1])
-  shifts = (s1 * np.arange(n1)[:, None] + s2 * np.arange(n2)).ravel()
-  addr = (coef[0] * ids[0] + coef[1] * ids[1])[:, None, None] + shifts[:, None] + np.arange(width)
-  off = -addr.min()
-  addr = (addr + off).reshape(len(tid), -1)
-  size = int(addr.max()) + 1
-  owners: dict[int, set[int]] = {}
-  for t, row in zip(tid, addr):
-    for x in row: owners.setdefault(int(x), set()).add(int(t))
-  shared = any(len(o) > 1 for o in owners.values())
-  b = ProgramBuilder("lattice")
-  out = b.global_buf(I32, size)
-  g0, l0 = b.gidx(0, gs), b.lidx(0, ls)
-  t = add(b, mul(b, g0, c32(b, ls)), l0)
-  value = b.vectorize(*[t] * width) if width > 1 else t
-  idx = add(b, add(b, mul(b, g0, c32(b, coef[0])), mul(b, l0, c32(b, coef[1]))), c32(b, off))
-  for shift in shifts.tolist(): b.store(out, add(b, idx, c32(b, shift)), value)
-  p = b.build()
-  if out in race_free(p, analyze(p), Grid(p.global_size, p.local_size)): assert not shared
-  if shared:
-    with pytest.raises(UndefinedBehavior, match="write/write"): emulate(p, [zeros(size) - 1])
-
+  shifted_stores_check(gs, ls, coef, [s1 * k1 + s2 * k2 for k1 in range(n1) for k2 in range(n2)], width)
 
 # ***** race freedom by phases and pins (refimpl/emulator/ownership.py) *****
 
