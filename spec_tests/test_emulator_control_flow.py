@@ -11,6 +11,7 @@ from refimpl.dtype import dtypes
 from refimpl.emulator import blocks, settings
 from refimpl.emulator.indexing import Grid
 from refimpl.emulator.machine import emulate
+from refimpl.emulator.plan import Plan
 from refimpl.ir import Ops, ProgramBuilder
 from refimpl.testing.programs import emulation_outcome
 
@@ -298,13 +299,17 @@ def boxed_if(groups: int, l0: int, l1: int, p: int, gate: str, body: str):
 
 @given(groups=st.integers(1, 3), l0=st.integers(2, 5), l1=st.integers(1, 3), p=st.integers(0, 4),
        gate=st.sampled_from(BOX_GATES), body=st.sampled_from(BOX_BODIES),
-       data=st.lists(st.integers(-2, 3), min_size=45, max_size=45))
-def test_if_rule_a_box_of_the_lanes_its_gate_fixes_shows_nothing(groups, l0, l1, p, gate, body, data):
+       data=st.lists(st.integers(-2, 3), min_size=45, max_size=45), chunked=st.booleans())
+def test_if_rule_a_box_of_the_lanes_its_gate_fixes_shows_nothing(groups, l0, l1, p, gate, body, data, chunked):
   # IF: the body runs on the active lanes whose gate is true. Running it on the box of the lanes whose lidx ids the gate
   # fixes must give what running it on every lane gives (settings.IF_BOXES False: the rule's own path): the buffers and
-  # their levels, every permissive event, and strict mode's report (op, uop, thread, operands, count, origin)
+  # their levels, every permissive event, and strict mode's report (op, uop, thread, operands, count, origin); also
+  # when the launch runs one workgroup at a time (chunked: the boxes are boxes of chunks)
   p = p % l0
   prog = boxed_if(groups, l0, l1, p, gate, body)
+  plan = Plan.of(prog, ())
+  memory = settings.LANE_MEMORY
+  if chunked: settings.LANE_MEMORY = settings.CHUNK_SHARE * plan.grid.group * plan.lane_bytes
   inputs = [np.full(groups * l0 * l1 + 2, -1, np.int32), np.array(data[:groups * l0 * l1], np.int32)]
   boxed: list[bool] = []
   spy = blocks._in_box
@@ -317,6 +322,6 @@ def test_if_rule_a_box_of_the_lanes_its_gate_fixes_shows_nothing(groups, l0, l1,
     settings.IF_BOXES = False
     without = [emulation_outcome(prog, [x.copy() for x in inputs], strict=s) for s in (True, False)]
   finally:
-    blocks._in_box, settings.IF_BOXES = spy, True
+    blocks._in_box, settings.IF_BOXES, settings.LANE_MEMORY = spy, True, memory
   assert with_box == without
   assert any(boxed), "the IF should have run on a box"
