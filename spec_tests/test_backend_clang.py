@@ -5,6 +5,7 @@ refimpl/conformance/rules/.
 """
 import dataclasses
 import pathlib
+import shlex
 import subprocess
 import sys
 
@@ -62,6 +63,20 @@ def test_cache_key_names_the_compiler_flags_and_target():
   assert a_.cachekey == b_.cachekey and a_.cachekey.startswith("clang-")
   assert ops_clang.ClangCompiler(native=False).cachekey != a_.cachekey
   assert ops_clang.ClangCompiler(arch="aarch64" if a_.arch == "x86_64" else "x86_64").cachekey != a_.cachekey
+
+def test_cache_key_does_not_name_where_clang_is_installed(tmp_path):
+  """Two installs of one clang (a fresh virtual environment, CI's clone) share the disk cache: the key leaves out the
+  InstalledDir line of `clang --version`, and so does the tinygrad devices' toolchain identity."""
+  real = ops_clang.ClangCompiler()
+  moved = tmp_path / "clang"
+  moved.write_text(f'#!/bin/sh\n{shlex.join(real.command)} "$@" | sed "s|^InstalledDir: .*|InstalledDir: {tmp_path}|"\n')
+  moved.chmod(0o755)
+  other = ops_clang.ClangCompiler(command=[str(moved)], kind=real.kind)
+  assert other.version != real.version and f"InstalledDir: {tmp_path}" in other.version, other.version
+  assert other.cachekey == real.cachekey
+  from refimpl.tinygrad.v0_10.toolchain import toolchain_identity
+  assert "InstalledDir" not in toolchain_identity() and real.command[0] not in toolchain_identity()
+  assert ops_clang.identity_text(real.version) in toolchain_identity()
 
 def test_cache_rebuilds_a_corrupted_entry(monkeypatch, tmp_path):
   monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))

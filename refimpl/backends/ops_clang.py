@@ -14,7 +14,8 @@ plus the target: `{arch}-linux-none` for zig, `{arch}-unknown-linux-gnu` for a s
 convention) and the host CPU (-march=native on x86-64, -mcpu=native on aarch64). Which spelling a clang on PATH takes is
 probed (a `zig cc` wrapper named clang takes only zig's); when neither works, the ziglang package's clang is used. A
 native compile that runs past NATIVE_TIMEOUT_S is redone for the generic CPU. The disk cache key names the clang
-version text, the flags, the target and the host CPU's model and features; a cached object is the ELF object itself.
+version text (without the install's path: identity_text), the flags, the target and the host CPU's model and features; a
+cached object is the ELF object itself.
 
 No grid: the runner lowers grid programs to loops (refimpl.lower.lower_grid_to_loops); no locals (a DEFINE_LOCAL of a
 loop program is a function-scope array). EXP2/LOG2/SIN are decomposed by refimpl.lower.transcendental before rendering.
@@ -122,6 +123,20 @@ def _cpu_id() -> str:
   return "\n".join(dict.fromkeys(ln for ln in lines if ln.split(":")[0].strip() in keep))
 
 
+def identity_text(version: str) -> str:
+  """clang's `--version` text without its InstalledDir line: where the binary lies is not what it compiles, so two
+  installs of one clang (a fresh virtual environment, the CI's clone) share the disk cache."""
+  return "\n".join(ln for ln in version.splitlines() if not ln.startswith("InstalledDir:"))
+
+
+@functools.cache
+def clang_identity(command: tuple[str, ...]) -> str:
+  """identity_text of `command --version` ("" when it does not run): what a cache key says of a clang."""
+  try: res = subprocess.run([*command, "--version"], capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+  except (OSError, subprocess.TimeoutExpired): return ""
+  return identity_text(res.stdout.decode(errors="replace").strip())
+
+
 def run_clang(args: list[str], src: str, timeout: float | None = COMPILE_TIMEOUT_S) -> bytes:
   """The ELF object that clang `args` (a command and its flags, without source and output) builds from `src`. It runs on a
   temporary file in its own process group (a timeout kills it and every child it started, e.g. zig's clang);
@@ -159,7 +174,7 @@ class ClangCompiler(Compiler):
     if res.returncode != 0:
       raise DeviceUnavailable(f"CLANG: `{' '.join(self.command)} --version` failed: {res.stderr.decode(errors='replace')[:500]}")
     self.version = res.stdout.decode(errors="replace").strip()
-    key = "\n".join([self.version, *self.args[len(self.command):], _cpu_id() if native else ""])
+    key = "\n".join([identity_text(self.version), *self.args[len(self.command):], _cpu_id() if native else ""])
     super().__init__(f"clang-{self.arch}-{hashlib.sha256(key.encode()).hexdigest()[:20]}")
 
   def compile(self, src: str) -> bytes:

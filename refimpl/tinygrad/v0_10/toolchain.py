@@ -220,8 +220,10 @@ def _first_device(cl: Any, plat: Any) -> Any:
 
 
 def toolchain_identity() -> str:
-  """Which toolchains prepare_tinygrad found (the clang command), for the key of refimpl's compile cache."""
+  """Which toolchain prepare_tinygrad found (the clang's style and version text, not where it is installed), for the
+  key of refimpl's compile cache."""
   from refimpl.backends import ops_clang
   from refimpl.device import DeviceUnavailable
-  try: return " ".join(ops_clang.find_clang()[0])
+  try: command, style = ops_clang.find_clang()
   except DeviceUnavailable: return ""
+  return f"{style} {ops_clang.clang_identity(tuple(command))}"
