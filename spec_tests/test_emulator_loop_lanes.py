@@ -414,6 +414,51 @@ def test_range_rule_lanes_match_the_rule_on_matmul_scans(dt, loose, threads, acc
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
+
+def _independent_chains(dt, threads: int, trips: int, acc_first: bool, plain: bool):
+  """Per thread t, r < trips: acc_k += a[t, r, k] * b[t, r, k] for k < 4 (each chain its own operands: no tile),
+  acc_4 += a[t, r, 4] and acc_5 += b[t, r, 5] (`plain`; else products like the others), acc_6 *= a[t, r, 6];
+  out[t, k] = acc_k."""
+  b = ProgramBuilder("chains")
+  out, x, y = b.global_buf(dt, 7 * threads), b.global_buf(dt, 7 * trips * threads), b.global_buf(dt, 7 * trips * threads)
+  t = b.special("gidx0", threads)
+  accs = [b.acc(b.const(1 if k == 6 else 0, dt)) for k in range(7)]
+  with b.loop(trips) as r:
+    base = b.alu(Ops.MUL, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(trips, I32)), r), b.const(7, I32))
+    at = [b.alu(Ops.ADD, base, b.const(k, I32)) for k in range(7)]
+    terms = [b.alu(Ops.MUL, b.load(x, at[k]), b.load(y, at[k])) for k in range(4 if plain else 6)]
+    terms += [b.load(x, at[4]), b.load(y, at[5]), b.load(x, at[6])] if plain else [b.load(x, at[6])]
+    for k, (acc, term) in enumerate(zip(accs, terms)):
+      op = Ops.MUL if k == 6 else Ops.ADD
+      b.assign(acc, b.alu(op, acc, term) if acc_first else b.alu(op, term, acc))
+  for k, acc in enumerate(accs): b.store(out, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(7, I32)), b.const(k, I32)), acc)
+  return b.build()
+
+@pytest.mark.parametrize("dt", [F32, dtypes.float64, I32], ids=lambda x: x.name)
+@pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])
+@pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
+@pytest.mark.parametrize("plain", [True, False], ids=["plain_terms", "products"])
+def test_range_rule_independent_chains_folded_side_by_side_are_each_chains_rule(dt, threads, acc_first, plain,
+                                                                                 monkeypatch):
+  """RANGE runs iterations in order and each step is alu's rule, chain by chain: accumulators that make no tile but
+  share an op, a dtype and a number of steps (tinygrad's upcast reductions) fold side by side as one (blocks.
+  _fold_together: the six ADD chains, of products or some of plain terms; the MUL chain alone), and give the
+  sequential rule's buffers and levels bit for bit, through NaN payloads, infinities, signed zeros, overflow and
+  int wrap-around."""
+  p = _independent_chains(dt, threads, 24, acc_first, plain)
+  (loop,) = Plan.of(p, ()).lane_loops.values()
+  assert loop.outer is None and len(loop.scans) == 7
+  together: list[set[int]] = []
+  spy = blocks._fold_together
+  monkeypatch.setattr(blocks, "_fold_together", lambda *args: together.append(spy(*args)) or together[-1])
+  rng = np.random.default_rng(threads)
+  inputs = [np.zeros(7 * threads, to_np(dt)), _specials(dt, 7 * 24 * threads, rng), _specials(dt, 7 * 24 * threads, rng)]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  assert together and together[0] == {0, 1, 2, 3, 4, 5}, "the six ADD chains should fold side by side"
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
 @pytest.mark.parametrize("swapped, parts", [((0, 1), 2), ((1, 3), 2), ((0, 3), None)], ids=["a_row", "a_column", "diagonal"])
 @pytest.mark.parametrize("loose", ["none", "operand"])
 @pytest.mark.parametrize("threads", [8, 512], ids=["narrow", "wide"])

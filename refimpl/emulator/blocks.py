@@ -98,6 +98,7 @@ def _run_as_lanes(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> Non
   try:
     tiled = set() if loop.outer is None else _fold_tile(m, loop, from_memory if from_memory is not None
                                                         else _tile_steps(m, loop, terms, n, lanes))
+    tiled |= _fold_together(m, loop, [k for k in range(len(loop.scans)) if k not in tiled], terms, n, lanes)
     for k, (scan, ts) in enumerate(zip(loop.scans, terms)):
       if k not in tiled: _fold(m, i, scan, ts, start, n, lanes, loop.iteration_major)
   finally: m.regions.pop()
@@ -247,6 +248,41 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
     else: m.ub(node, "alu", np.array([lane]), lambda k: found)
   folded = spread(out.values, join(carry(every_step(chain([t.cert for t in terms]))), out.cert))
   set_register(m, scan.acc, with_levels(folded.v, join(carried_levels(acc), folded.cert)))
+
+def _fold_together(m: Machine, loop: LaneLoop, ks: list[int], terms: list, n: int, lanes: int) -> set[int]:
+  """The scans among `ks` that fold side by side, as one fold_ufunc over their lanes stacked (K x L lanes: each lane
+  keeps its own chain, in its own order), where at least two have one ufunc rule, one dtype and one number of steps,
+  exact scalar accumulators and exact terms, and every lane runs (tinygrad's upcast reductions whose accumulators
+  make no tile: four 4x4 tiles in one loop, one product each); which they are. One numpy call per step and iteration
+  instead of one per accumulator."""
+  if _running(m, lanes) is not None: return set()
+  groups: dict[tuple, list[int]] = {}
+  for k in ks:
+    scan, acc = loop.scans[k], m.env[loop.scans[k].acc]
+    if not scan.steps or acc.cert is not None or acc.v.ndim != 1: continue
+    if not all(isinstance(t, Product) or t.cert is None for t in terms[k]): continue
+    dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
+    if alu.ufunc_rule(scan.op, dt) is not None: groups.setdefault((scan.op, dt, len(scan.steps)), []).append(k)
+  done: set[int] = set()
+  def rows(a: np.ndarray) -> np.ndarray: return iterations(a, n, lanes, loop.iteration_major)
+  for (op, dt, steps), group in groups.items():
+    if len(group) < 2: continue
+    accs = np.concatenate([np.broadcast_to(m.env[loop.scans[k].acc].v, (lanes,)) for k in group])
+    out = fold_ufunc(alu.ufunc_rule(op, dt), accs, [_stacked([terms[k][s] for k in group], rows) for s in range(steps)])
+    for j, k in enumerate(group):
+      part = slice(j * lanes, (j + 1) * lanes)
+      set_register(m, loop.scans[k].acc, with_levels(out.values[part], None if out.cert is None else out.cert[part]))
+    done.update(group)
+  return done
+
+def _stacked(ts: list[Value | Product], rows: Any) -> np.ndarray | Product:
+  """One step's terms of several scans (each (n, L) as `rows` gives it) as one (n, K x L) operand: a Product of the
+  stacked operands where every term is a product of one ufunc, else the stacked values."""
+  if all(isinstance(t, Product) and t.fn is ts[0].fn for t in ts):
+    a, b = (np.stack([rows(getattr(t, x)) for t in ts], axis=1) for x in "ab")
+    return Product(ts[0].fn, a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1))
+  vs = np.stack([rows(t.fn(t.a, t.b)) if isinstance(t, Product) else rows(t.v) for t in ts], axis=1)
+  return vs.reshape(vs.shape[0], -1)
 
 def _running(m: Machine, lanes: int) -> np.ndarray | None:
   """The outer lanes that really run (Control.real) as their indices where some do not, None where all do: a fold
