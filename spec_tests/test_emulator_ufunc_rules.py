@@ -127,3 +127,14 @@ def test_malloc_tuning_is_opt_out():
   out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "REFIMPL_MALLOC": "default"}, capture_output=True,
                        text=True, check=True).stdout.split()
   assert out == ["False", "7"]
+
+
+def test_decimal_reference_reduces_sin_with_the_digits_of_pi():
+  """decimal_reference: SIN reduces its argument with pi to 370 digits (Machin's formula, evaluated when the module is
+  imported). Its first 100 decimals are pi's, and sin(10^22) (10^22 is a float64; reducing it needs pi to about 40
+  digits) is -0.85220084976718880177..., whose nearest float64 is -0.8522008497671888."""
+  from refimpl.emulator.reference import _PI_LONG, decimal_reference
+  pi_100 = "3.1415926535897932384626433832795028841971693993751058209749445923078164062862089986280348253421170679"
+  assert str(_PI_LONG).startswith(pi_100) and len(str(_PI_LONG)) >= 370
+  assert decimal_reference(Ops.SIN, 1e22) == -0.8522008497671888
+  assert decimal_reference(Ops.SIN, 0.0) == 0.0

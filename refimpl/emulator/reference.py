@@ -95,7 +95,8 @@ def _pi(digits: int) -> Decimal:
     ctx.prec = digits + 10
     def atan_inv(n: int) -> Decimal:
       term, total, k, n2 = Decimal(1) / n, Decimal(0), 0, n * n
-      while term != 0:
+      small = Decimal(10) ** -(digits + 10)  # an alternating series: the error is below the first term left out
+      while term > small:
         total += term / (2 * k + 1) if k % 2 == 0 else -term / (2 * k + 1)
         term, k = term / n2, k + 1
       return total
