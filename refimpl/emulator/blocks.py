@@ -133,13 +133,18 @@ def _lanes_body(m: Machine, i: int, loop: LaneLoop, start: int, n: int) -> tuple
     terms = nested if loop.nested is not None else [None if k in skipped else [_chain_term(m, step) for step in scan.steps]
                                                      for k, scan in enumerate(loop.scans)]
   finally:
-    _, restore = m.regions.pop()
-    m.env[i + 1:end] = [None] * (end - i - 1)  # dead after the loop (loops.py)
-    for j, x in restore.items(): m.env[j] = x
+    _end_region(m, i, end)
     del m.axes[i]
     m.settle_origins()
     m.control = outer
   return from_memory, terms
+
+def _end_region(m: Machine, i: int, end: int) -> None:
+  """The end of block i's body run on lanes of its own (a loop run as lanes, an IF's box): its values die with it
+  (loops.py; the scope rule), and the values from before it that it took on its lanes are put back."""
+  _, restore = m.regions.pop()
+  m.env[i + 1:end] = [None] * (end - i - 1)
+  for j, x in restore.items(): m.env[j] = x
 
 def _nested_body(m: Machine, j: int, inner: LaneLoop, terms: list) -> int:
   """RANGE j, the inner loop of a nested loop run as lanes: its body on one more lane-major axis of all its
@@ -282,9 +287,9 @@ def _stacked(ts: list[Value | Product], rows: Any) -> np.ndarray | Product:
   """One step's terms of several scans (each (n, L) as `rows` gives it) as one (n, K x L) operand: a Product of the
   stacked operands where every term is a product of one ufunc, else the stacked values."""
   if all(isinstance(t, Product) and t.fn is ts[0].fn for t in ts):
-    a, b = (np.stack([rows(getattr(t, x)) for t in ts], axis=1) for x in "ab")
+    a, b = (_side_by_side([rows(getattr(t, x)) for t in ts]) for x in "ab")
     return Product(ts[0].fn, a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1))
-  vs = np.stack([rows(t.fn(t.a, t.b)) if isinstance(t, Product) else rows(t.v) for t in ts], axis=1)
+  vs = _side_by_side([rows(t.fn(t.a, t.b)) if isinstance(t, Product) else rows(t.v) for t in ts])
   return vs.reshape(vs.shape[0], -1)
 
 def _running(m: Machine, lanes: int) -> np.ndarray | None:
@@ -421,9 +426,7 @@ def _in_box(m: Machine, i: int, act: np.ndarray) -> bool:
   m.regions.append((i, {}))
   try: m.run(i + 1, end)
   finally:
-    _, restore = m.regions.pop()
-    m.env[i + 1:end] = [None] * (end - i - 1)
-    for j, x in restore.items(): m.env[j] = x
+    _end_region(m, i, end)
     m.control = outer
   if m.strict and not m.regions and not m.chunked: m.raise_first()
   return True
