@@ -296,12 +296,12 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
 
 
 def _select_chains(dt, threads: int, n: int, acc_first: bool):
-  """Thread t folds x[t*n .. t*n+n-1] by a select chain from -inf (ints: INT_MIN): acc = WHERE(CMPLT(acc, v), v, acc),
-  or with the operands the other way round, WHERE(CMPLT(v, acc), acc, v)."""
+  """Thread t folds x[t*n .. t*n+n-1] by a select chain from the dtype's smallest value (dtypes.min: -inf for floats):
+  acc = WHERE(CMPLT(acc, v), v, acc), or with the operands the other way round, WHERE(CMPLT(v, acc), acc, v)."""
   b = ProgramBuilder("select_chains")
   out, x = b.global_buf(dt, threads), b.global_buf(dt, threads * n)
   t = b.gidx(0, threads)
-  acc = b.acc(b.const(float("-inf") if dtypes.is_float(dt) else -2**31, dt))
+  acc = b.acc(b.const(dtypes.min(dt), dt))
   with b.loop(n) as r:
     v = b.load(x, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(n, I32)), r))
     p, q = (acc, v) if acc_first else (v, acc)
@@ -325,6 +325,29 @@ def test_range_rule_select_chain_lanes_match_the_rule(dt, threads, acc_first, sp
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   assert Plan.of(p, ()).lane_loops
   lanes = emulation_outcome(p, inputs, (), strict=True)
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
+@pytest.mark.parametrize("dt", [dtypes.uint8, dtypes.int8, dtypes.uint32, dtypes.int64], ids=lambda d: d.name)
+@pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
+def test_range_rule_int_select_chain_folds_as_max(dt, acc_first, monkeypatch):
+  """On ints a select chain's step, WHERE(CMPLT(p, q), q, p), keeps the larger of p and q whichever comes first
+  (CMPLT's order is the integers'), so the fold may take MAX's ufunc for it (folds.chain_ufunc): each thread's
+  result is the largest of its values and the dtype's smallest (the chain's start), and every buffer is the
+  sequential rule's, over the dtype's whole range (both extremes, unsigned values above the signed range)."""
+  threads, n = 16, 32
+  info = np.iinfo(to_np(dt))
+  rng = np.random.default_rng(5)
+  x = rng.integers(info.min, info.max, threads * n, dtype=to_np(dt), endpoint=True)
+  x[[3, 40, 77]] = [info.min, info.max, info.max // 2 + 1]
+  p = _select_chains(dt, threads, n, acc_first)
+  assert folds.chain_ufunc(Ops.WHERE, dt) is np.maximum
+  inputs = [np.zeros(threads, to_np(dt)), x]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  assert Plan.of(p, ()).lane_loops
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  assert np.array_equal(emulate(p, inputs).buffers[0], x.reshape(threads, n).max(axis=1))
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 

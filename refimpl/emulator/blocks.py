@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from refimpl.emulator import alu, settings
+from refimpl.emulator import settings
 from refimpl.emulator.access import plain_site
 from refimpl.emulator.certainty import EXACT, carry, join
 from refimpl.emulator.compute import set_register
-from refimpl.emulator.folds import ROW_STEPS_FROM, Product, fold, fold_outer, fold_ufunc, iterations
+from refimpl.emulator.folds import ROW_STEPS_FROM, Product, chain_ufunc, fold, fold_outer, fold_ufunc, iterations
 from refimpl.emulator.loops import LaneLoop, Scan, Step
 from refimpl.emulator.memory import Memory
 from refimpl.emulator.plan import Kind
@@ -236,10 +236,10 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
     levels = np.full(full.shape, EXACT, cert.dtype)
     levels[keep] = cert
     return with_levels(full, levels)
-  start_acc = np.broadcast_to(acc.v, (lanes,) + tail)
+  start_acc = acc.v if acc.v.shape[0] == lanes else np.broadcast_to(acc.v, (lanes,) + tail)
   start_acc = start_acc if keep is None else start_acc[keep]
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
-  fn = alu.ufunc_rule(scan.op, dt)
+  fn = chain_ufunc(scan.op, dt)
   if fn is not None and acc.cert is None and all(isinstance(t, Product) or t.cert is None for t in terms):  # exact operands
     views = [Product(t.fn, rows(t.a), rows(t.b)) if isinstance(t, Product) else rows(t.v) for t in terms]
     done = fold_ufunc(fn, start_acc, views)
@@ -259,24 +259,24 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
 
 def _fold_together(m: Machine, loop: LaneLoop, ks: list[int], terms: list, n: int, lanes: int) -> set[int]:
   """The scans among `ks` that fold side by side, as one fold_ufunc over their lanes stacked (K x L lanes: each lane
-  keeps its own chain, in its own order), where at least two have one ufunc rule, one dtype and one number of steps,
-  exact scalar accumulators and exact terms, every lane runs, and the lanes are fewer than SIDE_BY_SIDE_LANES
-  (tinygrad's upcast reductions whose accumulators make no tile: four 4x4 tiles in one loop, one product each); which
-  they are. One numpy call per step and iteration instead of one per accumulator."""
-  if lanes >= SIDE_BY_SIDE_LANES or _running(m, lanes) is not None: return set()
+  keeps its own chain, in its own order), where at least two have one chain ufunc (folds.chain_ufunc), one dtype and
+  one number of steps, exact scalar accumulators and exact terms, every lane runs, and the lanes are fewer than
+  SIDE_BY_SIDE_LANES (tinygrad's upcast reductions whose accumulators make no tile: four 4x4 tiles in one loop, one
+  product each); which they are. One numpy call per step and iteration instead of one per accumulator."""
+  if len(ks) < 2 or lanes >= SIDE_BY_SIDE_LANES or _running(m, lanes) is not None: return set()
   groups: dict[tuple, list[int]] = {}
   for k in ks:
     scan, acc = loop.scans[k], m.env[loop.scans[k].acc]
     if not scan.steps or acc.cert is not None or acc.v.ndim != 1: continue
     if not all(isinstance(t, Product) or t.cert is None for t in terms[k]): continue
     dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
-    if alu.ufunc_rule(scan.op, dt) is not None: groups.setdefault((scan.op, dt, len(scan.steps)), []).append(k)
+    if chain_ufunc(scan.op, dt) is not None: groups.setdefault((scan.op, dt, len(scan.steps)), []).append(k)
   done: set[int] = set()
   def rows(a: np.ndarray) -> np.ndarray: return iterations(a, n, lanes, loop.iteration_major)
   for (op, dt, steps), group in groups.items():
     if len(group) < 2: continue
     accs = np.concatenate([np.broadcast_to(m.env[loop.scans[k].acc].v, (lanes,)) for k in group])
-    out = fold_ufunc(alu.ufunc_rule(op, dt), accs, [_stacked([terms[k][s] for k in group], rows) for s in range(steps)])
+    out = fold_ufunc(chain_ufunc(op, dt), accs, [_stacked([terms[k][s] for k in group], rows) for s in range(steps)])
     for j, k in enumerate(group):
       part = slice(j * lanes, (j + 1) * lanes)
       set_register(m, loop.scans[k].acc, with_levels(out.values[part], None if out.cert is None else out.cert[part]))
@@ -371,7 +371,7 @@ def _fold_tile(m: Machine, loop: LaneLoop, steps: list[Product] | None) -> set[i
   tile = loop.outer
   scans = [loop.scans[k] for k in tile.scans]
   lanes = m.control.grid.lanes
-  fn = alu.ufunc_rule(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
+  fn = chain_ufunc(scans[0].op, m.plan.uops[scans[0].steps[0].node].dtype.scalar())
   done = fold_outer(fn, [np.broadcast_to(m.env[scan.acc].v, (lanes,)) for scan in scans], steps, tile.parts)
   for k, scan in enumerate(scans):
     set_register(m, scan.acc, with_levels(done.values[k], None if done.cert is None else done.cert[k]))

@@ -8,7 +8,7 @@ every step, and gives the accumulator the levels the certainty rule gives such a
                 chain by alu's CMPLT and WHERE), kept only where alu's rule applied to every step at once agrees with
                 it bit for bit and leaves nothing undefined; else one alu step at a time, and the first undefined step
                 in order is reported;
-  `fold_ufunc`  an op whose rule is one numpy ufunc (alu.ufunc_rule) on exact operands: that ufunc once per step;
+  `fold_ufunc`  a chain whose steps are one numpy ufunc (`chain_ufunc`) on exact operands: that ufunc once per step;
   `fold_outer`  the chains of an outer-product tile (loops.OuterProduct) at once: rank-1 updates of the tile.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.dtype import DType
+from refimpl.dtype import DType, dtypes
 from refimpl.emulator import alu, certainty
 from refimpl.emulator.certainty import Certainty, of_loose
 from refimpl.emulator.loops import TilePart
@@ -38,6 +38,16 @@ TRANSPOSE_BLOCK = 256  # lanes per block of `steps_first`'s copy
 TILE_BUFFER = 8192
 TILE_BLOCK = 1 << 16  # elements of a tile that fold_outer folds to the end at a time (with its products: 512 KB of float32)
 TILE_PRODUCTS = 1 << 18  # elements (1 MB of float32): the products `_stepped` makes ahead of their steps, at most
+
+
+@functools.cache
+def chain_ufunc(op: Ops, dt: DType) -> np.ufunc | None:
+  """The numpy ufunc that is every step of a chain of `op` on `dt`, bit for bit (fold_ufunc folds it), or None: the
+  op's own (alu.ufunc_rule); for a select chain, WHERE(CMPLT(p, q), q, p), on ints, MAX's: of two integers the select
+  picks the larger, whichever comes first, which is max (alu.ufunc_rule(MAX): numpy's maximum); on floats the select
+  and maximum differ at NaNs and at zeros of two signs, so `fold` checks them."""
+  if op is Ops.WHERE and dtypes.is_int(dt): return alu.ufunc_rule(Ops.MAX, dt)
+  return alu.ufunc_rule(op, dt)
 
 
 @dataclass(frozen=True)
@@ -287,9 +297,11 @@ def _select_prefix(acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]
 
 
 def _step(op: Ops, dtype: DType, p: np.ndarray, q: np.ndarray) -> alu.Outcome:
-  """One step of a chain by alu's rules: op(p, q), or for a select chain WHERE(CMPLT(p, q), q, p)."""
-  if op is not Ops.WHERE: return alu.exec_alu(op, dtype, p, q)
-  return alu.exec_alu(Ops.WHERE, dtype, alu.exec_alu(Ops.CMPLT, dtype, p, q).values, q, p)
+  """One step of a chain by alu's rules: op(p, q), or for a select chain WHERE(CMPLT(p, q), q, p); p and q of one
+  shape (every lane's operand), so that the Outcome's arrays have it (alu.run_alu: a verified program's op and dtype,
+  in the run's errstate)."""
+  if op is not Ops.WHERE: return alu.run_alu(op, dtype, p, q)
+  return alu.run_alu(Ops.WHERE, dtype, alu.run_alu(Ops.CMPLT, dtype, p, q).values, q, p)
 
 
 def _fold_stepwise(op: Ops, dtype: DType, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Folded:
