@@ -329,6 +329,38 @@ def test_range_rule_select_chain_lanes_match_the_rule(dt, threads, acc_first, sp
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
 
 
+@pytest.mark.parametrize("dt", [dtypes.float16, F32, dtypes.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
+@pytest.mark.parametrize("case", ["positive", "at_most_zero", "nan"])
+def test_range_rule_float_select_chain_ends_at_its_maximum_where_that_is_one_bit_pattern(dt, acc_first, case, monkeypatch):
+  """A float select chain keeps the larger of its two operands by value at each step, so it ends at the largest value;
+  where that is neither NaN nor zero it is one bit pattern, which the fold takes at once (folds._select_max); where
+  it is a zero (the select keeps whichever zero the order gives) or an operand is NaN (CMPLT is false), the fold takes
+  the chain's steps. Either way the buffers, levels and report are the sequential rule's, bit for bit: here among
+  zeros of both signs, infinities and subnormals (`case`: each thread has a positive value; none; and a NaN)."""
+  threads, n = 24, 16
+  tiny = float(np.finfo(to_np(dt)).smallest_subnormal)
+  pool = np.array([-0.0, 0.0, -0.0, 0.0, -1.5, -3.0, -np.inf, -tiny, tiny if case == "positive" else -tiny], to_np(dt))
+  x = np.random.default_rng(7).choice(pool, threads * n)
+  if case == "positive": x[3::n] = np.array([2.0, np.inf, tiny], to_np(dt))[np.arange(threads) % 3]
+  if case == "nan": x[[5, 40, 41]] = np.nan
+  took: list[bool] = []
+  select_max = folds._select_max
+  def recorded(acc, lane_terms):
+    top = select_max(acc, lane_terms)
+    took.append(top is not None)
+    return top
+  monkeypatch.setattr(folds, "_select_max", recorded)
+  p = _select_chains(dt, threads, n, acc_first)
+  inputs = [np.zeros(threads, to_np(dt)), x]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
+  assert Plan.of(p, ()).lane_loops
+  lanes = emulation_outcome(p, inputs, (), strict=True)
+  assert took == [case == "positive"]
+  monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
+  assert lanes == emulation_outcome(p, inputs, (), strict=True)
+
+
 @pytest.mark.parametrize("dt", [dtypes.uint8, dtypes.int8, dtypes.uint32, dtypes.int64], ids=lambda d: d.name)
 @pytest.mark.parametrize("acc_first", [True, False], ids=["acc_first", "acc_second"])
 def test_range_rule_int_select_chain_folds_as_max(dt, acc_first, monkeypatch):

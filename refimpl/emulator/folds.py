@@ -7,7 +7,8 @@ every step, and gives the accumulator the levels the certainty rule gives such a
   `fold`        any scan op and operands with levels: numpy's in-order prefix (the op's ufunc, alu.UFUNCS; a select
                 chain by alu's CMPLT and WHERE), kept only where alu's rule applied to every step at once agrees with
                 it bit for bit and leaves nothing undefined; else one alu step at a time, and the first undefined step
-                in order is reported;
+                in order is reported; a select chain on floats whose operands' maximum is neither NaN nor zero ends
+                at that maximum (`_select_max`: numpy's maximum over every step at once);
   `fold_ufunc`  a chain whose steps are one numpy ufunc (`chain_ufunc`) on exact operands: that ufunc once per step;
   `fold_outer`  the chains of an outer-product tile (loops.OuterProduct) at once: rank-1 updates of the tile.
 """
@@ -75,7 +76,10 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   numpy ufunc (alu.UFUNCS) in order is used where alu's rule, applied to every step of it at once, agrees with it
   bit for bit (or calls the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through
   alu. The levels are the sequential rule's: the last step's own level, joined with every earlier step's carried
-  through the chain."""
+  through the chain. A select chain on floats ends at its operands' maximum where that is neither NaN nor zero
+  (`_select_max`)."""
+  top = _select_max(acc, lane_terms) if op is Ops.WHERE else None
+  if top is not None: return Folded(top, None)
   terms = steps_first(lane_terms)
   for prefix in _prefixes(op, acc, terms, acc_first):
     if prefix is None or prefix.dtype != terms.dtype: continue
@@ -85,6 +89,17 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
     if out.undefined is None and same.all():
       return Folded(prefix[-1], _chain_level(out.certainty))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
+
+
+def _select_max(acc: np.ndarray, lane_terms: np.ndarray) -> np.ndarray | None:
+  """A select chain's result, WHERE(CMPLT(p, q), q, p) per step, where it is the maximum of its float operands, every
+  step exact; else None. Each step keeps the larger of its two by value, so the chain ends at the largest value, and a
+  largest value that is neither NaN (numpy's maximum returns NaN wherever an operand is NaN, where CMPLT is false
+  instead) nor zero (of two signs the select may keep either) has one bit pattern: numpy's maximum over every step at
+  once gives it (one of numpy's float types only)."""
+  if acc.dtype.kind != "f" or lane_terms.dtype != acc.dtype: return None
+  top = np.maximum(acc, np.maximum.reduce(steps_first(lane_terms), axis=0))
+  return top if top.all() and not np.isnan(top).any() else None
 
 
 def _prefixes(op: Ops, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Iterator[np.ndarray | None]:
