@@ -29,6 +29,7 @@ from refimpl.device import (
   UnknownDevice,
   _Device,
   _MallocAllocator,
+  compile_batch_cached,
   is_dtype_supported,
 )
 from refimpl.dtype import DTYPES_DICT, dtypes, to_np
@@ -420,6 +421,31 @@ def test_compiler_without_cachekey_or_with_cachelevel_0_always_compiles(cache_di
     uncached.compile_cached("b")
     uncached.compile_cached("b")
   assert compiler.compiles == 2 and uncached.compiles == 2 and not list(cache_dir.rglob("*"))
+
+def _batch(compiler: CountingCompiler, srcs: list[str]) -> list[bytes]:
+  """compile_batch_cached with CountingCompiler's compile of the sources joined (one lib for the batch)."""
+  return compile_batch_cached(compiler, srcs, lambda todo: compiler.compile("\n".join(todo)))
+
+def test_a_batch_lib_is_cached_once_and_read_back_as_one_object(cache_dir):
+  """Rule (compile_batch_cached): a batch's lib is one cache entry, however many sources it holds (plus a small entry
+  per source naming it); read back, its sources get the same bytes object; a source compiled alone is found first."""
+  compiler = CountingCompiler()
+  srcs = [f"int k{i};" for i in range(20)]
+  libs = _batch(compiler, srcs)
+  assert compiler.compiles == 1 and set(libs) == {b"compiled:" + "\n".join(srcs).encode()}
+  entries = [p.read_bytes() for p in cache_dir.rglob("*") if p.is_file()]
+  assert len(entries) == 21 and sum(libs[0] in e for e in entries) == 1
+  again = _batch(CountingCompiler(), srcs)
+  assert again == libs and len({id(lib) for lib in again}) == 1
+  compiler.compile_cached("int k3;")
+  assert _batch(CountingCompiler(), ["int k3;", "int k4;"]) == [b"compiled:int k3;", libs[0]]
+
+def test_a_batch_whose_lib_entry_is_damaged_is_rebuilt(cache_dir):
+  compiler = CountingCompiler()
+  libs = _batch(compiler, ["int a;", "int b;"])
+  (entry,) = [p for p in cache_dir.rglob("*") if p.is_file() and libs[0] in p.read_bytes()]
+  entry.write_bytes(b"garbage")
+  assert _batch(compiler, ["int a;", "int b;"]) == libs and compiler.compiles == 2
 
 # *** dtype support ***
 

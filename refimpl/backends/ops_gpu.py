@@ -222,7 +222,9 @@ class CLProgram:
   def __init__(self, device: GPUDevice, name: str, lib: bytes):
     self.device, self.name = device, name
     self.program = device.built(lib)
-    if self.program is None: self.program = self._build(device, lib)
+    if self.program is None:
+      self.program = self._build(device, lib)
+      device.keep_built(lib, self.program)  # the other kernels of a batch's lib (read from the disk cache) take it
     cl = _cl()
     try: self.kernel = cl.Kernel(self.program, kernel_symbol(name))
     except cl.Error as e:
