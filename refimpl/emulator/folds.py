@@ -7,8 +7,8 @@ every step, and gives the accumulator the levels the certainty rule gives such a
   `fold`        any scan op and operands with levels: numpy's in-order prefix (the op's ufunc, alu.UFUNCS; a select
                 chain by alu's CMPLT and WHERE), kept only where alu's rule applied to every step at once agrees with
                 it bit for bit and leaves nothing undefined; else one alu step at a time, and the first undefined step
-                in order is reported; a select chain on floats whose operands' maximum is neither NaN nor zero ends
-                at that maximum (`_select_max`: numpy's maximum over every step at once);
+                in order is reported; a chain of MAX or a select chain on floats whose every step is exact ends at
+                its operands' maximum (`_max_chain`: numpy's maximum over every step at once);
   `fold_ufunc`  a chain whose steps are one numpy ufunc (`chain_ufunc`) on exact operands: that ufunc once per step;
   `fold_outer`  the chains of an outer-product tile (loops.OuterProduct) at once: rank-1 updates of the tile.
 """
@@ -76,9 +76,9 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   numpy ufunc (alu.UFUNCS) in order is used where alu's rule, applied to every step of it at once, agrees with it
   bit for bit (or calls the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through
   alu. The levels are the sequential rule's: the last step's own level, joined with every earlier step's carried
-  through the chain. A select chain on floats ends at its operands' maximum where that is neither NaN nor zero
-  (`_select_max`)."""
-  top = _select_max(acc, lane_terms) if op is Ops.WHERE else None
+  through the chain. A chain of MAX or a select chain on floats whose every step is exact is its operands' maximum
+  (`_max_chain`)."""
+  top = _max_chain(op, acc, lane_terms)
   if top is not None: return Folded(top, None)
   terms = steps_first(lane_terms)
   for prefix in _prefixes(op, acc, terms, acc_first):
@@ -91,15 +91,21 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
 
 
-def _select_max(acc: np.ndarray, lane_terms: np.ndarray) -> np.ndarray | None:
-  """A select chain's result, WHERE(CMPLT(p, q), q, p) per step, where it is the maximum of its float operands, every
-  step exact; else None. Each step keeps the larger of its two by value, so the chain ends at the largest value, and a
-  largest value that is neither NaN (numpy's maximum returns NaN wherever an operand is NaN, where CMPLT is false
-  instead) nor zero (of two signs the select may keep either) has one bit pattern: numpy's maximum over every step at
-  once gives it (one of numpy's float types only)."""
-  if acc.dtype.kind != "f" or lane_terms.dtype != acc.dtype: return None
-  top = np.maximum(acc, np.maximum.reduce(steps_first(lane_terms), axis=0))
-  return top if top.all() and not np.isnan(top).any() else None
+def _max_chain(op: Ops, acc: np.ndarray, lane_terms: np.ndarray) -> np.ndarray | None:
+  """The result of a chain of MAX, or of a select chain (WHERE(CMPLT(p, q), q, p) per step), on floats, where it is
+  its operands' maximum and every step is exact; else None. Both keep the larger of two values at each step, so they
+  end at the largest value, which numpy's maximum over every step at once gives (in any order) where no operand is
+  NaN (maximum returns NaN wherever one is; CMPLT is false there, MAX's rule is NaN with any payload) and:
+    select chain: the result is not zero (of zeros of two signs the select keeps whichever its order gives);
+    MAX: the zeros among the operands have one sign (MAX of +0 and -0 is the allowed set, a loose step).
+  One of numpy's float types only."""
+  if op not in (Ops.MAX, Ops.WHERE) or acc.dtype.kind != "f" or lane_terms.dtype != acc.dtype: return None
+  steps = steps_first(lane_terms)
+  top = np.maximum(acc, np.maximum.reduce(steps, axis=0))
+  if np.isnan(top).any(): return None
+  if op is Ops.WHERE: return top if top.all() else None
+  signs = np.signbit(np.concatenate([acc[acc == 0], steps[steps == 0]]))
+  return top if signs.all() or not signs.any() else None
 
 
 def _prefixes(op: Ops, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[bool]) -> Iterator[np.ndarray | None]:
