@@ -172,11 +172,12 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   where the rule is that ufunc and nothing more: ADD, SUB, MUL, NEG on ints (`arith`: numpy's wrap-around) and on
   float32 and float64 (`arith`: one rounding in the dtype itself, _WIDE); FDIV and SQRT on float32 and float64
   (`float_arith`); TRUNC on float32 and float64 (`trunc`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT
-  and CMPNE on ints and floats (`compare`). None for every other pair. Each such rule is defined on every lane and
-  loose exactly on the NaNs it returns (NaN operands give NaN, so a chain of one is loose exactly where its result is
-  NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, folds.fold_ufunc)."""
-  if dt is dtypes.bool or op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
+  and CMPNE on ints, floats and bool (`compare`; on bool numpy's less is !a && b and its not_equal XOR). None for every
+  other pair. Each such rule is defined on every lane and loose exactly on the NaNs it returns (NaN operands give
+  NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, folds.fold_ufunc)."""
+  if op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
   if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
+  if dt is dtypes.bool: return None
   if dtypes.is_int(dt): return UFUNCS[op] if op in _INT_FN or op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX) else None
   if dt in (dtypes.float32, dtypes.float64) and _WIDE[dt] == to_np(dt) and op is not Ops.RECIP: return _FLOAT_FN.get(op)
   return None
