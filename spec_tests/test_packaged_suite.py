@@ -2,6 +2,7 @@
 as a package (not this checkout), runs the packaged conformance suite on its backend and gets the report. Rules: it
 needs nothing but the installed package; a correct backend passes; a known failure declared with --xfail (a pattern,
 or a file of patterns) does not fail the run; `pytest --pyargs refimpl.conformance` runs the same suite."""
+import fcntl
 import os
 import pathlib
 import shutil
@@ -26,17 +27,35 @@ class MyDevice(Compiled):
 '''
 
 
-@pytest.fixture(scope="module")
-def porter(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str]]:
-  """(the porter's project directory, the environment in which refimpl is an installed copy, not this checkout)."""
-  root = tmp_path_factory.mktemp("porter")
+def _install(root: pathlib.Path) -> pathlib.Path:
+  """refimpl installed (pip --target, from a copy of this checkout) under root/site; returns that folder. Under
+  pytest-xdist the workers of one run share it (the first installs while the others wait on its lock), so one run
+  installs once."""
   site, source = root / "site", root / "source"
+  if (root / "installed").exists(): return site
+  for part in (site, source): shutil.rmtree(part, ignore_errors=True)  # what a worker that failed to install left
   # built from a copy: setuptools builds in the source tree (build/), which parallel test workers would share
   shutil.copytree(CHECKOUT / "refimpl", source / "refimpl", ignore=shutil.ignore_patterns("__pycache__"))
   for part in ("pyproject.toml", "README.md"): shutil.copy(CHECKOUT / part, source / part)
   res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
                         str(site), str(source)], capture_output=True, text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
+  (root / "installed").write_text("")
+  return site
+
+
+@pytest.fixture(scope="module")
+def porter(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str]]:
+  """(the porter's project directory, the environment in which refimpl is an installed copy, not this checkout)."""
+  root = tmp_path_factory.mktemp("porter")
+  run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+  if run_id is None: site = _install(root)
+  else:
+    shared = tmp_path_factory.getbasetemp().parent / f"refimpl-{run_id}" / "packaged-install"
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared.parent / "packaged-install.lock", "w") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      site = _install(shared)
   project = root / "project"
   (project / "my_backend").mkdir(parents=True)
   (project / "my_backend" / "__init__.py").write_text("")
