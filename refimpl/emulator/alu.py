@@ -174,7 +174,8 @@ def ufunc_rule(op: Ops, dt: DType) -> np.ufunc | None:
   (`float_arith`); TRUNC on float32 and float64 (`trunc`); AND, OR, XOR and MAX on ints (`bitwise`, `maximum`); CMPLT
   and CMPNE on ints, floats and bool (`compare`; on bool numpy's less is !a && b and its not_equal XOR). None for every
   other pair. Each such rule is defined on every lane and loose exactly on the NaNs it returns (NaN operands give
-  NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs directly to exact operands (compute._ufunc_alu, folds.fold_ufunc)."""
+  NaN, so a chain of one is loose exactly where its result is NaN). The emulator applies these ufuncs directly to
+  exact operands (compute._ufunc_alu, folds.fold_ufunc)."""
   if op not in GroupOp.ALU or alu_dtype_error(op, dt) is not None: return None
   if op in (Ops.CMPLT, Ops.CMPNE): return UFUNCS[op]
   if dt is dtypes.bool: return None

@@ -6,9 +6,9 @@ in program order, iteration by iteration and term by term, exactly as the sequen
 every step, and gives the accumulator the levels the certainty rule gives such a chain:
   `fold`        any scan op and operands with levels: numpy's in-order prefix (the op's ufunc, alu.UFUNCS; a select
                 chain by alu's CMPLT and WHERE), kept only where alu's rule applied to every step at once agrees with
-                it bit for bit and leaves nothing undefined; else one alu step at a time, and the first undefined step
-                in order is reported; a chain of MAX or a select chain on floats whose every step is exact ends at
-                its operands' maximum (`_max_chain`: numpy's maximum over every step at once);
+                it bit for bit (a NaN's payload aside) and leaves nothing undefined; else one alu step at a time, and
+                the first undefined step in order is reported; a chain of MAX or a select chain on floats whose every
+                step is exact ends at its operands' maximum (`_max_chain`: numpy's maximum over every step at once);
   `fold_ufunc`  a chain whose steps are one numpy ufunc (`chain_ufunc`) on exact operands: that ufunc once per step;
   `fold_outer`  the chains of an outer-product tile (loops.OuterProduct) at once: rank-1 updates of the tile.
 """
@@ -74,10 +74,10 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   """acc (L, *vec) OP'd with the terms (L, S, *vec) in order s = 0 .. S-1; step s has the accumulator as its first
   operand when acc_first[s % len(acc_first)]. Each step is alu's rule on its operands. A prefix computed by the op's
   numpy ufunc (alu.UFUNCS) in order is used where alu's rule, applied to every step of it at once, agrees with it
-  bit for bit (or calls the lane loose) and leaves nothing undefined; otherwise the steps run one at a time through
-  alu. The levels are the sequential rule's: the last step's own level, joined with every earlier step's carried
-  through the chain. A chain of MAX or a select chain on floats whose every step is exact is its operands' maximum
-  (`_max_chain`)."""
+  bit for bit (up to the payload of a NaN it calls loose) and leaves nothing undefined; otherwise the steps run one at
+  a time through alu (so a loose step keeps alu's reference value, e.g. MAX's +0 of +0 and -0). The levels are the
+  sequential rule's: the last step's own level, joined with every earlier step's carried through the chain. A chain
+  of MAX or a select chain on floats whose every step is exact is its operands' maximum (`_max_chain`)."""
   top = _max_chain(op, acc, lane_terms)
   if top is not None: return Folded(top, None)
   terms = steps_first(lane_terms)
@@ -85,7 +85,8 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
     if prefix is None or prefix.dtype != terms.dtype: continue
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
     same = _bits(out.values) == _bits(prefix[1:])
-    if out.loose is not None: same |= out.loose
+    if out.loose is not None and out.values.dtype.kind == "f":
+      same |= out.loose & np.isnan(out.values) & np.isnan(prefix[1:])  # NaNs whose payload the spec leaves open
     if out.undefined is None and same.all():
       return Folded(prefix[-1], _chain_level(out.certainty))
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
