@@ -538,7 +538,7 @@ def compile_batch_cached(compiler: Compiler, srcs: list[str], build: Callable[[l
   of one batch read back get the same bytes object, so a runtime that keeps what it loaded per lib loads it once."""
   libs: dict[str, bytes] = {}
   table = None if compiler.cachekey is None else f"{compiler.cachekey}.batch"
-  lib_table = f"{table}-lib"
+  lib_table = None if table is None else f"{table}-lib"
   if table is not None:
     by_digest: dict[bytes, bytes | None] = {}
     for s in srcs:

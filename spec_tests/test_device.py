@@ -441,6 +441,8 @@ def test_a_batch_lib_is_cached_once_and_read_back_as_one_object(cache_dir):
   assert _batch(CountingCompiler(), ["int k3;", "int k4;"]) == [b"compiled:int k3;", libs[0]]
 
 def test_a_batch_whose_lib_entry_is_damaged_is_rebuilt(cache_dir):
+  """Rule (compile_batch_cached, the disk cache's): a batch's lib entry that does not read back whole is a miss, so
+  the batch is compiled again and every source gets the new lib."""
   compiler = CountingCompiler()
   libs = _batch(compiler, ["int a;", "int b;"])
   (entry,) = [p for p in cache_dir.rglob("*") if p.is_file() and libs[0] in p.read_bytes()]
