@@ -295,17 +295,18 @@ def test_range_rule_float_select_chain_keeps_cmplt_and_where_semantics():
 
 
 
-def _select_chains(dt, threads: int, n: int, acc_first: bool):
-  """Thread t folds x[t*n .. t*n+n-1] by a select chain from the dtype's smallest value (dtypes.min: -inf for floats):
-  acc = WHERE(CMPLT(acc, v), v, acc), or with the operands the other way round, WHERE(CMPLT(v, acc), acc, v)."""
-  b = ProgramBuilder("select_chains")
+def _select_chains(dt, threads: int, n: int, acc_first: bool, spelled: str = "select"):
+  """Thread t folds x[t*n .. t*n+n-1] by a max chain from the dtype's smallest value (dtypes.min: -inf for floats),
+  spelled as a select, acc = WHERE(CMPLT(acc, v), v, acc), or as MAX, acc = MAX(acc, v) (spelled="max"); with the
+  operands the other way round where not acc_first: WHERE(CMPLT(v, acc), acc, v), MAX(v, acc)."""
+  b = ProgramBuilder(f"{spelled}_chains")
   out, x = b.global_buf(dt, threads), b.global_buf(dt, threads * n)
   t = b.gidx(0, threads)
   acc = b.acc(b.const(dtypes.min(dt), dt))
   with b.loop(n) as r:
     v = b.load(x, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(n, I32)), r))
     p, q = (acc, v) if acc_first else (v, acc)
-    b.assign(acc, b.alu(Ops.WHERE, b.alu(Ops.CMPLT, p, q), q, p))
+    b.assign(acc, b.alu(Ops.MAX, p, q) if spelled == "max" else b.alu(Ops.WHERE, b.alu(Ops.CMPLT, p, q), q, p))
   b.store(out, t, acc)
   return b.build()
 
@@ -327,19 +328,6 @@ def test_range_rule_select_chain_lanes_match_the_rule(dt, threads, acc_first, sp
   lanes = emulation_outcome(p, inputs, (), strict=True)
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", False)
   assert lanes == emulation_outcome(p, inputs, (), strict=True)
-
-
-def _max_chains(dt, threads: int, n: int, acc_first: bool):
-  """Thread t folds x[t*n .. t*n+n-1] by MAX from -inf: acc = MAX(acc, v), or MAX(v, acc)."""
-  b = ProgramBuilder("max_chains")
-  out, x = b.global_buf(dt, threads), b.global_buf(dt, threads * n)
-  t = b.gidx(0, threads)
-  acc = b.acc(b.const(float("-inf"), dt))
-  with b.loop(n) as r:
-    v = b.load(x, b.alu(Ops.ADD, b.alu(Ops.MUL, t, b.const(n, I32)), r))
-    b.assign(acc, b.alu(Ops.MAX, acc, v) if acc_first else b.alu(Ops.MAX, v, acc))
-  b.store(out, t, acc)
-  return b.build()
 
 
 MAX_CHAIN_CASES = {  # case -> (whether its chains end at the maximum with every step exact: select chains, MAX chains)
@@ -368,12 +356,12 @@ def test_range_rule_float_max_chain_ends_at_its_maximum_where_every_step_is_exac
   if case == "nan": x[[5, 40, 41]] = np.nan
   took: list[bool] = []
   max_chain = folds._max_chain
-  def recorded(op, acc, lane_terms):
-    top = max_chain(op, acc, lane_terms)
+  def recorded(op, acc, terms):
+    top = max_chain(op, acc, terms)
     took.append(top is not None)
     return top
   monkeypatch.setattr(folds, "_max_chain", recorded)
-  p = (_select_chains if chain == "select" else _max_chains)(dt, threads, n, acc_first)
+  p = _select_chains(dt, threads, n, acc_first, spelled=chain)
   inputs = [np.zeros(threads, to_np(dt)), x]
   monkeypatch.setattr(settings, "LOOPS_AS_LANES", True)
   assert Plan.of(p, ()).lane_loops

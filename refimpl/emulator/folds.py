@@ -78,9 +78,9 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   a time through alu (so a loose step keeps alu's reference value, e.g. MAX's +0 of +0 and -0). The levels are the
   sequential rule's: the last step's own level, joined with every earlier step's carried through the chain. A chain
   of MAX or a select chain on floats whose every step is exact is its operands' maximum (`_max_chain`)."""
-  top = _max_chain(op, acc, lane_terms)
-  if top is not None: return Folded(top, None)
   terms = steps_first(lane_terms)
+  top = _max_chain(op, acc, terms)
+  if top is not None: return Folded(top, None)
   for prefix in _prefixes(op, acc, terms, acc_first):
     if prefix is None or prefix.dtype != terms.dtype: continue
     out = _steps(op, dtype, prefix[:-1], terms, acc_first)
@@ -92,20 +92,19 @@ def fold(op: Ops, dtype: DType, acc: np.ndarray, lane_terms: np.ndarray, acc_fir
   return _fold_stepwise(op, dtype, acc, terms, acc_first)
 
 
-def _max_chain(op: Ops, acc: np.ndarray, lane_terms: np.ndarray) -> np.ndarray | None:
+def _max_chain(op: Ops, acc: np.ndarray, terms: np.ndarray) -> np.ndarray | None:
   """The result of a chain of MAX, or of a select chain (WHERE(CMPLT(p, q), q, p) per step), on floats, where it is
   its operands' maximum and every step is exact; else None. Both keep the larger of two values at each step, so they
   end at the largest value, which numpy's maximum over every step at once gives (in any order) where no operand is
   NaN (maximum returns NaN wherever one is; CMPLT is false there, MAX's rule is NaN with any payload) and:
     select chain: the result is not zero (of zeros of two signs the select keeps whichever its order gives);
     MAX: the zeros among the operands have one sign (MAX of +0 and -0 is the allowed set, a loose step).
-  One of numpy's float types only."""
-  if op not in (Ops.MAX, Ops.WHERE) or acc.dtype.kind != "f" or lane_terms.dtype != acc.dtype: return None
-  steps = steps_first(lane_terms)
-  top = np.maximum(acc, np.maximum.reduce(steps, axis=0))
+  One of numpy's float types only; acc (L, *vec), terms (S, L, *vec) in step order."""
+  if op not in (Ops.MAX, Ops.WHERE) or acc.dtype.kind != "f" or terms.dtype != acc.dtype: return None
+  top = np.maximum(acc, np.maximum.reduce(terms, axis=0))
   if np.isnan(top).any(): return None
   if op is Ops.WHERE: return top if top.all() else None
-  signs = np.signbit(np.concatenate([acc[acc == 0], steps[steps == 0]]))
+  signs = np.signbit(np.concatenate([acc[acc == 0], terms[terms == 0]]))
   return top if signs.all() or not signs.any() else None
 
 
