@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("tinygrad")
 
-from refimpl.tinygrad.selftest import FileRun, failure_class, fetch_sdist, html_page, markdown, refimpl_only, selftest
+from refimpl.tinygrad.selftest import FileRun, cache_dir, failure_class, fetch_sdist, html_page, markdown, refimpl_only, selftest
 
 
 def _runs() -> list[FileRun]:
@@ -36,6 +36,13 @@ def test_the_table_lists_exactly_the_failures_clang_and_python_both_pass():
     def handle_data(self, data): cells.append(data)
   Cells().feed(html_page(_runs(), ["REFIMPL", "CLANG", "PYTHON"], "cmd"))
   assert "T::y" in cells and "1 passed, 2 failed, 0 skipped" in cells
+
+
+def test_the_sdist_is_cached_under_the_one_cache_root_refimpl_names(tmp_path, monkeypatch):
+  """One variable names refimpl's cache root ($REFIMPL_CACHE_DIR, refimpl.helpers.cache_dir): the selftest's sdist lies
+  under it, as the compiled kernels do."""
+  monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
+  assert cache_dir("0.10.1") == tmp_path / "tinygrad-0.10.1"
 
 
 def test_refimpl_is_compared_with_the_devices_of_the_run():

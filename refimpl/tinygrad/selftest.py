@@ -3,7 +3,8 @@
     python -m refimpl.tinygrad selftest [--files test_tiny.py,...] [--devices REFIMPL,CLANG,PYTHON] [--out DIR]
                                         [--tests CHECKOUT]
 
-1. fetches tinygrad 0.10.1's source distribution into a cache (CACHE, or $REFIMPL_CACHE/tinygrad-0.10.1: `pip download
+1. fetches tinygrad 0.10.1's source distribution into a cache (CACHE, or tinygrad-0.10.1 under refimpl's cache root
+   (refimpl.helpers.cache_dir: $REFIMPL_CACHE_DIR, else $XDG_CACHE_HOME/refimpl, else ~/.cache/refimpl): `pip download
    --no-deps --no-binary :all: tinygrad==0.10.1`, unpacked once; never copied into the repository);
 2. runs each chosen test file of its test/ folder on each device, one pytest process per (file, device), with this
    module as a pytest plugin that makes the device tinygrad's default (REFIMPL: refimpl's reference device, installed;
@@ -38,6 +39,8 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from refimpl import helpers
 
 VERSION = "0.10.1"  # the line whose tests run by default; under tinygrad 0.14 its own (line())
 FILES = ("test_tiny.py", "test_uops.py", "test_dtype_alu.py", "test_const_folding.py", "test_arange.py", "test_setitem.py",
@@ -78,9 +81,8 @@ def page_name(version: str) -> str:
 
 
 def cache_dir(version: str = VERSION) -> Path:
-  """Where the sdist is unpacked: $REFIMPL_CACHE/tinygrad-<version>, else ~/.cache/refimpl/tinygrad-<version>."""
-  root = Path(os.environ.get("REFIMPL_CACHE") or Path.home() / ".cache" / "refimpl")
-  return root / f"tinygrad-{version}"
+  """Where the sdist is unpacked: tinygrad-<version> under refimpl's cache root (refimpl.helpers.cache_dir)."""
+  return helpers.cache_dir() / f"tinygrad-{version}"
 
 
 def fetch_sdist(cache: Path | None = None, version: str = VERSION) -> Path:
