@@ -236,8 +236,7 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
     levels = np.full(full.shape, EXACT, cert.dtype)
     levels[keep] = cert
     return with_levels(full, levels)
-  start_acc = acc.v if acc.v.shape[0] == lanes else np.broadcast_to(acc.v, (lanes,) + tail)
-  start_acc = start_acc if keep is None else start_acc[keep]
+  start_acc = acc.v[keep] if keep is not None and acc.v.shape[0] == lanes else acc.v  # every lane's, or one row for all
   dt = m.plan.uops[scan.steps[0].node].dtype.scalar()
   fn = chain_ufunc(scan.op, dt)
   if fn is not None and acc.cert is None and all(isinstance(t, Product) or t.cert is None for t in terms):  # exact operands
@@ -246,7 +245,9 @@ def _fold(m: Machine, i: int, scan: Scan, terms: list[Value | Product], start: i
     set_register(m, scan.acc, spread(done.values, done.cert))
     return
   terms = [ufunc_value(t.fn(t.a, t.b)) if isinstance(t, Product) else t for t in terms]
-  out = fold(scan.op, dt, start_acc, chain([t.v for t in terms]), [step.acc_first for step in scan.steps])
+  lane_terms = chain([t.v for t in terms])
+  start_acc = np.broadcast_to(start_acc, lane_terms.shape[:1] + tail)
+  out = fold(scan.op, dt, start_acc, lane_terms, [step.acc_first for step in scan.steps])
   if out.undefined_step is not None:
     s, lane, ub, reason, operands = out.undefined_step
     lane = lane if keep is None else int(keep[lane])

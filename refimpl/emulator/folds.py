@@ -124,32 +124,37 @@ def _prefixes(op: Ops, acc: np.ndarray, terms: np.ndarray, acc_first: Sequence[b
 def fold_ufunc(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product]) -> Folded:
   """The fold of a chain whose every step is the ufunc `fn` (alu.ufunc_rule of a scan op: alu's rule itself, defined
   everywhere, commutative up to which NaN payload it keeps, which the spec leaves open: NAN_PAYLOAD) with exact
-  operands: acc (L, *vec) fn'd with terms[0] of iteration 0, terms[1] of iteration 0, ..., then iteration 1, and so
-  on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`), or a Product the fold makes one iteration
-  at a time (the same ufunc on the same operands as the body would). Wide lanes take one in-place ufunc call per step
-  on that iteration's row (contiguous when the loop runs iteration-major); narrow ones one `accumulate` along the
-  steps. The levels: a NaN step makes every later one NaN, so the chain is NAN_PAYLOAD exactly where its result is
-  NaN."""
-  lanes, tail = acc.shape[0], acc.shape[1:]
-  n = terms[0].a.shape[0] if isinstance(terms[0], Product) else terms[0].shape[0]
+  operands: acc (L, *vec), or one row for every lane, fn'd with terms[0] of iteration 0, terms[1] of iteration 0, ...,
+  then iteration 1, and so on; terms[k] is step k's term as (n iterations, L, *vec) (`iterations`), or a Product the
+  fold makes one iteration at a time (the same ufunc on the same operands as the body would). Wide lanes take one
+  in-place ufunc call per step on that iteration's row (`_in_rows`; contiguous when the loop runs iteration-major);
+  narrow ones one `accumulate` along the steps (`_accumulated`). The levels: a NaN step makes every later one NaN, so
+  the chain is NAN_PAYLOAD exactly where its result is NaN."""
+  n, lanes = (terms[0].a if isinstance(terms[0], Product) else terms[0]).shape[:2]
   with np.errstate(all="ignore"):
-    if lanes < ROW_STEPS_FROM: out = _accumulated(fn, acc, terms, n)
-    else:
-      out = np.array(np.broadcast_to(acc, (lanes,) + tail))
-      product = np.empty_like(out)
-      for it in range(n):
-        for v in terms:
-          if isinstance(v, Product): fn(out, v.fn(v.a[it], v.b[it], out=product), out=out)
-          else: fn(out, v[it], out=out)
-  nan = np.isnan(out) if out.dtype.kind == "f" else None
-  return Folded(out, of_loose(out, nan if nan is not None and nan.any() else None, Certainty.NAN_PAYLOAD))
+    out = (_accumulated if lanes < ROW_STEPS_FROM else _in_rows)(fn, acc, terms, n, lanes)
+  if out.dtype.kind != "f": return Folded(out, None)
+  nan = np.isnan(out)
+  return Folded(out, of_loose(out, nan, Certainty.NAN_PAYLOAD) if nan.any() else None)
 
 
-def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product], n: int) -> np.ndarray:
+def _in_rows(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product], n: int, lanes: int) -> np.ndarray:
+  """fold_ufunc on wide lanes: one in-place call of fn per step, on that step's row of every lane."""
+  out = np.empty((lanes,) + acc.shape[1:], acc.dtype)
+  out[...] = acc
+  product = np.empty_like(out)
+  for it in range(n):
+    for v in terms:
+      if isinstance(v, Product): fn(out, v.fn(v.a[it], v.b[it], out=product), out=out)
+      else: fn(out, v[it], out=out)
+  return out
+
+
+def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Product], n: int, lanes: int) -> np.ndarray:
   """fold_ufunc on narrow lanes: each lane's chain (its accumulator, then every iteration's terms in order) laid out
   contiguously, each term (or product) written straight into its place, and one `accumulate` along the chains, which
   applies fn in their order, one rounding per step (rows of steps along the lanes cost numpy one inner loop a step)."""
-  lanes, tail = acc.shape[0], acc.shape[1:]
+  tail = acc.shape[1:]
   chain = np.empty((lanes,) + tail + (1 + n * len(terms),), acc.dtype)
   chain[..., 0] = acc
   steps = chain[..., 1:].reshape((lanes,) + tail + (n, len(terms)))
@@ -157,7 +162,7 @@ def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Pro
   for k, t in enumerate(terms):
     slot = steps[..., k].transpose(first)  # (n, L, *vec)
     if isinstance(t, Product): t.fn(t.a, t.b, out=slot)
-    else: np.copyto(slot, t)
+    else: slot[...] = t
   return fn.accumulate(chain, axis=-1, dtype=chain.dtype)[..., -1]  # numpy would widen small ints
 
 

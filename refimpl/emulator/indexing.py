@@ -202,6 +202,7 @@ class Grid:
     self._evaluated: dict[tuple[tuple[int, ...], int], np.ndarray] = {}  # evaluate's memo
     self._evaluated_bytes = 0
     self._boxes: dict[tuple[tuple[int, int], ...], Grid] = {}
+    self.within: tuple[slice, ...] | None = None  # a box's lanes among its parent's, as an index of the parent's shape
 
   def _like(self, sizes: tuple[int, ...], order: tuple[int, ...], group: int) -> Grid:
     out = Grid.__new__(Grid)
@@ -211,7 +212,7 @@ class Grid:
     out.workgroups, out.parent, out.pins = out.threads // group, None, self.pins
     out.launch, out.origin, out.base, out.first_group, out._ids = self.launch, self.origin, self.base, self.first_group, None
     out._lane_strides, out._reach, out._extended, out._evaluated, out._evaluated_bytes = {}, {}, {}, {}, 0
-    out._boxes = {}
+    out._boxes, out.within = {}, None
     return out
 
   def extend(self, n: int, first: bool) -> Grid:
@@ -230,10 +231,12 @@ class Grid:
     axes one thread wide (made once)."""
     key = tuple(sorted((d, v) for d, v in pins.items() if self.sizes[d] > 1))
     if key in self._boxes: return self._boxes[key]
-    sizes = tuple(1 if d in dict(key) else n for d, n in enumerate(self.sizes))
+    fixed = dict(key)
+    sizes = tuple(1 if d in fixed else n for d, n in enumerate(self.sizes))
     out = self._like(sizes, self.order, math.prod(sizes[3:6]))
-    out.parent, out.pins = self, {**(self.pins or {}), **dict(key)}
-    out.origin = tuple(o + dict(key).get(d, 0) for d, o in enumerate(self.origin))
+    out.parent, out.pins = self, {**(self.pins or {}), **fixed}
+    out.origin = tuple(o + fixed.get(d, 0) for d, o in enumerate(self.origin))
+    out.within = tuple(slice(fixed[d], fixed[d] + 1) if d in fixed else slice(None) for d in self.order)
     if len(self._boxes) < 64: self._boxes[key] = out
     return out
 
@@ -243,9 +246,7 @@ class Grid:
     if a.shape[0] == self.lanes: return a
     a = self.parent.spread(a)
     if len(self.sizes) == len(self.parent.sizes):  # a box: the pinned positions of the parent's axes
-      where = tuple(slice(self.pins[d], self.pins[d] + 1) if d in self.pins and self.parent.sizes[d] > 1
-                    else slice(None) for d in self.parent.order)
-      return a.reshape(self.parent.shape + a.shape[1:])[where].reshape((self.lanes,) + a.shape[1:])
+      return a.reshape(self.parent.shape + a.shape[1:])[self.within].reshape((self.lanes,) + a.shape[1:])
     n = self.sizes[-1]
     if self.order[0] == len(self.sizes) - 1: return np.broadcast_to(a, (n,) + a.shape).reshape((self.lanes,) + a.shape[1:])
     return np.repeat(a, n, axis=0)
