@@ -128,6 +128,38 @@ def test_replay_reruns_a_finding_on_its_backend_or_others(tmp_path):
   assert main(["replay", str(path), "--backend", "CLANG"]) == 0
 
 
+class _AnsweringPool:
+  """A pool of `n` workers that answers every item of a submitted job at the next poll and keeps the jobs it got."""
+  def __init__(self, n: int):
+    self.n, self.jobs, self.running = n, [], []
+  def size(self) -> int: return self.n
+  def busy(self) -> int: return len(self.running)
+  def idle(self) -> list[int]: return list(range(self.n - len(self.running)))
+  def submit(self, worker: int, job) -> None: self.jobs.append(job); self.running.append(job)
+  def poll(self, timeout: float) -> list:
+    from refimpl.fuzz.isolate import OK, Result
+    from refimpl.workers.messages import Answered
+    done, self.running = self.running, []
+    return [Answered(job, Result(it.key, b, OK)) for job in done for it in job.items for b in it.backends]
+
+
+@pytest.mark.parametrize("n_items, workers", [(652, 2), (100, 16), (3, 2)])
+def test_run_items_compiles_at_most_job_items_kernels_per_batch_and_runs_every_item_once(n_items, workers):
+  """Rule (isolate.run_items): a job (one batch compile per backend, under one compile time limit) holds at most
+  JOB_ITEMS items, and fewer when that gives every worker a job; the jobs cover every item once, in runs of consecutive
+  items, whatever the pool's size."""
+  from refimpl.fuzz.isolate import JOB_ITEMS, Item, run_items
+  pool = _AnsweringPool(workers)
+  results = run_items(pool, [Item(k, ("CLANG",)) for k in range(n_items)])
+  assert sorted(results) == [(k, "CLANG") for k in range(n_items)]
+  sizes = [len(job.items) for job in pool.jobs]
+  share = min(JOB_ITEMS, -(-n_items // workers))
+  assert max(sizes) == share and len(pool.jobs) == -(-n_items // share)
+  keys = sorted(tuple(it.key for it in job.items) for job in pool.jobs)
+  assert [k for run in keys for k in run] == list(range(n_items))
+  assert all(list(run) == list(range(run[0], run[0] + len(run))) for run in keys)
+
+
 def _corruptions(doc: dict) -> list[tuple[object, str]]:
   """(a corrupted document or text, a phrase its error must contain)."""
   def edit(fn):

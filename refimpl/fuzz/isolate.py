@@ -37,6 +37,11 @@ AS_BASELINE = "as-baseline"  # a failure the job's baseline device shares on the
 EMULATOR = "PYTHON"
 REFIMPL_ERROR = "refimpl-error"  # refimpl contradicting itself on a backend's run: a bug in refimpl, not in the backend
 DEFAULT_LIMITS = {"generate": 120.0, "compile": 60.0, "run": 10.0, "probe": 120.0}
+# the most items run_items puts in one job, whose kernels each backend compiles in one call: a batch compile has one time
+# limit (DEFAULT_LIMITS["compile"]) however many kernels it holds, and PoCL takes ~0.1-0.15 s of CPU per corpus kernel
+# (more on a busy machine), so a job of 326 (a 652-case corpus on 2 workers) ran past it, was killed and rerun one
+# kernel per compile. Jobs of this size stay far inside the limit, and an idle worker takes the next one.
+JOB_ITEMS = 32
 # set in a campaign's workers unless already set: PoCL's kernel cache would keep every fuzz kernel (all new) on disk
 CAMPAIGN_ENV = {"POCL_KERNEL_CACHE": "0"}
 
@@ -237,10 +242,10 @@ def after_loss(ev: Lost) -> tuple[Result | None, list[Job]]:
 def run_items(pool: Pool, items: list[Item], profile: Profile | None = None, cache: bool = True,
               job_id: int = 0) -> dict[tuple, Result]:
   """Runs items to completion on a pool, rerunning what a lost worker left (see after_loss): {(key, backend): Result}.
-  The items go out as one job per worker (consecutive runs of them), so every worker of the pool has work. For
-  replays, tests and small checks; the campaign schedules its jobs itself."""
+  The items go out as jobs of consecutive runs of them, one per worker but at most JOB_ITEMS each (see there), and an
+  idle worker takes the next. For replays, tests and small checks; the campaign schedules its jobs itself."""
   results: dict[tuple, Result] = {}
-  share = -(-len(items) // pool.size()) or 1
+  share = min(JOB_ITEMS, -(-len(items) // pool.size()) or 1)
   pending = [Job(job_id, items[k:k + share], profile, cache) for k in range(0, len(items), share)]
   while pending or pool.busy():
     for w in pool.idle():
