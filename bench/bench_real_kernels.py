@@ -19,7 +19,8 @@ more); a kernel tinygrad's emulator fails on shows its error instead.
 Every emulator result is checked against CLANG's before anything is timed (bit for bit where the emulator says exact).
 Cost per uop: each corpus kernel's emulator time divided by its uop count, in units of one `np.add` of two 64-element
 float32 arrays timed in the same run (`add64_seconds`): a figure of the emulator's own overhead that does not depend
-on the machine's speed. Printed: its median and quartiles over the corpus.
+on the machine's speed. Printed: its median and quartiles over the corpus, and its median per shape of kernel
+(`shape_of`: straight-line, with loops, with barriers) beside the straight-line kernels' median.
 numpy's floor: the spec's sequential fold as numpy does it at best, an in-place `multiply` then an in-place `add` over
 float32 lanes (two flops per lane and step), timed at 65,536 and 2^20 lanes in the same run. Each kernel's float work
 (`float_ops`: every float ALU op a launch executes, MULACC as two) over its emulator time is its GFLOP/s, printed with
@@ -105,6 +106,13 @@ def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]
     case = load_finding(path).case
     out.append((f"corpus {path.parent.name}", f"{path.parent.name}/{path.stem}", case.program, case.inputs, case.vals))
   return out
+
+
+def shape_of(program: Program) -> str:
+  """A kernel's shape for the cost per uop: "barrier" (locals and barriers: tinygrad's grouped reductions), else "loop"
+  (a RANGE), else "straight-line"."""
+  ops = {u.op for u in program.uops}
+  return "barrier" if Ops.BARRIER in ops else "loop" if Ops.RANGE in ops else "straight-line"
 
 
 FLOAT_ALU = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
@@ -260,7 +268,7 @@ def main() -> int:
         speedups.append((size, tg / e))
     print(line)
     rows.append((group, e / c))
-    if group.startswith("corpus"): per_uop.append(e / len(program.uops))
+    if group.startswith("corpus"): per_uop.append((shape_of(program), e / len(program.uops)))
     groups.setdefault(group, []).append(e / c)
   print()
   for group, ratios in groups.items():
@@ -276,9 +284,14 @@ def main() -> int:
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
   if per_uop:
-    q1, med, q3 = np.percentile(per_uop, [25, 50, 75]) / add64
+    q1, med, q3 = np.percentile([c for _, c in per_uop], [25, 50, 75]) / add64
     print(f"corpus cost per uop: median {med:.1f} np.add-64 calls (quartiles {q1:.1f}, {q3:.1f}; one np.add-64 took "
           f"{add64 * 1e9:.0f} ns)")
+    medians = {shape: np.median([c for s, c in per_uop if s == shape]) / add64 for shape in sorted({s for s, _ in per_uop})}
+    straight = medians.get("straight-line")
+    print("  median per shape: " + ", ".join(
+      f"{shape} {m:.1f}" + ("" if straight is None or shape == "straight-line" else f" ({m / straight:.2f}x straight-line)")
+      for shape, m in medians.items()))
   if speedups:
     big = [x for n, x in speedups if n >= 1 << 16]
     print(f"against tinygrad's emulator: {len(speedups)} kernels, faster on {sum(x > 1 for _, x in speedups)}, "
