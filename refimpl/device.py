@@ -534,8 +534,9 @@ def compile_batch_cached(compiler: Compiler, srcs: list[str], build: Callable[[l
   """One lib per source for a compiler that builds many sources at once: build(uncached sources) makes one lib holding
   all their kernels, and each of those sources gets it. The disk cache holds that lib once (table <cachekey>.batch-lib,
   keyed by its sha256) and, per source, that sha256 (table <cachekey>.batch): a batch of N sources is not N copies of
-  its lib (a GPU batch of 300 kernels is a 12 MB lib). A source compiled alone (compile_cached) is found first. The sources
-  of one batch read back get the same bytes object, so a runtime that keeps what it loaded per lib loads it once."""
+  its lib (300 OpenCL kernels with their PoCL binary made a 12 MB lib). A source compiled alone (compile_cached) is
+  found first. The sources of one batch read back get the same bytes object, so a runtime that keeps what it loaded per
+  lib loads it once."""
   libs: dict[str, bytes] = {}
   table = None if compiler.cachekey is None else f"{compiler.cachekey}.batch"
   lib_table = None if table is None else f"{table}-lib"

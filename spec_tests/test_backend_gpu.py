@@ -180,20 +180,49 @@ def test_compile_error_carries_the_build_log_and_the_numbered_source():
 
 def test_cache_key_names_the_platform_device_versions_and_options(monkeypatch):
   dev = gpu()
-  key = ops_gpu.CLCompiler(dev).cachekey
-  assert key == dev.compiler.cachekey and key.startswith("opencl-")
+  key = ops_gpu.CLCompiler(dev, keep_binary=True).cachekey
+  assert key.startswith("opencl-") and dev.compiler.cachekey in (key, None)
   monkeypatch.setattr(dev, "options", ())
-  assert ops_gpu.CLCompiler(dev).cachekey != key
+  assert ops_gpu.CLCompiler(dev, keep_binary=True).cachekey != key
   monkeypatch.setattr(dev, "cl_device", types.SimpleNamespace(**{k: getattr(dev.cl_device, k) for k in ("name", "version")},
                                                               driver_version="other driver"))
-  assert ops_gpu.CLCompiler(dev).cachekey not in (key, None)
+  assert ops_gpu.CLCompiler(dev, keep_binary=True).cachekey not in (key, None)
+
+def test_on_pocl_the_compiler_reads_no_binary_and_leaves_caching_to_pocls_kernel_cache(monkeypatch, tmp_path):
+  """Rule (CLCompiler): on PoCL the lib is the source alone (CL_PROGRAM_BINARIES, a second compile of every kernel, is
+  never asked for) and refimpl's disk cache holds nothing; on other platforms the binary is kept and cached."""
+  monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
+  dev = gpu()
+  on_pocl = ops_gpu.POCL in dev.cl_platform.name.lower()
+  assert (dev.compiler.cachekey is None) == on_pocl == (not ops_gpu.CLCompiler(dev).keep_binary)
+  if not on_pocl: pytest.skip(f"not PoCL: {dev.cl_platform.name}")
+  p = elementwise(Ops.MUL, f32, n=8)
+  src = dev.renderer.render(p.name, lower_for(p, dev.renderer))
+  asked: list[str] = []
+  class Watched:  # the built program, noting what the compiler reads of it
+    def __init__(self, prg): self.prg = prg
+    def __getattr__(self, name): return asked.append(name) or getattr(self.prg, name)
+  real = ops_gpu.CLCompiler.build
+  monkeypatch.setattr(ops_gpu.CLCompiler, "build", lambda self, s, binary=b"": Watched(real(self, s, binary)))
+  lib = dev.compiler.compile_cached(src)
+  assert ops_gpu.unpack_lib(lib) == (src, b"") and "binaries" not in asked and not list(tmp_path.rglob("*"))
+  monkeypatch.undo()
+  dev._built.clear()  # the runtime builds the program from the lib's source
+  x = np.arange(8, dtype=np.float32)
+  prg = ops_gpu.CLProgram(dev, p.name, lib)
+  bufs = [dev.allocator.alloc(32) for _ in range(3)]
+  for b_, arr in zip(bufs[1:], (x, x)): dev.allocator._copyin(b_, memoryview(arr))
+  prg(*bufs, global_size=(8, 1, 1), local_size=(1, 1, 1), wait=True)
+  out = np.zeros(8, np.float32)
+  dev.allocator._copyout(memoryview(out), bufs[0])
+  assert (out == x * x).all()
 
 def test_compiled_program_keeps_the_binary_and_rebuilds_from_source_when_the_binary_is_refused(monkeypatch, tmp_path):
   monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
   dev = gpu()
   p = elementwise(Ops.MUL, f32, n=8)
   src = dev.renderer.render(p.name, lower_for(p, dev.renderer))
-  comp = ops_gpu.CLCompiler(dev)
+  comp = ops_gpu.CLCompiler(dev, keep_binary=True)  # on any platform: PoCL's default keeps none
   calls = []
   real = comp.compile
   monkeypatch.setattr(comp, "compile", lambda s: calls.append(s) or real(s))

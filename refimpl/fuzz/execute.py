@@ -14,9 +14,9 @@ each compiler error lands on the program that caused it. Each stage's failure is
 Signals and hangs are caught one level up (isolate.py): they take the worker process with them.
 
 Campaign and reduction batches skip the disk cache (`cache=False`): every fuzz program and every reduction candidate is
-new, so caching them would only fill the disk (each entry of a batch holds the whole batch's object), and on the GPU
-the binary a cache entry keeps costs PoCL a second compile of every kernel. Replays compile the same sources again and
-use the cache.
+new, so caching them would only fill the disk (each entry of a batch holds the whole batch's object), and on a GPU
+whose binary is kept, reading it may cost the driver a second compile of every kernel (PoCL's does: there the GPU
+compiler caches nothing, ops_gpu.CLCompiler). Replays compile the same sources again and use the cache.
 """
 from __future__ import annotations
 
