@@ -146,11 +146,14 @@ def float_ops(program: Program, vals: tuple[int, ...]) -> int | None:
   return total * math.prod(program.global_size) * math.prod(program.local_size)
 
 
+# timings of a floor, the best kept: as many as a kernel's --repeat 20, so that a floor is not lower for fewer samples
+FLOOR_RUNS = 20
+
 def _best_fold_seconds(x: np.ndarray, y: np.ndarray, acc_shape: tuple[int, ...], steps: int) -> float:
-  """The best of five timings of `steps` fold steps: a multiply of x by y (broadcast) into a product, then an in-place
+  """The best of FLOOR_RUNS timings of `steps` fold steps: a multiply of x by y (broadcast) into a product, then an in-place
   add of it into a float32 accumulator of `acc_shape`."""
   acc, tmp, best = np.zeros(acc_shape, np.float32), np.empty(acc_shape, np.float32), math.inf
-  for _ in range(5):
+  for _ in range(FLOOR_RUNS):
     start = time.perf_counter()
     for _ in range(steps):
       np.multiply(x, y, out=tmp)
@@ -161,7 +164,7 @@ def _best_fold_seconds(x: np.ndarray, y: np.ndarray, acc_shape: tuple[int, ...],
 
 def fold_floor_gflops(lanes: int, steps: int = 64) -> float:
   """numpy's floor (module docstring): GFLOP/s of `steps` in-place multiply-then-add steps over `lanes` float32 lanes,
-  the best of five."""
+  the best of FLOOR_RUNS."""
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal(lanes, np.float32), rng.standard_normal(lanes, np.float32)
   return 2 * lanes * steps / _best_fold_seconds(a, b, (lanes,), steps) / 1e9
@@ -169,7 +172,7 @@ def fold_floor_gflops(lanes: int, steps: int = 64) -> float:
 
 def outer_floor_gflops(n: int, steps: int = 64) -> float:
   """numpy's floor for the same fold as a matmul's tile does it: GFLOP/s of `steps` rank-1 updates of an n x n float32
-  tile (a broadcast multiply of a column by a row into a product, then an in-place add), the best of five."""
+  tile (a broadcast multiply of a column by a row into a product, then an in-place add), the best of FLOOR_RUNS."""
   rng = np.random.default_rng(0)
   x, y = rng.standard_normal((n, 1), np.float32), rng.standard_normal((1, n), np.float32)
   return 2 * n * n * steps / _best_fold_seconds(x, y, (n, n), steps) / 1e9
