@@ -162,7 +162,7 @@ def _accumulated(fn: np.ufunc, acc: np.ndarray, terms: Sequence[np.ndarray | Pro
   for k, t in enumerate(terms):
     slot = steps[..., k].transpose(first)  # (n, L, *vec)
     if isinstance(t, Product): t.fn(t.a, t.b, out=slot)
-    else: slot[...] = t
+    else: np.copyto(slot, t)
   return fn.accumulate(chain, axis=-1, dtype=chain.dtype)[..., -1]  # numpy would widen small ints
 
 
