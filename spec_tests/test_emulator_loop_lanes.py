@@ -568,6 +568,28 @@ def test_range_rule_fold_outer_is_each_accumulators_chain(parts):
         assert got[r * cols + c, lane].view(np.uint32) == acc.view(np.uint32)
 
 
+@pytest.mark.parametrize("one_row", [False, True], ids=["acc_per_lane", "acc_one_row"])
+@pytest.mark.parametrize("lanes", [7, folds.ROW_STEPS_FROM + 5], ids=["narrow", "wide"])
+def test_range_rule_fold_ufunc_is_each_lanes_chain(lanes, one_row):
+  """fold_ufunc's rule, each lane's chain in order: the accumulator, then iteration 0's terms in step order, then
+  iteration 1's, ..., each ADD (and a Product's MUL) rounded to float32 (checked one scalar step at a time); an
+  accumulator given as one row starts every lane's chain alike. Narrow lanes take `accumulate` along the chains,
+  wide ones one call per step: both must be the rule."""
+  rng = np.random.default_rng(11)
+  n = 5
+  acc = rng.standard_normal(1 if one_row else lanes).astype(np.float32)
+  plain = rng.standard_normal((n, lanes)).astype(np.float32)
+  x, y = (rng.standard_normal((n, lanes)).astype(np.float32) for _ in range(2))
+  got = folds.fold_ufunc(np.add, acc, [plain, folds.Product(np.multiply, x, y)])
+  assert got.values.shape == (lanes,) and got.cert is None
+  for lane in (0, 3, lanes - 1):
+    want = acc[0 if one_row else lane]
+    for it in range(n):
+      want = np.float32(want + plain[it, lane])
+      want = np.float32(want + np.float32(x[it, lane] * y[it, lane]))
+    assert got.values[lane].view(np.uint32) == want.view(np.uint32)
+
+
 def test_range_rule_lanes_match_the_rule_on_tinygrads_matmul(monkeypatch):
   """The same rule on tinygrad 0.10.1's own 256x256 matmul kernel (bench/kernels/grid_matmul_256.json: 16 upcast
   accumulators per thread, folded as one 4x4 tile; float4 loads, a 4096-thread grid): lanes and the sequential rule
