@@ -7,6 +7,8 @@ tests that need it to run skip, naming why."""
 from __future__ import annotations
 
 import inspect
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,6 +171,63 @@ def test_the_dsps_own_form_compiles_for_hexagon():
     elf, log = standins.hexagon(zig, src, standins.HEXAGON_DSP_FLAGS)
     assert elf is not None, log
     assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 164
+
+
+def _tree(root, contents: dict[str, bytes]) -> dict[str, tuple[int, str]]:
+  """Writes `contents` ({path: bytes}) under root; their entries as standins.intact_copy reads them (RECORD's spelling)."""
+  import base64
+  import hashlib
+  for rel, data in contents.items():
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_bytes(data)
+  return {rel: (len(data), base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode())
+          for rel, data in contents.items()}
+
+def test_a_stable_copy_is_made_once_outlives_its_source_and_is_made_again_when_damaged(tmp_path):
+  """Rule (standins.stable_copy, which keeps the ziglang package where a reinstall leaves it): the copy is made once
+  and then reused as it is; it outlives the removal of its source; a copy missing a file, or with one whose content
+  differs, is removed and made again from the source; a source that differs from its listed files gives no copy."""
+  contents = {"a.txt": b"alpha", "d/b.zig": b"const b = 1;\n"}
+  src, target = tmp_path / "src", tmp_path / "cache" / "zig-lib" / "v-1"
+  files = _tree(src, contents)
+  assert standins.stable_copy(src, files, target) == target
+  mark = target / "made-before"  # a file no copy of src holds: it stays while the copy is reused, goes when remade
+  mark.touch()
+  assert standins.stable_copy(src, files, target) == target and mark.exists()  # reused, not remade
+  for damage in (lambda p: p.unlink(), lambda p: (p.unlink(), p.write_bytes(b"const b = 2;\n"))):
+    damage(target / "d" / "b.zig")  # replaced, not written through: a hard link would carry the edit to the source
+    assert standins.stable_copy(src, files, target) == target and not mark.exists()
+    assert {rel: (target / rel).read_bytes() for rel in contents} == contents
+    mark.touch()
+  moved = tmp_path / "src-removed"
+  src.rename(moved)  # a reinstall removes the source's files: the copy stays whole
+  assert standins.stable_copy(src, files, target) == target and mark.exists()
+  (moved / "a.txt").unlink()
+  (moved / "a.txt").write_bytes(b"other")
+  assert standins.stable_copy(moved, files, tmp_path / "cache" / "zig-lib" / "v-2") is None
+
+def test_hexagon_runs_the_installed_zig_from_its_copy_under_refimpls_cache_root(tmp_path, monkeypatch):
+  """Rule (standins.hexagon): the installed ziglang's `zig cc` runs from stable_ziglang(), a copy (stable_copy) of its
+  package folder, every file its RECORD lists, under refimpl's cache root (where zig's build of musl outlives a
+  reinstall); any other zig command runs as given."""
+  from refimpl.backends import ops_clang
+  installed = ops_clang._ziglang_command()
+  if installed is None: pytest.skip("no ziglang here (pip install 'refimpl[clang]')")
+  monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
+  monkeypatch.setattr(standins, "stable_ziglang", standins.stable_ziglang.__wrapped__)
+  copies = []
+  monkeypatch.setattr(standins, "stable_copy", lambda source, files, target: copies.append((source, files)) or target)
+  ran = []
+  monkeypatch.setattr(standins.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
+                      types.SimpleNamespace(returncode=1, stderr="not run"))
+  assert standins.hexagon(installed, "int x;", ()) == (None, "not run")
+  if not copies: pytest.skip("the ziglang here lists no files (no wheel RECORD)")
+  (source, files), zig = copies[-1], Path(ran[-1][0])
+  assert zig.parent.parent == tmp_path / "ziglang" and zig.name == "zig" and ran[-1][1] == "cc"
+  assert {"zig", "lib/std/std.zig"} <= set(files) and (source / "zig").is_file()
+  assert len(installed) != 2 or Path(installed[0]) == source / "zig"
+  standins.hexagon(["/elsewhere/zig", "cc"], "int x;", ())
+  assert ran[-1][:2] == ["/elsewhere/zig", "cc"]
 
 
 def importlib_dsp():

@@ -22,7 +22,10 @@ tinygrad's own except what stands in for the missing hardware:
     (DSPRenderer renders SIN / EXP2 / LOG2 as __builtin_sin / exp2f / log2f, and int32 division is __hexagon_divsi3);
     so the mock's `_start` is renamed and called from main (musl's crt1 has the `_start`). SIN, EXP2 and LOG2 results
     are then musl's libm, standing in for the DSP's. tinygrad's real form (DSPRenderer's FastRPC `entry`, linked
-    -shared as DSPDevice links it) is compiled by spec_tests/test_tinygrad_standins.py.
+    -shared as DSPDevice links it) is compiled by spec_tests/test_tinygrad_standins.py. zig builds musl for Hexagon on
+    its first link (~75 s on 2 cores) into its global cache, keyed by its executable and lib/ files as they lie on
+    disk: a reinstalled ziglang (a fresh virtual environment, as .ci/run makes) built it again. So zig runs from a
+    verified copy of the ziglang package under refimpl's cache root (stable_ziglang), which outlives the install.
   - NV, CUDA (compiled): NVRenderer / CUDARenderer for sm_80 + tinygrad's NVCompiler (cubin) / CUDACompiler (PTX),
     NVRTC from the nvidia-cuda-nvrtc-cu12 wheel (refimpl.tinygrad.v0_10.nvidia.load_bindings).
   - AMD (rendered): AMDRenderer. tinygrad compiles it with comgr for the GPU's gfx target; the only one tinygrad 0.10.1
@@ -39,6 +42,11 @@ outcome at a device's level (the report's rows for the devices below ran).
 """
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
+import importlib.metadata
+import os
 import shutil
 import struct
 import subprocess
@@ -47,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from refimpl import helpers
 from refimpl.device import DeviceUnavailable
 from refimpl.errors import NotTranslatable
 
@@ -191,8 +200,70 @@ MOCK_ENTRY = "void _start(void) {"
 HOSTED_ENTRY = "void rf_start(void);\nint main(void) { rf_start(); return 0; }\nvoid rf_start(void) {"
 
 
+def intact_copy(root: Path, files: dict[str, tuple[int, str]]) -> bool:
+  """Whether folder `root` holds every file of `files` ({path under root: (size, sha256 as a wheel's RECORD spells it:
+  urlsafe base64 without padding)}) with that size and content."""
+  for rel, (size, digest) in files.items():
+    try: data = (root / rel).read_bytes()
+    except OSError: return False
+    if len(data) != size or base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode() != digest:
+      return False
+  return True
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+  """dst as a hard link to src (the same file: no bytes copied, and it outlives src's removal), else a copy of it."""
+  try: os.link(src, dst)
+  except OSError: shutil.copy2(src, dst)
+
+
+def stable_copy(source: Path, files: dict[str, tuple[int, str]], target: Path) -> Path | None:
+  """`target`, made a copy of folder `source` (whose files are `files`, as intact_copy reads them) unless it already is
+  one: a copy that is missing a file or whose content differs is removed and made again. Its files are hard links to
+  the source's where the file system allows (a reinstall replaces the source's files, leaving the links' ones), else
+  copies. It is made beside `target` and renamed into place, so another process sees a whole copy or none (where two
+  make one at once, the first rename wins). None when no intact copy can be made (the source differs from `files`, or
+  the disk refuses)."""
+  if target.is_dir() and intact_copy(target, files): return target
+  shutil.rmtree(target, ignore_errors=True)
+  try:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as tmp:
+      copy = Path(tmp) / "copy"
+      shutil.copytree(source, copy, copy_function=_link_or_copy)
+      if not intact_copy(copy, files): return None
+      try:
+        os.rename(copy, target)
+        return target
+      except OSError: pass  # another process renamed its copy into place first
+  except OSError: return None
+  return target if intact_copy(target, files) else None
+
+
+@functools.cache
+def stable_ziglang() -> Path | None:
+  """A copy of the installed ziglang package's folder (its zig and lib/) under refimpl's cache root
+  (ziglang/<version>-<digest of the files its RECORD lists>; hard links, else ~420 MB of copies), checked against that
+  RECORD's sha256 of every file on its first use in a process (~3 s) and made again when damaged (stable_copy). zig
+  keys its cache of the musl it builds by its own executable and lib/ files as they lie on disk, so a reinstall of the
+  same ziglang (a fresh virtual environment, as .ci/run makes) built musl again (~75 s on 2 cores); zig run from this
+  copy finds its build. None without a ziglang wheel's RECORD."""
+  try: dist = importlib.metadata.distribution("ziglang")
+  except importlib.metadata.PackageNotFoundError: return None
+  files = {"/".join(f.parts[1:]): (f.size, f.hash.value) for f in dist.files or ()
+           if f.parts[0] == "ziglang" and f.hash is not None and f.hash.mode == "sha256" and f.size is not None}
+  if "zig" not in files: return None
+  key = hashlib.sha256("\n".join(f"{rel} {size} {digest}" for rel, (size, digest) in sorted(files.items())).encode())
+  target = helpers.cache_dir() / "ziglang" / f"{dist.version}-{key.hexdigest()[:20]}"
+  return stable_copy(Path(str(dist.locate_file("ziglang"))), files, target)
+
+
 def hexagon(zig: list[str], src: str, flags: tuple[str, ...]) -> tuple[bytes | None, str]:
-  """(the Hexagon ELF, "") or (None, zig's diagnostics) of C source `src` built by zig's clang with `flags`."""
+  """(the Hexagon ELF, "") or (None, zig's diagnostics) of C source `src` built by zig's clang with `flags`. The
+  installed ziglang's `zig cc` (ops_clang._ziglang_command()) runs from its stable copy (stable_ziglang) where there
+  is one."""
+  from refimpl.backends import ops_clang
+  if zig == ops_clang._ziglang_command() and (copy := stable_ziglang()) is not None: zig = [str(copy / "zig"), "cc"]
   with tempfile.TemporaryDirectory() as d:
     c, out = Path(d) / "k.c", Path(d) / "k.out"
     c.write_text(src)
