@@ -208,14 +208,7 @@ def test_on_pocl_the_compiler_reads_no_binary_and_leaves_caching_to_pocls_kernel
   assert ops_gpu.unpack_lib(lib) == (src, b"") and "binaries" not in asked and not list(tmp_path.rglob("*"))
   monkeypatch.undo()
   dev._built.clear()  # the runtime builds the program from the lib's source
-  x = np.arange(8, dtype=np.float32)
-  prg = ops_gpu.CLProgram(dev, p.name, lib)
-  bufs = [dev.allocator.alloc(32) for _ in range(3)]
-  for b_, arr in zip(bufs[1:], (x, x)): dev.allocator._copyin(b_, memoryview(arr))
-  prg(*bufs, global_size=(8, 1, 1), local_size=(1, 1, 1), wait=True)
-  out = np.zeros(8, np.float32)
-  dev.allocator._copyout(memoryview(out), bufs[0])
-  assert (out == x * x).all()
+  _assert_squares(dev, ops_gpu.CLProgram(dev, p.name, lib))
 
 def test_compiled_program_keeps_the_binary_and_rebuilds_from_source_when_the_binary_is_refused(monkeypatch, tmp_path):
   monkeypatch.setenv("REFIMPL_CACHE_DIR", str(tmp_path))
@@ -233,16 +226,19 @@ def test_compiled_program_keeps_the_binary_and_rebuilds_from_source_when_the_bin
   (entry,) = [q for q in tmp_path.rglob("*") if q.is_file()]
   entry.write_bytes(entry.read_bytes()[:-7])  # truncated: detected (sha256) and rebuilt, never used
   assert ops_gpu.unpack_lib(comp.compile_cached(src))[0] == src and len(calls) == 2
-  x = np.arange(8, dtype=np.float32)
   dev._built.clear()  # the program compile() just built is kept for the runtime: load these from their bytes
   for bad in (lib, ops_gpu.pack_lib(src, b"not a binary"), src.encode()):  # the binary, a refused one, a plain source
-    prg = ops_gpu.CLProgram(dev, p.name, bad)
-    bufs = [dev.allocator.alloc(32) for _ in range(3)]
-    for b_, arr in zip(bufs[1:], (x, x)): dev.allocator._copyin(b_, memoryview(arr))
-    prg(*bufs, global_size=(8, 1, 1), local_size=(1, 1, 1), wait=True)
-    out = np.zeros(8, np.float32)
-    dev.allocator._copyout(memoryview(out), bufs[0])
-    assert (out == x * x).all()
+    _assert_squares(dev, ops_gpu.CLProgram(dev, p.name, bad))
+
+def _assert_squares(dev, prg):
+  """prg, the 8-lane elementwise MUL, squares 0..7 on the device (its first buffer the output)."""
+  x = np.arange(8, dtype=np.float32)
+  bufs = [dev.allocator.alloc(32) for _ in range(3)]
+  for b_, arr in zip(bufs[1:], (x, x)): dev.allocator._copyin(b_, memoryview(arr))
+  prg(*bufs, global_size=(8, 1, 1), local_size=(1, 1, 1), wait=True)
+  out = np.zeros(8, np.float32)
+  dev.allocator._copyout(memoryview(out), bufs[0])
+  assert (out == x * x).all()
 
 def test_a_context_is_never_used_across_a_fork():
   dev = ops_gpu.GPUDevice("GPU")

@@ -263,7 +263,8 @@ def hexagon(zig: list[str], src: str, flags: tuple[str, ...]) -> tuple[bytes | N
   installed ziglang's `zig cc` (ops_clang._ziglang_command()) runs from its stable copy (stable_ziglang) where there
   is one."""
   from refimpl.backends import ops_clang
-  if zig == ops_clang._ziglang_command() and (copy := stable_ziglang()) is not None: zig = [str(copy / "zig"), "cc"]
+  copy = stable_ziglang() if zig == ops_clang._ziglang_command() else None
+  if copy is not None: zig = [str(copy / "zig"), "cc"]
   with tempfile.TemporaryDirectory() as d:
     c, out = Path(d) / "k.c", Path(d) / "k.out"
     c.write_text(src)
