@@ -175,18 +175,16 @@ def test_the_dsps_own_form_compiles_for_hexagon():
 
 def _tree(root, contents: dict[str, bytes]) -> dict[str, tuple[int, str]]:
   """Writes `contents` ({path: bytes}) under root; their entries as standins.intact_copy reads them (RECORD's spelling)."""
-  import base64
-  import hashlib
   for rel, data in contents.items():
     (root / rel).parent.mkdir(parents=True, exist_ok=True)
     (root / rel).write_bytes(data)
-  return {rel: (len(data), base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode())
-          for rel, data in contents.items()}
+  return {rel: (len(data), standins.record_digest(data)) for rel, data in contents.items()}
 
 def test_a_stable_copy_is_made_once_outlives_its_source_and_is_made_again_when_damaged(tmp_path):
   """Rule (standins.stable_copy, which keeps the ziglang package where a reinstall leaves it): the copy is made once
   and then reused as it is; it outlives the removal of its source; a copy missing a file, or with one whose content
   differs, is removed and made again from the source; a source that differs from its listed files gives no copy."""
+  assert standins.record_digest(b"") == "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"  # RECORD's spelling of sha256("")
   contents = {"a.txt": b"alpha", "d/b.zig": b"const b = 1;\n"}
   src, target = tmp_path / "src", tmp_path / "cache" / "zig-lib" / "v-1"
   files = _tree(src, contents)

@@ -200,14 +200,18 @@ MOCK_ENTRY = "void _start(void) {"
 HOSTED_ENTRY = "void rf_start(void);\nint main(void) { rf_start(); return 0; }\nvoid rf_start(void) {"
 
 
+def record_digest(data: bytes) -> str:
+  """The sha256 of `data` as a wheel's RECORD spells it: urlsafe base64 without padding."""
+  return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
 def intact_copy(root: Path, files: dict[str, tuple[int, str]]) -> bool:
-  """Whether folder `root` holds every file of `files` ({path under root: (size, sha256 as a wheel's RECORD spells it:
-  urlsafe base64 without padding)}) with that size and content."""
+  """Whether folder `root` holds every file of `files` ({path under root: (size, record_digest)}) with that size and
+  content."""
   for rel, (size, digest) in files.items():
     try: data = (root / rel).read_bytes()
     except OSError: return False
-    if len(data) != size or base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode() != digest:
-      return False
+    if len(data) != size or record_digest(data) != digest: return False
   return True
 
 
