@@ -119,7 +119,11 @@ def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray |
     else: m.ub(i, "alu", lanes, describe)
     own = where_undefined(own, bad)
   own_settled = out.loose is None or out.looseness is Certainty.NAN_PAYLOAD
-  m.env[i] = with_levels(out.values, join(own, carried), settled and own_settled)
+  levels = join(own, carried)
+  if levels is None or not levels.any():  # EXACT after all (a WHERE that chose no NaN): later ops take their exact paths
+    m.env[i] = Value(out.values)
+    return
+  m.env[i] = with_levels(out.values, levels, settled and own_settled)
 
 def _why(m: Machine, i: int, xs: list[Value], lane: int, out: Any) -> tuple[UB, str]:
   """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's

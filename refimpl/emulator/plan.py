@@ -150,6 +150,9 @@ class Plan:
     self.from_memory = set().union(*(loop.outer.memory.ops for loop in self.lane_loops.values()
                                      if loop.outer is not None and loop.outer.memory is not None))
     self.constants = {i: const_value(u) for i, u in enumerate(uops) if u.op is Ops.CONST}
+    self.users: dict[int, list[int]] = {}  # uop -> the uops that read it, in order
+    for j, u in enumerate(uops):
+      for k in u.src: self.users.setdefault(k, []).append(j)
     self._choose_kinds()
     self._choose_exact_paths()
     self.tile_lane_bytes = {i: self._tile_lane_bytes(i, loop) for i, loop in self.lane_loops.items()
@@ -194,9 +197,7 @@ class Plan:
     uops = self.uops
     # float ufunc ops whose NaN levels no op reads: each use is a float ufunc op that no loop folds, which gives NaN
     # wherever an operand is NaN (alu.ufunc_rule) and so marks those lanes NAN_PAYLOAD itself (their result skips it)
-    users: dict[int, list[int]] = {}
-    for j, u in enumerate(uops):
-      for k in u.src: users.setdefault(k, []).append(j)
+    users = self.users
     def nan_propagating(j: int) -> bool: return j in self.ufuncs and dtypes.is_float(uops[j].dtype) and j not in self.folded
     self.levels_unread = {i for i in self.ufuncs if nan_propagating(i) and all(map(nan_propagating, users.get(i, [None])))}
     self.exact: dict[int, ExactPath] = {}

@@ -17,4 +17,8 @@ IF_BOXES = True  # False: an IF whose gate fixes lidx axes runs its body on ever
 # from this run of a plan on, its straight-line stretches run as steps (straight.py): making them costs about one run,
 # and each later run is about a fifth faster; None: never
 STRAIGHT_FROM: int | None = 4
+# a stretch's isomorphic ops (tinygrad's unrolled tiles) run as batches, one numpy call over their stacked lanes
+# (batches.py); False: one step per op (for comparisons)
+BATCHES = True
+BATCH_ELEMENTS = 1 << 20  # elements: a batch stacks at most this many lanes' values (and at least batches.MIN_BATCH ops)
 RERUNS = 8  # the most runs one launch may take to find the reads its writes race after the fact (machine._launch)

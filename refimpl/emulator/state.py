@@ -118,6 +118,7 @@ class Machine:
     plan = self.plan
     self.control = Control(grid, self.handlers)
     self.env: list[Any] = list(plan.initial_env)  # constants and lazy forms outside blocks already set
+    self.stacked: dict[Any, np.ndarray] = {}  # a batch of a stretch (batches.Stack) -> its result, while exact
     for i, mem in self.globals.items(): self.env[i] = mem
     self.locals: list[Memory] = []
     for i, u in plan.local_defs:

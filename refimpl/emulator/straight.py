@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from refimpl.emulator import settings
+from refimpl.emulator.batches import Stack, batch_step, batches, settle_eager
 from refimpl.emulator.plan import QUIET, VALUES, Kind, Plan
 from refimpl.emulator.state import Handler, Machine
 from refimpl.ir import GroupOp, UOp
@@ -104,14 +106,27 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler],
   handler's step."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
+  batched: set[int] = set()  # ops a batch's step computes (batches.py), where its first op stands
+  rows: dict[int, tuple[Stack, int]] = {}  # batch_step's
+  env_reads: set[tuple[int, int]] = set()
+  stacks: list[Stack] = []
+  first = {ops[0]: ops for ops in batches(plan, lo, hi)} if settings.BATCHES else {}
   for i in range(lo, hi):
     u, kind = plan.uops[i], plan.kinds[i]
     if i in plan.preset and kind in VALUES: made.add(i)
     if kind in QUIET or i in plan.preset: continue
-    maker = exact_step if i in plan.exact else (makers or {}).get(kind)
-    step = None if maker is None else maker(plan, i, u, handlers[i], made.__contains__)
-    steps.append(_call(handlers[i], i, u) if step is None else step)
+    if i in first:
+      own = [exact_step(plan, j, plan.uops[j], handlers[j], made.__contains__) for j in first[i]]
+      step, stack = batch_step(plan, first[i], own, made.__contains__, rows, env_reads)
+      steps.append(step)
+      stacks.append(stack)
+      batched.update(first[i])
+    if i not in batched:
+      maker = exact_step if i in plan.exact else (makers or {}).get(kind)
+      step = None if maker is None else maker(plan, i, u, handlers[i], made.__contains__)
+      steps.append(_call(handlers[i], i, u) if step is None else step)
     if kind in VALUES: made.add(i)
+  if stacks: settle_eager(stacks, plan.users, rows, env_reads)
   def stretch(m: Machine, i: int, u: UOp) -> int:
     env = m.env
     for step in steps: step(m, env)
