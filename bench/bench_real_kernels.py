@@ -1,4 +1,5 @@
-"""The emulator on real kernels: every kernel of the tinygrad 0.10.1 corpus and six large ones, against refimpl CLANG.
+"""The emulator on real kernels: every kernel of the tinygrad 0.10.1 corpus, six large ones and tinygrad workloads' matmuls,
+against refimpl CLANG.
 
     python bench/bench_real_kernels.py [--repeat 3] [--only NAME] [--tinygrad] [--capture]
 
@@ -7,7 +8,9 @@ Kernels:
   - bench/kernels/*.json, six kernels tinygrad 0.10.1 generated for large shapes, in the two forms (loop: CLANG, one
     thread; grid: GPU): elementwise a*b+1 over 2^20 float32, a 1024x1024 row sum, a 128^3 matmul (loop form), and
     elementwise 2^20, a 2^20 sum, a 256^3 matmul (grid form). Inputs: standard normal float32 (seed 0).
-    `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.v0_10.toolchain`).
+    `--capture` regenerates them with tinygrad (needs its CLANG and GPU devices: `refimpl.tinygrad.v0_10.toolchain`);
+  - bench/kernels/tinygrad_*.json, the matmul kernels of bench/bench_tinygrad.py's 1024 matmul, causal attention and
+    transformer block as tinygrad 0.10.1 makes them for the REFIMPL device (TINYGRAD_MATMULS; `--capture` too).
 Times (best of --repeat after WARMUP untimed runs, buffers already on the device): the PYTHON device (the emulator,
 in place, strict) and CLANG's kernel alone (Kernel.last_time). Printed: a table, the ratio per kernel and the geometric
 mean per group.
@@ -24,9 +27,10 @@ on the machine's speed. Printed: its median and quartiles over the corpus, and i
 numpy's floor: the spec's sequential fold as numpy does it at best, an in-place `multiply` then an in-place `add` over
 float32 lanes (two flops per lane and step), timed at 65,536 and 2^20 lanes in the same run. Each kernel's float work
 (`float_ops`: every float ALU op a launch executes, MULACC as two) over its emulator time is its GFLOP/s, printed with
-its share of the 65,536-lane floor (nan where a loop's bounds are not known: `float_ops`); the six's matmuls get a
-summary line, with the floor of the fold as a matmul's tile must do it (`outer_floor_gflops`: rank-1 updates of the
-N x N output, a broadcast multiply of a column by a row and an in-place add, timed in the same run).
+its share of the 65,536-lane floor (nan where a loop's bounds are not known: `float_ops`). Every matmul kernel gets a
+summary line: the six's with the floor of the fold as a matmul's tile must do it (`outer_floor_gflops`: rank-1 updates
+of the N x N output, a broadcast multiply of a column by a row and an in-place add, timed in the same run), tinygrad's
+workloads' with numpy's floor at the kernel's width (its outputs as lanes, at most 65,536), as small ones have few lanes.
 Ratios are from one run; the machine is noisy.
 """
 from __future__ import annotations
@@ -59,6 +63,16 @@ SIX = {
   "grid_elementwise_1M": ("GPU", [(1 << 20,), (1 << 20,)], lambda a, b: a * b + 1),
   "grid_reduce_1M": ("GPU", [(1 << 20,)], lambda a: a.sum()),
   "grid_matmul_256": ("GPU", [(256, 256), (256, 256)], lambda a, b: a @ b),
+}
+
+
+# bench/bench_tinygrad.py's workloads -> their matmul kernels as tinygrad 0.10.1 makes them for the REFIMPL device
+# (GPU-shaped: workgroups of 8 x 16, a 4 x 4 upcast tile per thread), stored as bench/kernels/tinygrad_<workload>_<kernel>
+TINYGRAD_MATMULS = {
+  "matmul 1024": ("r_32_16_8_16_256_4_4_4",),
+  "causal attention": ("r_2_2_8_8_16_4_4_4", "r_4_8_16_4_4_32"),  # q k^T; the weights times v, its sum unrolled
+  "transformer block": ("r_2_2_8_16_32_4_4_4", "r_4_16_8_16_4_4_4", "r_2_8_16_32_4_4_4", "r_2_2_8_16_32_4_4_4n1",
+                        "r_2_8_8_16_32_4_4_4", "r_2_2_8_16_128_4_4_4"),  # q k v, q k^T, weights v, out, MLP up+GELU, down
 }
 
 
@@ -96,12 +110,34 @@ def capture_six() -> dict[str, list]:
   return specs
 
 
+def _stem(workload: str, kernel: str) -> str: return f"tinygrad_{workload.replace(' ', '_')}_{kernel}"
+
+
+def capture_tinygrad_matmuls() -> None:
+  """Runs bench/bench_tinygrad.py's workloads of TINYGRAD_MATMULS on tinygrad's REFIMPL device (refimpl's own) and
+  writes their matmul kernels, as REFIMPL gets them, to bench/kernels/tinygrad_<workload>_<kernel>.json."""
+  sys.path.insert(0, str(ROOT / "bench"))
+  from bench_tinygrad import KERNEL_HEAVY, WORKLOADS
+
+  from refimpl.tinygrad.v0_10.capture import capture
+  from refimpl.tinygrad.v0_10.reference import install_reference_device
+  device = install_reference_device()
+  for workload, names in TINYGRAD_MATMULS.items():
+    with capture() as kernels:
+      for t in {**WORKLOADS, **KERNEL_HEAVY}[workload](device, np.random.default_rng(0)): t.numpy()
+    made = {k.name: k for k in kernels}
+    missing = [name for name in names if name not in made or made[name].program is None]
+    if missing: raise SystemExit(f"cannot capture {workload}: tinygrad made no kernel {', '.join(missing)} that translates "
+                                 f"(it made {', '.join(sorted(made))}); TINYGRAD_MATMULS names tinygrad 0.10.1's")
+    for name in names: (KERNELS / f"{_stem(workload, name)}.json").write_text(program_to_json(made[name].program))
+
+
 def kernels() -> list[tuple[str, str, Program, list[np.ndarray], tuple[int, ...]]]:
   """(group, name, program, inputs, vals) of every kernel benchmarked."""
   out = []
   for path in sorted(KERNELS.glob("*.json")):
     p = program_from_json(path.read_text())
-    out.append(("six", path.stem, p, six_inputs(p), ()))
+    out.append(("tinygrad" if path.stem.startswith("tinygrad_") else "six", path.stem, p, six_inputs(p), ()))
   for path in sorted(CORPUS.glob("*/*.json")):
     case = load_finding(path).case
     out.append((f"corpus {path.parent.name}", f"{path.parent.name}/{path.stem}", case.program, case.inputs, case.vals))
@@ -239,13 +275,14 @@ def main() -> int:
   ap.add_argument("--capture", action="store_true", help="regenerate bench/kernels with tinygrad first")
   args = ap.parse_args()
   specs = capture_six() if args.capture or args.tinygrad else {}
+  if args.capture: capture_tinygrad_matmuls()
   tg_time = {stem: tinygrad_emulator_seconds(spec) for name in specs for stem, spec in specs[name]} if args.tinygrad else {}
   rows, groups, speedups, per_uop, matmuls = [], {}, [], [], []
   add64 = math.inf
   floor = fold_floor_gflops(1 << 16)
   print(f"numpy's floor (in-place multiply, then add, float32): {floor:.2f} GFLOP/s at 65,536 lanes, "
         f"{fold_floor_gflops(1 << 20, 16):.2f} at 2^20")
-  print(f"{'kernel':44s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s} {'GFLOP/s':>8s} {'floor':>6s}" +
+  print(f"{'kernel':50s} {'elements':>9s} {'emulator':>11s} {'CLANG':>10s} {'ratio':>8s} {'GFLOP/s':>8s} {'floor':>6s}" +
         (f" {'tinygrad emu':>13s} {'speedup':>8s}" if args.tinygrad else ""))
   for group, name, program, bufs, vals in kernels():
     if args.only not in name: continue
@@ -261,8 +298,8 @@ def main() -> int:
     size = max(b.size for b in bufs)
     flops = float_ops(program, vals)
     gflops = math.nan if flops is None else flops / e / 1e9
-    line = f"{name:44s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x {gflops:8.2f} {100 * gflops / floor:5.0f}%"
-    if group == "six" and "matmul" in name: matmuls.append((name, gflops, size))
+    line = f"{name:50s} {size:9d} {e * 1e3:9.3f}ms {c * 1e3:8.3f}ms {e / c:7.1f}x {gflops:8.2f} {100 * gflops / floor:5.0f}%"
+    if group == "tinygrad" or "matmul" in name: matmuls.append((group, name, gflops, size, bufs[0].size))
     if args.tinygrad:
       tg = tg_time[name] if name in tg_time else tinygrad_export_seconds(program, [b.copy() for b in bufs], vals)
       if isinstance(tg, str): line += f"  tinygrad's emulator failed: {tg}"
@@ -277,12 +314,20 @@ def main() -> int:
   for group, ratios in groups.items():
     print(f"{group:20s} {len(ratios):4d} kernels  geometric mean {math.exp(np.mean(np.log(ratios))):7.1f}x CLANG  "
           f"worst {max(ratios):8.1f}x")
-  for name, gflops, size in matmuls:
-    n = math.isqrt(size)
-    outer = outer_floor_gflops(n)
-    print(f"{name}: {gflops:.2f} GFLOP/s, {100 * gflops / floor:.0f}% of numpy's floor at 65,536 lanes; numpy's rank-1 "
-          f"updates of a {n}x{n} tile: {outer:.2f} GFLOP/s ({100 * outer / floor:.0f}% of the floor), the kernel "
-          f"{100 * gflops / outer:.0f}% of them")
+  widths = {}  # numpy's floor at a kernel's width (its outputs, as lanes; 65,536 at most: numpy folds wider ones in blocks)
+  for group, name, gflops, size, outputs in matmuls:
+    line = f"{name}: {gflops:.2f} GFLOP/s, {100 * gflops / floor:.0f}% of numpy's floor at 65,536 lanes"
+    if group == "six":
+      n = math.isqrt(size)
+      outer = outer_floor_gflops(n)
+      line += (f"; numpy's rank-1 updates of a {n}x{n} tile: {outer:.2f} GFLOP/s ({100 * outer / floor:.0f}% of the "
+               f"floor), the kernel {100 * gflops / outer:.0f}% of them")
+    else:
+      width = min(outputs, 1 << 16)
+      if width not in widths: widths[width] = fold_floor_gflops(width)
+      line += (f"; numpy's floor at its width ({width:,} lanes): {widths[width]:.2f} GFLOP/s, the kernel "
+               f"{100 * gflops / widths[width]:.0f}% of it")
+    print(line)
   corpus = [r for g, r in rows if g.startswith("corpus")]
   if corpus:
     print(f"{'corpus (all)':20s} {len(corpus):4d} kernels  geometric mean {math.exp(np.mean(np.log(corpus))):7.1f}x CLANG")
