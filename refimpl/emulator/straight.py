@@ -16,6 +16,9 @@ which an ASSIGN of the stretch may change). Nothing is compiled from text: makin
 run of its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
 the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
 
+Where a stretch holds k copies of one op (tinygrad's unrolled tiles), a batch runs them as one numpy call over their
+stacked lanes, where the first of them stands (batches.py: its step stands in for theirs; settings.BATCHES).
+
 A loop that runs as lanes skips the ops its folds compute (loops.LaneLoop.folded), and the loads a tile's fold reads
 from memory itself (loops.MemoryOperands): `breaks` keeps them out of every stretch, so such a loop's handler table
 still reaches them one by one.
@@ -103,7 +106,7 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler],
   sets when it starts (Plan.preset), to what its handler would set, gets no step; nor does one whose kind does nothing
   (plan.QUIET). An op with an exact path gets `exact_step`; one whose kind has a maker in `makers` (a module's STEPS:
   its handler's path as a step, e.g. access.STEPS) gets what that makes; any other, or where the maker makes none, its
-  handler's step."""
+  handler's step; the ops of a batch (batches.batches) get one step, the batch's, where the first of them stands."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
   batched: set[int] = set()  # ops a batch's step computes (batches.py), where its first op stands
