@@ -141,12 +141,12 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
     if sources[-1][1] is None: env_reads.update(zip(ops, js))
   stack = Stack(ops)
   for k, i in enumerate(ops): rows[i] = (stack, k)
-  made = [source[1] for source in sources if source[1] is not None]
+  read_stacks = [source[1] for source in sources if source[1] is not None]  # the batches whose rows it reads
   nan_marked = result is not Value  # the result's maker marks NaNs (values.ufunc_value, scalar_float_value)
 
   def own_steps(m: Machine, env: list) -> None:
     m.stacked.pop(stack, None)
-    for other in made: other.write(m, env)
+    for other in read_stacks: other.write(m, env)
     for s in own: s(m, env)
 
   def step(m: Machine, env: list) -> None:
@@ -176,7 +176,7 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
   return step, stack
 
 
-def settle_eager(stacks: Sequence[Stack], users: dict[int, list[int]], rows: dict[int, tuple[Stack, int]],
+def mark_eager(stacks: Sequence[Stack], users: dict[int, list[int]], rows: dict[int, tuple[Stack, int]],
                  env_reads: set[tuple[int, int]]) -> None:
   """Each Stack's eager ops: those that an op which no batch runs reads, or a batch reads from the env."""
   for stack in stacks:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from refimpl.emulator import settings
-from refimpl.emulator.batches import Stack, batch_step, batches, settle_eager
+from refimpl.emulator.batches import Stack, batch_step, batches, mark_eager
 from refimpl.emulator.plan import QUIET, VALUES, Kind, Plan
 from refimpl.emulator.state import Handler, Machine
 from refimpl.ir import GroupOp, UOp
@@ -129,7 +129,7 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler],
       step = None if maker is None else maker(plan, i, u, handlers[i], made.__contains__)
       steps.append(_call(handlers[i], i, u) if step is None else step)
     if kind in VALUES: made.add(i)
-  if stacks: settle_eager(stacks, plan.users, rows, env_reads)
+  if stacks: mark_eager(stacks, plan.users, rows, env_reads)
   def stretch(m: Machine, i: int, u: UOp) -> int:
     env = m.env
     for step in steps: step(m, env)
