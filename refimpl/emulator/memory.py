@@ -156,7 +156,7 @@ def read_view(flat: np.ndarray, view: tuple[tuple[int, ...], int], count: int, g
       box = strided(flat, view, count, grid)
       if count == 1: return box.reshape(grid.lanes)  # a copy: no one stride fits the lanes
       copy = np.empty((count,) + grid.shape, flat.dtype)
-      np.copyto(copy, np.moveaxis(box, -1, 0))
+      np.copyto(copy, box.transpose((box.ndim - 1, *range(box.ndim - 1))))  # the vector's elements first
       return copy.reshape(count, grid.lanes).T
   return out.copy() if snapshot else out
 
