@@ -199,8 +199,9 @@ def _source(js: tuple[int, ...], direct: Callable[[int], bool], rows: dict[int, 
 
 def _stacked(vs: Sequence[np.ndarray]) -> np.ndarray:
   """Lane values (some of them one value for every lane, (1,)) as the rows of one array."""
-  lanes = max(len(v) for v in vs)
-  if all(len(v) == lanes for v in vs): return np.concatenate(vs).reshape(len(vs), lanes)
+  lengths = set(map(len, vs))
+  lanes = max(lengths)
+  if len(lengths) == 1: return np.concatenate(vs).reshape(len(vs), lanes)
   out = np.empty((len(vs), lanes), vs[0].dtype)
   for k, v in enumerate(vs): out[k] = v
   return out
