@@ -93,11 +93,12 @@ def worker(root: str, kernels: pathlib.Path | None, corpus: bool, only: str, run
 
 def compare(roots: list[str], kernels: pathlib.Path | None, corpus: bool, only: str, rounds: int, runs: int) -> int:
   """Times every kernel on both checkouts, alternately, and prints the table (module docstring)."""
-  best: dict[str, dict[str, float]] = {r: {} for r in roots}
+  best: list[dict[str, float]] = [{}, {}]  # per checkout, by position (the same checkout twice is an A/A run)
   errors: dict[str, str] = {}
   start = time.perf_counter()
   for r in range(rounds):
-    for root in (roots if r % 2 == 0 else roots[::-1]):
+    for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+      root = roots[side]
       cmd = [sys.executable, __file__, "--worker", root, "--only", only, "--runs", str(runs)]
       cmd += (["--kernels", str(kernels)] if kernels is not None else []) + (["--corpus"] if corpus else [])
       done = subprocess.run(cmd, capture_output=True, text=True)
@@ -106,15 +107,15 @@ def compare(roots: list[str], kernels: pathlib.Path | None, corpus: bool, only: 
       for line in done.stdout.splitlines():
         row = json.loads(line)
         if "error" in row: errors[row["kernel"]] = f"{root}: {row['error']}"
-        else: best[root][row["kernel"]] = min(best[root].get(row["kernel"], math.inf), row["seconds"])
+        else: best[side][row["kernel"]] = min(best[side].get(row["kernel"], math.inf), row["seconds"])
     print(f"round {r + 1} of {rounds} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
-  a, b = roots
-  names = [n for n in best[a] if n in best[b] and n not in errors]
+  a, b = best
+  names = [n for n in a if n in b and n not in errors]
   if not names: raise SystemExit("no kernel ran on both checkouts" + (f": {next(iter(errors.values()))}" if errors else ""))
-  print(f"A: {a}\nB: {b}\n{'kernel':60s} {'A':>10s} {'B':>10s} {'B/A':>7s}")
-  for n in names: print(f"{n:60s} {best[a][n] * 1e3:8.3f}ms {best[b][n] * 1e3:8.3f}ms {best[b][n] / best[a][n]:7.3f}")
+  print(f"A: {roots[0]}\nB: {roots[1]}\n{'kernel':60s} {'A':>10s} {'B':>10s} {'B/A':>7s}")
+  for n in names: print(f"{n:60s} {a[n] * 1e3:8.3f}ms {b[n] * 1e3:8.3f}ms {b[n] / a[n]:7.3f}")
   for n, why in errors.items(): print(f"{n:60s} failed: {why}")
-  ratios = [best[b][n] / best[a][n] for n in names]
+  ratios = [b[n] / a[n] for n in names]
   print(f"{len(names)} kernels: geometric mean of B/A {math.exp(np.mean(np.log(ratios))):.3f} (lowest {min(ratios):.3f}, "
         f"highest {max(ratios):.3f}), best of {runs} runs in each of {rounds} rounds")
   return 0

@@ -119,11 +119,7 @@ def _settle(m: Machine, i: int, xs: list[Value], out: Any, carried: np.ndarray |
     else: m.ub(i, "alu", lanes, describe)
     own = where_undefined(own, bad)
   own_settled = out.loose is None or out.looseness is Certainty.NAN_PAYLOAD
-  levels = join(own, carried)
-  if levels is None or not levels.any():  # EXACT after all (a WHERE that chose no NaN): later ops take their exact paths
-    m.env[i] = Value(out.values)
-    return
-  m.env[i] = with_levels(out.values, levels, settled and own_settled)
+  m.env[i] = with_levels(out.values, join(own, carried), settled and own_settled)
 
 def _why(m: Machine, i: int, xs: list[Value], lane: int, out: Any) -> tuple[UB, str]:
   """(kind, reason) of uop i's undefined behaviour on `lane`: its rule run again on that lane's operands (an Outcome's
@@ -160,6 +156,7 @@ def _where(m: Machine, i: int, u: UOp) -> None:
   c, a, b = m.value_of(u.src[0]), m.value_of(u.src[1]), m.value_of(u.src[2])
   out = alu.run_alu(u.op, m.plan.operand_dtype[i], c.v, a.v, b.v)
   chosen = chosen_levels(c.v, a.cert, b.cert)  # moved, not carried
+  if chosen is not None and not chosen.any(): chosen = None  # every lane chose an exact value (not a NaN constant's)
   _settle(m, i, [c, a, b], out, join(carried_levels(c), chosen), all_settled([a, b]))
 
 def _convert(m: Machine, i: int, u: UOp) -> None:
