@@ -49,10 +49,11 @@ def _batched_ops(program: Program) -> int:
 
 def _template(rng: np.random.Generator, steps: int) -> list[tuple]:
   """A chain of `steps` ops: (op, result dtype, operands), an operand ("own", dtype) the copy's own load of that dtype,
-  ("shared", dtype) one value every copy reads, or ("chain", t) the chain's t-th op. Ops of every kind a batch takes
+  ("element", dtype) the copy's element of a vector load four copies share (a GEP), ("shared", dtype) one value every
+  copy reads, or ("chain", t) the chain's t-th op. Ops of every kind a batch takes
   (ufuncs, WHERE, exact conversions) and some it leaves to their own steps (EXP2 and RECIP, which are loose or not one
   ufunc, a float to int CAST, undefined out of range, an IDIV by a constant)."""
-  made: dict = {F32: [("own", F32), ("shared", F32)], I32: [("own", I32), ("shared", I32)], BOOL: []}
+  made: dict = {F32: [("own", F32), ("shared", F32), ("element", F32)], I32: [("own", I32), ("shared", I32)], BOOL: []}
   chain = []
   def pick(dt): return made[dt][rng.integers(len(made[dt]))]
   for t in range(steps):
@@ -81,18 +82,28 @@ def _tile(rng: np.random.Generator, copies: int, lanes: int, order: str) -> tupl
   fout, iout = b.global_buf(F32, lanes * copies), b.global_buf(I32, lanes * copies)
   fin, iin = b.global_buf(F32, lanes * copies), b.global_buf(I32, lanes * copies)
   shared_f = b.global_buf(F32, lanes)
+  groups = (copies + 3) // 4
+  vin = b.global_buf(F32, lanes * groups * 4)
   i = b.gidx(0, lanes)
   at = [b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(copies, I32)), b.const(c, I32)) for c in range(copies)]
   own = [{F32: b.load(fin, at[c]), I32: b.load(iin, at[c])} for c in range(copies)]
   shared = {F32: b.load(shared_f, i), I32: b.const(int(rng.integers(-5, 5)), I32)}
   divisor = b.const(int(rng.choice([3, 7, -2])), I32)
   values: list[list[int]] = [[] for _ in range(copies)]
+  # the vector loads first, as tinygrad places them; each copy's element picked where the copy first reads it
+  vectors = [b.load(vin, b.alu(Ops.ADD, b.alu(Ops.MUL, i, b.const(groups * 4, I32)), b.const(4 * g, I32)), count=4)
+             for g in range(groups)]
+  elements: dict[int, int] = {}
+  def element(c: int) -> int:
+    if c not in elements: elements[c] = b.gep(vectors[c // 4], c % 4)
+    return elements[c]
   def emit(c: int, t: int) -> None:
     op, dt, src = chain[t]
     def operand(s):
       if s[0] == "own": return own[c][s[1]]
       if s[0] == "shared": return shared[s[1]]
       if s[0] == "const": return divisor
+      if s[0] == "element": return element(c)
       return values[c][s[1]]
     args = [operand(s) for s in src]
     values[c].append(b.cast(args[0], dt) if op is Ops.CAST else b.alu(op, *args))
@@ -112,12 +123,15 @@ def _tile(rng: np.random.Generator, copies: int, lanes: int, order: str) -> tupl
   return b.build(), _inputs(rng, copies, lanes)
 
 def _inputs(rng: np.random.Generator, copies: int, lanes: int) -> list[np.ndarray]:
-  """A tile's buffers: zeroed outputs, special or normal floats, extreme or small ints, a normal shared row."""
+  """A tile's buffers: zeroed outputs, special or normal floats, extreme or small ints, a normal shared row, the
+  vectors (special or normal floats)."""
   floats = rng.choice(SPECIAL, lanes * copies) if rng.random() < 0.5 else rng.standard_normal(lanes * copies)
   ints = rng.choice([-(2**31), -7, -1, 0, 1, 3, 2**31 - 1], lanes * copies) if rng.random() < 0.5 else \
     rng.integers(-100, 100, lanes * copies)
+  size = lanes * ((copies + 3) // 4) * 4  # a vector of four per group of four copies, per lane
+  vector = rng.choice(SPECIAL, size) if rng.random() < 0.5 else rng.standard_normal(size)
   return [np.zeros(lanes * copies, np.float32), np.zeros(lanes * copies, np.int32), floats.astype(np.float32),
-          ints.astype(np.int32), rng.standard_normal(lanes).astype(np.float32)]
+          ints.astype(np.int32), rng.standard_normal(lanes).astype(np.float32), vector.astype(np.float32)]
 
 
 @pytest.mark.parametrize("order", ["op-major", "chain-major", "interleaved"])
@@ -201,3 +215,23 @@ def test_a_batch_reads_a_register_after_the_stretch_s_assign_before_its_op(monke
   want = _outcome(program, inputs, False, monkeypatch)
   assert _outcome(program, inputs, True, monkeypatch) == want
   assert list(np.frombuffer(want[0][0], np.float32)) == [6.0 * c for c in range(16)]  # 2 * (3 * x_c)
+
+
+def test_a_batch_of_picks_from_a_loose_vector_runs_its_ops_own_steps(monkeypatch):
+  """16 GEPs, each an element of one of four vectors of EXP2 results (tolerance values), each plus 1.5: the picks keep
+  their elements' TOLERANCE level and the sums carry it as UNKNOWN, as the ops' own steps give them; a batch of picks
+  that took its vectors as exact would call them EXACT."""
+  b = ProgramBuilder("picks")
+  out, xs = b.global_buf(F32, 16), b.global_buf(F32, 16)
+  one_half = b.const(1.5, F32)
+  loose = [b.alu(Ops.EXP2, b.load(xs, b.const(c, I32))) for c in range(16)]
+  vectors = [b.vectorize(*loose[4 * g:4 * g + 4]) for g in range(4)]
+  picks = [b.gep(vectors[c // 4], c % 4) for c in range(16)]
+  for c, x in enumerate(picks): b.store(out, b.const(c, I32), b.alu(Ops.ADD, x, one_half))
+  program, inputs = b.build(), [np.zeros(16, np.float32), np.linspace(-3, 3, 16).astype(np.float32)]
+  plan = Plan.of(program, ())
+  made = [ops for lo, hi in stretches(program.uops, plan.folded | plan.from_memory) for ops in batches(plan, lo, hi)]
+  assert sorted(picks) in [list(ops) for ops in made]
+  want = _outcome(program, inputs, False, monkeypatch)
+  assert _outcome(program, inputs, True, monkeypatch) == want
+  assert (np.frombuffer(want[1][0], np.uint8) == Certainty.UNKNOWN).all()

@@ -5,8 +5,10 @@ scaling) and each output's unrolled sum with the same ops once per element of th
 holds k copies of an op, each a numpy call over the launch's lanes. A *batch* is k such ops of one stretch: the same
 exact path (Plan.exact: one ufunc, WHERE or conversion) on the same scalar dtypes, every operand of every one of them
 set before the first of them. It runs where its first op stands: each operand as one array of k rows (an operand all
-of them read, once; one that is an earlier batch's ops in that batch's order, that batch's result as it is; any other,
-the k values stacked), the rule applied once, and row j of the result is op j's value.
+of them read, once; one that is an earlier batch's ops, that batch's result or the rows of it they read; any other,
+the k values stacked), the rule applied once, and row j of the result is op j's value. GEPs that pick one element of
+a vector (the elements of tinygrad's vector loads, which the copies' chains start from) make batches too: the distinct
+vectors stacked once, each op's element picked (`_pick_step`), so that the batches after them read their rows.
 
 A batch computes what its ops' own steps compute, element for element: the rule is lane-wise (stacking lanes changes
 no element), defined on every lane and reads nothing but its operands, so computing an op earlier than it stands, after
@@ -39,7 +41,8 @@ BATCH_COST, OP_COST = 3.0, 0.4
 GATHER_COST, ROW_COST, ELEMENT_COST = 1.5, 0.2, 0.0001
 MIN_BATCH = 4
 REGISTERS = frozenset({Kind.DEFINE_ACC, Kind.ASSIGN})  # read as their register, which an ASSIGN of the stretch changes
-BATCHED = frozenset({Kind.UFUNC_ALU, Kind.WHERE, Kind.CONVERT})  # exact paths that are a lane-wise rule, defined everywhere
+# exact paths that are a lane-wise rule, defined everywhere; a GEP's picks its element
+BATCHED = frozenset({Kind.UFUNC_ALU, Kind.WHERE, Kind.CONVERT, Kind.GEP})
 
 
 def batch_key(plan: Plan, i: int) -> tuple | None:
@@ -49,6 +52,8 @@ def batch_key(plan: Plan, i: int) -> tuple | None:
   kind = plan.kinds[i]
   if kind not in BATCHED or i not in plan.exact: return None
   u, path = plan.uops[i], plan.exact[i]
+  if kind is Kind.GEP:  # a pick of one element of a vector: every element of every vector of one dtype (`_pick_step`)
+    return (kind, plan.uops[u.src[0]].dtype) if u.dtype.count == 1 else None
   types = (u.dtype, *(plan.uops[j].dtype for j in path.operands))
   if any(t is None or t.count != 1 for t in types): return None
   return kind, u.op if kind is Kind.CONVERT else path.rule, path.result, types
@@ -69,10 +74,15 @@ def _pays(plan: Plan, ops: tuple[int, ...], batch_of: dict[int, tuple[int, ...]]
   """Whether a batch of k ops saves more than it costs (BATCH_COST ...): k > BATCH_COST + k * OP_COST + per operand
   stacked value by value (not one earlier batch's rows) GATHER_COST + k * (ROW_COST + lanes * ELEMENT_COST); never
   where every operand is one value they all read (they would compute one value)."""
+  k = len(ops)
+  if plan.kinds[ops[0]] is Kind.GEP:  # picks: each distinct vector stacked, all its elements
+    vectors = {plan.uops[i].src[0] for i in ops}
+    count = plan.uops[plan.uops[ops[0]].src[0]].dtype.count  # the vectors' elements
+    cost = BATCH_COST + k * OP_COST + GATHER_COST + len(vectors) * (ROW_COST + plan.grid.lanes * count * ELEMENT_COST)
+    return k >= MIN_BATCH and k > cost
   slots = {tuple(plan.exact[i].operands[t] for i in ops) for t in range(len(plan.exact[ops[0]].operands))}
   stacked = [js for js in slots if len(set(js)) > 1]
   gathered = [js for js in stacked if js[0] not in batch_of or any(batch_of.get(j) is not batch_of[js[0]] for j in js)]
-  k = len(ops)
   cost = BATCH_COST + k * OP_COST + len(gathered) * (GATHER_COST + k * (ROW_COST + plan.grid.lanes * ELEMENT_COST))
   return bool(stacked) and k >= MIN_BATCH and k > cost
 
@@ -131,6 +141,7 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
   not exact; direct(j): operand j's Value is env[j] itself, else it is read by value_of; rows: op -> (the Stack of the
   batch that computes it, its row there) for the batches made so far (this one's are added); env_reads: (op, operand)
   pairs a batch reads from the env (this one's are added)."""
+  if plan.kinds[ops[0]] is Kind.GEP: return _pick_step(plan, ops, own, direct, rows, env_reads)
   path = plan.exact[ops[0]]
   rule, result = path.rule, path.result
   slots = [tuple(plan.exact[i].operands[t] for i in ops) for t in range(len(path.operands))]
@@ -174,6 +185,39 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
     m.stacked[stack] = out
     for k, i in stack.eager: env[i] = Value(out[k])
   return step, stack
+
+
+def _pick_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Callable[[int], bool],
+               rows: dict[int, tuple[Stack, int]], env_reads: set[tuple[int, int]]) -> tuple[Step, Stack]:
+  """batch_step of a batch of GEPs, each one element of a vector: the distinct vectors stacked, each element along the
+  lanes ((vectors, elements, lanes)), and row j of the result the element op j picks from its vector."""
+  sources = tuple(plan.uops[i].src[0] for i in ops)
+  vectors = list(dict.fromkeys(sources))
+  which, elements = np.array([vectors.index(j) for j in sources]), np.array([plan.uops[i].arg[0] for i in ops])
+  reads = [(j, direct(j)) for j in vectors]
+  env_reads.update(zip(ops, sources))
+  stack = Stack(ops)
+  for k, i in enumerate(ops): rows[i] = (stack, k)
+
+  def step(m: Machine, env: list) -> None:
+    xs = [env[j] if dj else m.value_of(j) for j, dj in reads]
+    for x in xs:
+      if x.cert is not None:
+        m.stacked.pop(stack, None)
+        for s in own: s(m, env)
+        return
+    out = _by_element([x.v for x in xs])[which, elements]
+    m.stacked[stack] = out
+    for k, i in stack.eager: env[i] = Value(out[k])
+  return step, stack
+
+
+def _by_element(vs: Sequence[np.ndarray]) -> np.ndarray:
+  """Vector values (lanes, n) (some of them one row for every lane, (1, n)) as one (vectors, n, lanes) array."""
+  lanes = max(len(v) for v in vs)
+  out = np.empty((len(vs), vs[0].shape[1], lanes), vs[0].dtype)
+  for k, v in enumerate(vs): out[k] = v.T
+  return out
 
 
 def mark_eager(stacks: Sequence[Stack], users: dict[int, list[int]], rows: dict[int, tuple[Stack, int]],
