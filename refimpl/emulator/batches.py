@@ -41,14 +41,14 @@ BATCH_COST, OP_COST = 3.0, 0.4
 GATHER_COST, ROW_COST, ELEMENT_COST = 1.5, 0.2, 0.0001
 MIN_BATCH = 4
 REGISTERS = frozenset({Kind.DEFINE_ACC, Kind.ASSIGN})  # read as their register, which an ASSIGN of the stretch changes
-# exact paths that are a lane-wise rule, defined everywhere; a GEP's picks its element
+# exact paths that are a lane-wise rule, defined everywhere, and GEP's, the pick of an element
 BATCHED = frozenset({Kind.UFUNC_ALU, Kind.WHERE, Kind.CONVERT, Kind.GEP})
 
 
 def batch_key(plan: Plan, i: int) -> tuple | None:
   """What the ops of one batch share: the kind and exact path's rule (a conversion's: its op, as conversion_rule makes
-  one per op and dtypes), the result's maker and the scalar dtypes of the value and operands; None for an op that joins
-  none (no such exact path, or a vector)."""
+  one per op and dtypes), the result's maker and the scalar dtypes of the value and operands; for a GEP of one element,
+  the vector's dtype; None for an op that joins none (no such exact path, or a vector)."""
   kind = plan.kinds[i]
   if kind not in BATCHED or i not in plan.exact: return None
   u, path = plan.uops[i], plan.exact[i]
@@ -73,7 +73,8 @@ def batches(plan: Plan, lo: int, hi: int) -> list[tuple[int, ...]]:
 def _pays(plan: Plan, ops: tuple[int, ...], batch_of: dict[int, tuple[int, ...]]) -> bool:
   """Whether a batch of k ops saves more than it costs (BATCH_COST ...): k > BATCH_COST + k * OP_COST + per operand
   stacked value by value (not one earlier batch's rows) GATHER_COST + k * (ROW_COST + lanes * ELEMENT_COST); never
-  where every operand is one value they all read (they would compute one value)."""
+  where every operand is one value they all read (they would compute one value). Picks (GEPs) stack each distinct
+  vector once: GATHER_COST + per vector ROW_COST + its elements * ELEMENT_COST."""
   k = len(ops)
   if plan.kinds[ops[0]] is Kind.GEP:  # picks: each distinct vector stacked, all its elements
     vectors = {plan.uops[i].src[0] for i in ops}
