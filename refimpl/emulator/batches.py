@@ -40,9 +40,10 @@ Step = Callable[[Machine, list], None]  # straight.Step
 BATCH_COST, OP_COST = 3.0, 0.4
 GATHER_COST, ROW_COST, ELEMENT_COST = 1.5, 0.2, 0.0001
 MIN_BATCH = 4
-REGISTERS = frozenset({Kind.DEFINE_ACC, Kind.ASSIGN})  # read as their register, which an ASSIGN of the stretch changes
+# tuples, not sets: membership by identity, where a set would hash each Enum member in Python
+REGISTERS = (Kind.DEFINE_ACC, Kind.ASSIGN)  # read as their register, which an ASSIGN of the stretch changes
 # exact paths that are a lane-wise rule, defined everywhere, and GEP's, the pick of an element
-BATCHED = frozenset({Kind.UFUNC_ALU, Kind.WHERE, Kind.CONVERT, Kind.GEP})
+BATCHED = (Kind.UFUNC_ALU, Kind.WHERE, Kind.CONVERT, Kind.GEP)
 
 
 def batch_key(plan: Plan, i: int) -> tuple | None:
@@ -61,9 +62,14 @@ def batch_key(plan: Plan, i: int) -> tuple | None:
 
 def batches(plan: Plan, lo: int, hi: int) -> list[tuple[int, ...]]:
   """The batches of the stretch lo..hi-1, each its ops in order (module docstring: how they are placed)."""
+  numbers: dict[tuple, int] = {}  # each distinct key as a small int, hashed once
+  keys = {}
+  for i in range(lo, hi):
+    key = batch_key(plan, i)
+    if key is not None: keys[i] = numbers.setdefault(key, len(numbers))
   dissolved: set[int] = set()
   while True:
-    placed = _place(plan, lo, hi, dissolved)
+    placed = _place(plan, lo, hi, {i: k for i, k in keys.items() if i not in dissolved})
     batch_of = {i: ops for ops in placed for i in ops}
     unpaid = [ops for ops in placed if not _pays(plan, ops, batch_of)]
     if not unpaid: return placed
@@ -88,16 +94,17 @@ def _pays(plan: Plan, ops: tuple[int, ...], batch_of: dict[int, tuple[int, ...]]
   return bool(stacked) and k >= MIN_BATCH and k > cost
 
 
-def _place(plan: Plan, lo: int, hi: int, dissolved: set[int]) -> list[tuple[int, ...]]:
-  """One placing (module docstring) of the stretch's ops, but those in `dissolved`: its batches of two ops or more."""
+def _place(plan: Plan, lo: int, hi: int, keys: dict[int, int]) -> list[tuple[int, ...]]:
+  """One placing (module docstring) of the stretch's ops that have a key in `keys` (a number per distinct batch_key):
+  its batches of two ops or more."""
   set_at: dict[int, int] = {}  # op -> where its value is set, for ops a batch sets before they stand
-  open_at: dict[tuple, list[int]] = {}  # key -> where its batches that may grow stand, ascending
+  open_at: dict[int, list[int]] = {}  # key -> where its batches that may grow stand, ascending
   ops_at: dict[int, list[int]] = {}  # where a batch stands -> its ops
   assigned = lo - 1
   most = max(MIN_BATCH, settings.BATCH_ELEMENTS // max(1, plan.grid.lanes))
   for i in range(lo, hi):
     if plan.kinds[i] is Kind.ASSIGN: assigned = i
-    key = None if i in dissolved else batch_key(plan, i)
+    key = keys.get(i)
     if key is None: continue
     ready = max(_set_where(plan, j, lo, assigned, set_at) for j in plan.exact[i].operands)
     at = open_at.setdefault(key, [])

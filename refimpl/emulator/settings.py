@@ -14,8 +14,8 @@ LOOP_CHUNK_MEMORY = 1 << 27
 CHUNK_SHARE = 4  # a launch over LANE_MEMORY runs in chunks of workgroups of LANE_MEMORY / CHUNK_SHARE (room for loops)
 LOOPS_AS_LANES = True  # False: every RANGE runs its iterations one after another (the rule itself, for comparisons)
 IF_BOXES = True  # False: an IF whose gate fixes lidx axes runs its body on every lane too (blocks._if, for comparisons)
-# from this run of a plan on, its straight-line stretches run as steps (straight.py): making them costs about one run,
-# and each later run is about a fifth faster; None: never
+# from this run of a plan on, its straight-line stretches run as steps (straight.py): making them costs about one run
+# (placing batches, a few more), and each later run is about a fifth faster; None: never
 STRAIGHT_FROM: int | None = 4
 # a stretch's isomorphic ops (tinygrad's unrolled tiles) run as batches, one numpy call over their stacked lanes
 # (batches.py); False: one step per op (for comparisons)

@@ -13,8 +13,9 @@ its handler would and calls the handler where it finds none) runs that step; any
 A step reads an operand an earlier step of the stretch made (a plain Value: its kind is one of plan.VALUES) straight
 from the env, and any other through Machine.value_of (lazy forms, values repeated into a loop's lanes, registers,
 which an ASSIGN of the stretch may change). Nothing is compiled from text: making a plan's steps costs about what one
-run of its ops does. The steps compute what the handler loop computes, op for op: they only remove the interpretation around
-the handlers (spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
+run of its ops does, and placing its batches a few more where a stretch holds many copies of its ops. The steps compute
+what the handler loop computes, op for op: they only remove the interpretation around the handlers
+(spec_tests/test_emulator_straight.py holds every corpus program to the handler loop).
 
 Where a stretch holds k copies of one op (tinygrad's unrolled tiles), a batch runs them as one numpy call over their
 stacked lanes, where the first of them stands (batches.py: its step stands in for theirs; settings.BATCHES).
