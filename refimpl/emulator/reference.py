@@ -11,9 +11,10 @@ Transcendental references (EXP2, LOG2, SIN), `correctly_rounded(op, x, dtype)`:
 - where numpy's longdouble is x87 80-bit extended (64-bit significand, x86-64 Linux) or IEEE quad (aarch64 Linux), the
   function is evaluated by the C library's long double exp2l / log2l / sinl (glibc: errors of a few units of 2^-64
   relative; sinl reduces any argument exactly, Payne-Hanek style), then rounded to odd into float64 and to nearest even
-  into the dtype. The result is the correctly rounded value except when the exact value lies within about 2^-62
-  (relative) of a rounding boundary of the dtype: the reference's own error is at most 0.5 ulp + 2^-9 ulp for float64
-  (2^-62 / 2^-53) and 0.5 ulp + 2^-38 ulp for float32 and narrower.
+  into the dtype (into float32 in one cast where numpy's long double -> float32 cast rounds once, `F32_IN_ONE_CAST`:
+  the same value at about half the reference's cost). The result is the correctly rounded value except when the exact
+  value lies within about 2^-62 (relative) of a rounding boundary of the dtype: the reference's own error is at most
+  0.5 ulp + 2^-9 ulp for float64 (2^-62 / 2^-53) and 0.5 ulp + 2^-38 ulp for float32 and narrower.
 - elsewhere (long double == double: macOS arm64, Windows), float32 and narrower use numpy's float64 functions (a few
   float64 ulp, i.e. < 2^-27 ulp of float32 after rounding), and float64 falls back to a slow per-element `decimal`
   evaluation with 40 significant digits (`decimal_reference`), error below 0.5 ulp + 2^-70 ulp.
@@ -68,9 +69,25 @@ def from_f64(x: np.ndarray, dt: DType) -> np.ndarray:
     if dt in (dtypes.float64, dtypes.float32, dtypes.float16): return x.astype(to_np(dt))
     return round_odd(x, F32).astype(to_np(dt))
 
-def from_longdouble(x: np.ndarray, dt: DType) -> np.ndarray:
-  """long double lanes rounded once, to nearest even, into the float dtype dt (through a round-to-odd float64)."""
+def _casts_long_double_once() -> bool:
+  """Whether numpy's long double -> float32 cast rounds once, to nearest even (x87's store to single, IEEE quad's
+  conversion), as from_longdouble must: on values just past float32 midpoints (normal and subnormal, both signs, above
+  and below), which float64 rounds onto the midpoint, the cast gives what rounding to odd into float64 then to float32
+  gives (the Boldo-Melquiond single rounding); a cast through float64 differs on some of them."""
+  if not EXTENDED: return False
+  mids = np.array([1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 1.5 * 2.0 ** -149, 2.5 * 2.0 ** -149], LD)
+  nudged = np.concatenate([mids * (1 + np.longdouble(2.0) ** -60), mids * (1 - np.longdouble(2.0) ** -60)])
+  probes = np.concatenate([nudged, -nudged])
   with np.errstate(all="ignore"):
+    return bool(np.array_equal(bits_of(probes.astype(F32)), bits_of(round_odd(probes, F64).astype(F32))))
+
+F32_IN_ONE_CAST = _casts_long_double_once()  # from_longdouble's float32: numpy's cast, else through round-to-odd float64
+
+def from_longdouble(x: np.ndarray, dt: DType) -> np.ndarray:
+  """long double lanes rounded once, to nearest even, into the float dtype dt: to float32 by numpy's cast where it
+  rounds once (F32_IN_ONE_CAST), else through a round-to-odd float64."""
+  with np.errstate(all="ignore"):
+    if dt is dtypes.float32 and F32_IN_ONE_CAST: return x.astype(F32)
     return x.astype(F64) if dt is dtypes.float64 else from_f64(round_odd(x, F64), dt)
 
 # ---- transcendental references ----

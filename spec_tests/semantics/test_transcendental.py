@@ -26,6 +26,8 @@ from refimpl.testing.oracle import FMT, as_floats, edge_values, exponent, random
 
 from .arrays import F32, f32
 
+LD = np.dtype(np.longdouble)
+
 RULES = (alu.transcendental,)
 DECISIONS = {"EXP2 LOG2 SIN": "test_decision_exp2_log2_sin_tolerance"}
 
@@ -155,6 +157,31 @@ def test_decimal_fallback_agrees_with_the_oracle():
     for v in float64_samples(op)[::5].tolist():
       y = exact_decimal(op, v)
       assert same(reference.decimal_reference(op, v), rne(y, FMT[dtypes.float64])), (op, v)
+
+def _long_doubles_near_float32_midpoints(rng: np.random.Generator) -> np.ndarray:
+  """Long doubles that test a rounding into float32: each float32 midpoint (between a random float32 and the next one
+  up, normal and subnormal, and between the largest finite and 2^128) itself and one long double ulp either side, and
+  random long doubles of more significand bits than float64 holds, of both signs."""
+  a = np.concatenate([rng.standard_normal(200) * 2.0 ** rng.integers(-120, 120, 200),  # normal
+                      rng.integers(1, 2**23, 100) * 2.0 ** -149,  # subnormal
+                      [float(np.finfo(np.float32).max)]]).astype(np.float32)
+  with np.errstate(over="ignore"):
+    b = np.nextafter(a, np.float32(np.inf))
+  ends = np.where(np.isinf(b), np.longdouble(2.0) ** 128, b.astype(LD))
+  mids = (a.astype(LD) + ends) / 2  # exact: a long double holds one bit more than float32 and far more range
+  near = np.concatenate([mids, np.nextafter(mids, LD.type(np.inf)), np.nextafter(mids, LD.type(-np.inf))])
+  spread = rng.standard_normal(300).astype(LD) * (1 + rng.standard_normal(300).astype(LD) * np.longdouble(2.0) ** -40)
+  return np.concatenate([near, -near, spread])
+
+def test_reference_rounds_a_long_double_once_into_float32():
+  """Rule: a long double reference value is rounded once, to nearest even, into float32 (reference.from_longdouble:
+  numpy's cast where it rounds once, `F32_IN_ONE_CAST`, else through float64 rounded to odd): on values at and one
+  long double ulp either side of float32 midpoints, and random ones, the result is the exact value's rounding."""
+  x = _long_doubles_near_float32_midpoints(np.random.default_rng(5))
+  got = as_floats(reference.from_longdouble(x, dtypes.float32))
+  want = [rne(Fraction(*v.as_integer_ratio()), FMT[dtypes.float32]) for v in x]
+  bad = [(repr(v), g, w) for v, g, w in zip(x, got, want) if not same(g, w)]
+  assert bad[:5] == []
 
 # ---- special values and looseness ----
 
