@@ -18,8 +18,8 @@ which calls the handler) run there instead, one by one.
 `batches` places them: in program order, an op joins the first batch of its key that stands after every operand of the
 op (an operand a batch sets is set where that batch stands; a register, by the stretch's last ASSIGN before the op), or
 opens a new one where it stands; so the k copies of a chain fall into one batch per step of the chain. A batch that
-costs more than its ops' own steps (`_pays`) is dissolved, and the placing done again without its ops.
-settings.BATCHES off: no batches (for comparisons).
+costs more than its ops' own steps (`_pays`) is dissolved, and the placing done again without its ops. compile_stretch
+makes the steps through `StretchBatches`. settings.BATCHES off: no batches (for comparisons).
 """
 from __future__ import annotations
 
@@ -136,6 +136,11 @@ class Stack:
   def __init__(self, ops: Sequence[int]):
     self.ops, self.eager = tuple(ops), tuple(enumerate(ops))
 
+  def hold(self, m: Machine, env: list, out: np.ndarray) -> None:
+    """Keeps the batch's exact result for this run, and its eager ops' Values in the env."""
+    m.stacked[self] = out
+    for k, i in self.eager: env[i] = Value(out[k])
+
   def write(self, m: Machine, env: list) -> None:
     """Puts every op's Value in the env, where the run holds the batch's result."""
     out = m.stacked.get(self)
@@ -143,13 +148,46 @@ class Stack:
       for k, i in enumerate(self.ops): env[i] = Value(out[k])
 
 
-def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Callable[[int], bool],
-               rows: dict[int, tuple[Stack, int]], env_reads: set[tuple[int, int]]) -> tuple[Step, Stack]:
-  """The step of a batch (module docstring), and its Stack; own: its ops' own steps, run instead where an operand is
-  not exact; direct(j): operand j's Value is env[j] itself, else it is read by value_of; rows: op -> (the Stack of the
-  batch that computes it, its row there) for the batches made so far (this one's are added); env_reads: (op, operand)
-  pairs a batch reads from the env (this one's are added)."""
-  if plan.kinds[ops[0]] is Kind.GEP: return _pick_step(plan, ops, own, direct, rows, env_reads)
+def _own_steps(stack: Stack, read: Sequence[Stack], own: Sequence[Step]) -> Step:
+  """The step that runs a batch's ops' own steps instead of it (an operand is not exact): the batches whose rows it
+  reads first put their ops' Values in the env, where those steps read them."""
+  def step(m: Machine, env: list) -> None:
+    m.stacked.pop(stack, None)
+    for other in read: other.write(m, env)
+    for s in own: s(m, env)
+  return step
+
+
+class StretchBatches:
+  """The batches of one stretch while compile_stretch makes its steps: `first` (the first op of each batch -> its ops,
+  none with settings.BATCHES off), `step` makes a batch's step, `finish` marks each batch's eager ops once all are
+  made."""
+  def __init__(self, plan: Plan, lo: int, hi: int):
+    self.plan = plan
+    self.first = {ops[0]: ops for ops in batches(plan, lo, hi)} if settings.BATCHES else {}
+    self.rows: dict[int, tuple[Stack, int]] = {}  # op -> (the Stack of the batch that computes it, its row there)
+    self.env_reads: set[tuple[int, int]] = set()  # (op, operand) pairs a batch reads from the env
+    self.stacks: list[Stack] = []
+
+  def step(self, ops: Sequence[int], own: Sequence[Step], direct: Callable[[int], bool]) -> Step:
+    """The step of the batch `ops`; own: its ops' own steps; direct(j): operand j's Value is env[j] itself."""
+    make = _pick_step if self.plan.kinds[ops[0]] is Kind.GEP else _batch_step
+    step, stack = make(self.plan, ops, own, direct, self.rows, self.env_reads)
+    self.stacks.append(stack)
+    return step
+
+  def finish(self) -> None:
+    """Each Stack's eager ops: those that an op which no batch runs reads, or a batch reads from the env."""
+    users = self.plan.users
+    for stack in self.stacks:
+      stack.eager = tuple((k, i) for k, i in enumerate(stack.ops)
+                          if any(u not in self.rows or (u, i) in self.env_reads for u in users.get(i, ())))
+
+
+def _batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Callable[[int], bool],
+                rows: dict[int, tuple[Stack, int]], env_reads: set[tuple[int, int]]) -> tuple[Step, Stack]:
+  """The step of a batch of ufuncs, WHERE or conversions (module docstring), and its Stack (StretchBatches.step's
+  arguments; this batch's rows and reads are added)."""
   path = plan.exact[ops[0]]
   rule, result = path.rule, path.result
   slots = [tuple(plan.exact[i].operands[t] for i in ops) for t in range(len(path.operands))]
@@ -160,13 +198,8 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
     if sources[-1][1] is None: env_reads.update(zip(ops, js))
   stack = Stack(ops)
   for k, i in enumerate(ops): rows[i] = (stack, k)
-  read_stacks = [source[1] for source in sources if source[1] is not None]  # the batches whose rows it reads
+  instead = _own_steps(stack, [source[1] for source in sources if source[1] is not None], own)
   nan_marked = result is not Value  # the result's maker marks NaNs (values.ufunc_value, scalar_float_value)
-
-  def own_steps(m: Machine, env: list) -> None:
-    m.stacked.pop(stack, None)
-    for other in read_stacks: other.write(m, env)
-    for s in own: s(m, env)
 
   def step(m: Machine, env: list) -> None:
     args = []
@@ -180,8 +213,8 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
         continue
       xs = [env[j] if dj else m.value_of(j) for j, dj in reads]
       for x in xs:
-        if x.cert is not None: return own_steps(m, env)
-      args.append(xs[0].v if one else _stacked([x.v for x in xs]))
+        if x.cert is not None: return instead(m, env)
+      args.append(xs[0].v if one else _as_rows([x.v for x in xs]))
     out = rule(*args)
     if nan_marked and out.dtype.kind == "f":
       flat = out.reshape(-1)
@@ -190,14 +223,13 @@ def batch_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
         m.stacked.pop(stack, None)
         for k, i in enumerate(ops): env[i] = result(out[k])
         return
-    m.stacked[stack] = out
-    for k, i in stack.eager: env[i] = Value(out[k])
+    stack.hold(m, env, out)
   return step, stack
 
 
 def _pick_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Callable[[int], bool],
                rows: dict[int, tuple[Stack, int]], env_reads: set[tuple[int, int]]) -> tuple[Step, Stack]:
-  """batch_step of a batch of GEPs, each one element of a vector: the distinct vectors stacked, each element along the
+  """_batch_step of a batch of GEPs, each one element of a vector: the distinct vectors stacked, each element along the
   lanes ((vectors, elements, lanes)), and row j of the result the element op j picks from its vector."""
   sources = tuple(plan.uops[i].src[0] for i in ops)
   vectors = list(dict.fromkeys(sources))
@@ -206,17 +238,13 @@ def _pick_step(plan: Plan, ops: Sequence[int], own: Sequence[Step], direct: Call
   env_reads.update(zip(ops, sources))
   stack = Stack(ops)
   for k, i in enumerate(ops): rows[i] = (stack, k)
+  instead = _own_steps(stack, [], own)
 
   def step(m: Machine, env: list) -> None:
     xs = [env[j] if dj else m.value_of(j) for j, dj in reads]
     for x in xs:
-      if x.cert is not None:
-        m.stacked.pop(stack, None)
-        for s in own: s(m, env)
-        return
-    out = _by_element([x.v for x in xs])[which, elements]
-    m.stacked[stack] = out
-    for k, i in stack.eager: env[i] = Value(out[k])
+      if x.cert is not None: return instead(m, env)
+    stack.hold(m, env, _by_element([x.v for x in xs])[which, elements])
   return step, stack
 
 
@@ -226,14 +254,6 @@ def _by_element(vs: Sequence[np.ndarray]) -> np.ndarray:
   out = np.empty((len(vs), vs[0].shape[1], lanes), vs[0].dtype)
   for k, v in enumerate(vs): out[k] = v.T
   return out
-
-
-def mark_eager(stacks: Sequence[Stack], users: dict[int, list[int]], rows: dict[int, tuple[Stack, int]],
-                 env_reads: set[tuple[int, int]]) -> None:
-  """Each Stack's eager ops: those that an op which no batch runs reads, or a batch reads from the env."""
-  for stack in stacks:
-    stack.eager = tuple((k, i) for k, i in enumerate(stack.ops)
-                        if any(u not in rows or (u, i) in env_reads for u in users.get(i, ())))
 
 
 def _source(js: tuple[int, ...], direct: Callable[[int], bool], rows: dict[int, tuple[Stack, int]]) -> tuple:
@@ -249,7 +269,7 @@ def _source(js: tuple[int, ...], direct: Callable[[int], bool], rows: dict[int, 
   return False, at[0][0], index, reads
 
 
-def _stacked(vs: Sequence[np.ndarray]) -> np.ndarray:
+def _as_rows(vs: Sequence[np.ndarray]) -> np.ndarray:
   """Lane values (some of them one value for every lane, (1,)) as the rows of one array."""
   lengths = set(map(len, vs))
   lanes = max(lengths)

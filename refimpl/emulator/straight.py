@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from refimpl.emulator import settings
-from refimpl.emulator.batches import Stack, batch_step, batches, mark_eager
+from refimpl.emulator.batches import StretchBatches
 from refimpl.emulator.plan import QUIET, VALUES, Kind, Plan
 from refimpl.emulator.state import Handler, Machine
 from refimpl.ir import GroupOp, UOp
@@ -107,30 +106,26 @@ def compile_stretch(plan: Plan, lo: int, hi: int, handlers: Sequence[Handler],
   sets when it starts (Plan.preset), to what its handler would set, gets no step; nor does one whose kind does nothing
   (plan.QUIET). An op with an exact path gets `exact_step`; one whose kind has a maker in `makers` (a module's STEPS:
   its handler's path as a step, e.g. access.STEPS) gets what that makes; any other, or where the maker makes none, its
-  handler's step; the ops of a batch (batches.batches) get one step, the batch's, where the first of them stands."""
+  handler's step; the ops of a batch (batches.StretchBatches) get one step, the batch's, where the first of them stands."""
   steps: list[Step] = []
   made: set[int] = set()  # ops of the stretch before the current one whose env entry is a plain Value
-  batched: set[int] = set()  # ops a batch's step computes (batches.py), where its first op stands
-  rows: dict[int, tuple[Stack, int]] = {}  # batch_step's
-  env_reads: set[tuple[int, int]] = set()
-  stacks: list[Stack] = []
-  first = {ops[0]: ops for ops in batches(plan, lo, hi)} if settings.BATCHES else {}
+  batches = StretchBatches(plan, lo, hi)
+  batched: set[int] = set()  # ops a batch's step computes, where its first op stands
   for i in range(lo, hi):
     u, kind = plan.uops[i], plan.kinds[i]
     if i in plan.preset and kind in VALUES: made.add(i)
     if kind in QUIET or i in plan.preset: continue
-    if i in first:
-      own = [exact_step(plan, j, plan.uops[j], handlers[j], made.__contains__) for j in first[i]]
-      step, stack = batch_step(plan, first[i], own, made.__contains__, rows, env_reads)
-      steps.append(step)
-      stacks.append(stack)
-      batched.update(first[i])
+    if i in batches.first:
+      ops = batches.first[i]
+      own = [exact_step(plan, j, plan.uops[j], handlers[j], made.__contains__) for j in ops]
+      steps.append(batches.step(ops, own, made.__contains__))
+      batched.update(ops)
     if i not in batched:
       maker = exact_step if i in plan.exact else (makers or {}).get(kind)
       step = None if maker is None else maker(plan, i, u, handlers[i], made.__contains__)
       steps.append(_call(handlers[i], i, u) if step is None else step)
     if kind in VALUES: made.add(i)
-  if stacks: mark_eager(stacks, plan.users, rows, env_reads)
+  batches.finish()
   def stretch(m: Machine, i: int, u: UOp) -> int:
     env = m.env
     for step in steps: step(m, env)
