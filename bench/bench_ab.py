@@ -35,17 +35,13 @@ def capture(out: pathlib.Path) -> None:
   """Writes the kernels of bench_tinygrad's workloads, as the REFIMPL device gets them, to `out` (module docstring)."""
   sys.path.insert(0, str(ROOT))
   sys.path.insert(0, str(ROOT / "bench"))
-  from bench_tinygrad import KERNEL_HEAVY, WORKLOADS
+  from bench_tinygrad import KERNEL_HEAVY, WORKLOADS, refimpl_kernels
 
   from refimpl.ir import program_to_json
-  from refimpl.tinygrad.v0_10.capture import capture as captured
-  from refimpl.tinygrad.v0_10.reference import install_reference_device
-  device = install_reference_device()
   out.mkdir(parents=True, exist_ok=True)
-  for workload, fn in {**WORKLOADS, **KERNEL_HEAVY}.items():
+  for workload in {**WORKLOADS, **KERNEL_HEAVY}:
     if workload == "matmul 1024": continue
-    with captured() as kernels:
-      for t in fn(device, np.random.default_rng(0)): t.numpy()
+    kernels = refimpl_kernels(workload)
     for k in kernels:
       if k.program is None:
         print(f"{workload}: {k.name} does not translate: {k.error}")

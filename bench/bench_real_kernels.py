@@ -117,15 +117,9 @@ def capture_tinygrad_matmuls() -> None:
   """Runs bench/bench_tinygrad.py's workloads of TINYGRAD_MATMULS on tinygrad's REFIMPL device (refimpl's own) and
   writes their matmul kernels, as REFIMPL gets them, to bench/kernels/tinygrad_<workload>_<kernel>.json."""
   sys.path.insert(0, str(ROOT / "bench"))
-  from bench_tinygrad import KERNEL_HEAVY, WORKLOADS
-
-  from refimpl.tinygrad.v0_10.capture import capture
-  from refimpl.tinygrad.v0_10.reference import install_reference_device
-  device = install_reference_device()
+  from bench_tinygrad import refimpl_kernels
   for workload, names in TINYGRAD_MATMULS.items():
-    with capture() as kernels:
-      for t in {**WORKLOADS, **KERNEL_HEAVY}[workload](device, np.random.default_rng(0)): t.numpy()
-    made = {k.name: k for k in kernels}
+    made = {k.name: k for k in refimpl_kernels(workload)}
     missing = [name for name in names if name not in made or made[name].program is None]
     if missing: raise SystemExit(f"cannot capture {workload}: tinygrad made no kernel {', '.join(missing)} that translates "
                                  f"(it made {', '.join(sorted(made))}); TINYGRAD_MATMULS names tinygrad 0.10.1's")

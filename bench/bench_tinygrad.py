@@ -143,6 +143,15 @@ KERNEL_HEAVY = {"matmul 1024": _matmul_1024, "CNN training step b32": _cnn_train
                 "transformer block": _transformer_block}
 
 
+def refimpl_kernels(workload: str) -> list:
+  """The distinct kernels one run of a workload (WORKLOADS or KERNEL_HEAVY) launches on tinygrad's REFIMPL device, as
+  refimpl.tinygrad.v0_10.capture records them: the translated Program, the buffers before the run, the vals."""
+  device = install_reference_device()
+  with capture() as kernels:
+    for t in {**WORKLOADS, **KERNEL_HEAVY}[workload](device, np.random.default_rng(0)): t.numpy()
+  return kernels
+
+
 class KernelTimes:
   """While active, every compiled kernel tinygrad launches is timed (CPU time of this process: both devices compute in
   it) and counted by (device, kernel name), with tinygrad's estimate of its operations."""
